@@ -1,0 +1,29 @@
+# The two commands a user needs: `make run` and `make test`. Each sets up what is missing first
+# (ci/setup.sh: Open MPI, .venv, Horovod built once and cached) and skips what is already done.
+VENV ?= .venv
+NP ?= 4
+ARGS ?=
+
+.PHONY: setup run test test-fast lint format bench clean
+
+setup:
+	@bash ci/setup.sh
+
+run: setup
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH horovodrun -np $(NP) hvd-linreg $(ARGS)
+
+test: setup
+	@bash ci/test.sh
+
+# Only the single-process tests: seconds, not minutes.
+test-fast: setup
+	@bash ci/test.sh -m "not multiprocess"
+
+lint: setup
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff format . && $(VENV)/bin/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -1,0 +1,65 @@
+"""The run's configuration: every knob with its default, validated once, then frozen."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+class UsageError(Exception):
+    """A problem the user caused and can fix; ends every rank with exit code 2."""
+
+
+# Defaults are the seed program's (../shared/seed): 1000 steps, lr 0.01, batch 100, logs every 100.
+@dataclass(frozen=True)
+class Config:
+    num_steps: int = 1000
+    learning_rate: float = 0.01
+    batch_size: int = 100  # per rank; the global batch is batch_size * ranks
+    num_samples: int | None = None  # global; None: 1000 synthetic, or every row of --data
+    num_features: int | None = None  # None: 1 synthetic, or the file's feature columns
+    seed: int = 0
+    log_every: int = 100
+    data: str | None = None
+    target: str | None = None
+    metrics_json: str | None = None
+    verbose: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("num_steps", "batch_size", "num_samples", "num_features", "log_every"):
+            value = getattr(self, name)
+            if value is None and name in ("num_samples", "num_features"):
+                continue
+            if not _is_int(value) or value <= 0:
+                raise UsageError(f"--{name} must be a positive whole number, got {value!r}")
+        if not _is_int(self.seed) or self.seed < 0:
+            raise UsageError(f"--seed must be a whole number >= 0, got {self.seed!r}")
+        lr = self.learning_rate
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr):
+            raise UsageError(f"--learning_rate must be a finite number, got {lr!r}")
+        if lr <= 0:
+            raise UsageError(f"--learning_rate must be > 0, got {lr!r}")
+        if self.data is not None:
+            for name in ("num_samples", "num_features"):
+                if getattr(self, name) is not None:
+                    raise UsageError(
+                        f"--{name} cannot be combined with --data: it comes from the file"
+                    )
+        elif self.target is not None:
+            raise UsageError("--target names a CSV column, so it needs --data FILE.csv")
+
+    @property
+    def synthetic(self) -> bool:
+        return self.data is None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def field_names() -> list[str]:
+    return [f.name for f in fields(Config)]
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

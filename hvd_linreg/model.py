@@ -1,0 +1,34 @@
+"""The model: y = X·w + b, fitted by mean squared error, as in the seed program."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+
+def initial_params(seed: int, rank: int, num_features: int) -> np.ndarray:
+    """N(0, 1) start values like the seed's initializer; [w_0 .. w_{F-1}, b].
+
+    Each rank draws its own on purpose: only the broadcast from rank 0 makes them agree,
+    so a missing broadcast shows up in the exactness tests instead of going unnoticed.
+    """
+    return np.random.default_rng([seed, rank]).standard_normal(num_features + 1)
+
+
+class LinearModel(tf.Module):
+    """w and b live in ONE variable, so each step allreduces one gradient tensor, not two."""
+
+    def __init__(self, params: np.ndarray):
+        super().__init__(name="linear")
+        self.num_features = len(params) - 1
+        self.params = tf.Variable(np.asarray(params, np.float32).reshape(-1, 1), name="params")
+
+    def predict(self, X: tf.Tensor) -> tf.Tensor:
+        w, b = self.params[:-1], self.params[-1]
+        return tf.squeeze(tf.matmul(X, w), axis=1) + b
+
+    def loss(self, X: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        return tf.reduce_mean(tf.square(self.predict(X) - y))
+
+    def numpy_params(self) -> np.ndarray:
+        return self.params.numpy().reshape(-1).astype(np.float64)

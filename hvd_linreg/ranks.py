@@ -1,0 +1,113 @@
+"""Everything about ranks in one place: who am I, how many are we, who speaks, how we agree.
+
+This is the only module that reads the launcher's environment or starts Horovod.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+from hvd_linreg.config import UsageError
+
+# Launchers announce the rank before any MPI call; we need it to keep non-root ranks quiet
+# when the command line is rejected before Horovod starts.
+_RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+_LOCAL_SIZE_VARIABLES = (
+    "HOROVOD_LOCAL_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "MPI_LOCALNRANKS",
+    "SLURM_NTASKS_PER_NODE",
+)
+
+
+def _launcher_value(names: tuple[str, ...], default: int) -> int:
+    for name in names:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return default
+
+
+def launch_rank() -> int:
+    """This process's rank as the launcher set it, or 0 when started without one."""
+    return _launcher_value(_RANK_VARIABLES, 0)
+
+
+def say(line: str, *, stream=None) -> None:
+    """Write one whole line: Open MPI's output tagging splits multi-part prints."""
+    stream = stream or sys.stdout
+    stream.write(line + "\n")
+    stream.flush()
+
+
+@dataclass(frozen=True)
+class Ranks:
+    rank: int
+    size: int
+    local_rank: int
+    local_size: int
+    controller: str  # "MPI" or "Gloo"
+    verbose: bool = False
+
+    @property
+    def is_root(self) -> bool:
+        return self.rank == 0
+
+    def log(self, line: str) -> None:
+        """Rank 0 speaks for the job; other ranks only with --verbose, tagged with their rank."""
+        if self.is_root:
+            say(line)
+        elif self.verbose:
+            say(f"[rank {self.rank}] {line}")
+
+    def warn(self, line: str) -> None:
+        if self.is_root:
+            say(f"warning: {line}", stream=sys.stderr)
+
+    def agree(self, error: UsageError | None) -> None:
+        """Raise the same UsageError on every rank if any rank hit one.
+
+        A problem that only one rank sees (a bad row in its shard) must stop all of them
+        together, not leave the others waiting in the first allreduce.
+        """
+        import horovod.tensorflow as hvd
+
+        message = None if error is None else str(error)
+        messages = hvd.allgather_object(message) if self.size > 1 else [message]
+        for rank, text in enumerate(messages):
+            if text is not None:
+                where = f" (seen on rank {rank})" if self.size > 1 and rank != 0 else ""
+                raise UsageError(text + where)
+
+
+def quiet_tensorflow() -> None:
+    """Call before importing TensorFlow: its start-up chatter on every rank buries the log."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def init(verbose: bool = False) -> Ranks:
+    """Start Horovod (and TensorFlow) and describe this process's place in the job."""
+    if _launcher_value(_LOCAL_SIZE_VARIABLES, 1) > (os.cpu_count() or 1):
+        # More ranks than cores: MPI's busy-polling ranks steal the core from the rank they wait
+        # for (measured: 17 ms instead of 1.5 ms a step at 4 ranks on 2 cores). Yield instead.
+        os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")
+    hvd.init()
+    # Ranks sharing a machine share its cores: without this each rank starts one thread per
+    # core and they trample each other.
+    threads = max(1, (os.cpu_count() or 1) // hvd.local_size())
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    return Ranks(
+        rank=hvd.rank(),
+        size=hvd.size(),
+        local_rank=hvd.local_rank(),
+        local_size=hvd.local_size(),
+        controller="Gloo" if hvd.gloo_enabled() else "MPI",
+        verbose=verbose,
+    )

@@ -1,0 +1,115 @@
+"""What rank 0 tells the user at the end: the summary lines and the metrics JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hvd_linreg import __version__
+from hvd_linreg.config import Config, UsageError
+from hvd_linreg.data import Shard
+from hvd_linreg.ranks import Ranks
+
+_SHOWN_WEIGHTS = 8  # the summary lists at most this many w's; the JSON has all of them
+
+
+@dataclass
+class Result:
+    initial_params: np.ndarray  # [w..., b] as broadcast from rank 0
+    params: np.ndarray  # [w..., b] after training
+    loss: float  # mean squared error over the whole dataset (all ranks) at the final params
+    steps: int
+    wall_s: float  # training loop only, from after the broadcast to the last step
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.wall_s if self.wall_s > 0 else float("inf")
+
+
+def versions() -> dict[str, str]:
+    import horovod
+    import tensorflow as tf
+
+    return {
+        "hvd_linreg": __version__,
+        "horovod": horovod.__version__,
+        "tensorflow": tf.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def metrics(cfg: Config, ranks: Ranks, shard: Shard, result: Result) -> dict[str, Any]:
+    """Every value a plain number, string or list, so any JSON reader can use it."""
+    return {
+        "size": ranks.size,
+        "controller": ranks.controller,
+        "steps": result.steps,
+        "batch_size": cfg.batch_size,
+        "global_batch_size": cfg.batch_size * ranks.size,
+        "learning_rate": cfg.learning_rate,
+        "num_samples": shard.num_samples,
+        "num_features": shard.num_features,
+        "seed": cfg.seed,
+        "data": shard.source,
+        "initial_w": [float(v) for v in result.initial_params[:-1]],
+        "initial_b": float(result.initial_params[-1]),
+        "w": [float(v) for v in result.params[:-1]],
+        "b": float(result.params[-1]),
+        "w_true": shard.w_true,
+        "b_true": shard.b_true,
+        "loss": result.loss,
+        "wall_s": result.wall_s,
+        "steps_per_s": result.steps_per_s,
+        "samples_per_s": result.steps_per_s * cfg.batch_size * ranks.size,
+        "versions": versions(),
+    }
+
+
+def summary_lines(m: dict[str, Any]) -> list[str]:
+    def vec(values: list) -> str:
+        shown = ", ".join(f"{v:.6g}" for v in values[:_SHOWN_WEIGHTS])
+        more = f", ... ({len(values)} in all)" if len(values) > _SHOWN_WEIGHTS else ""
+        return f"[{shown}{more}]"
+
+    true_w = f"  (true {vec(m['w_true'])})" if m["w_true"] is not None else ""
+    true_b = f"  (true {m['b_true']:.6g})" if m["b_true"] is not None else ""
+    v = m["versions"]
+    return [
+        "Summary:",
+        f"  w: {vec(m['w'])}{true_w}",
+        f"  b: {m['b']:.6g}{true_b}",
+        f"  final loss: {m['loss']:.6g} (mean squared error over all {m['num_samples']} samples)",
+        f"  wall time: {m['wall_s']:.3f} s, {m['steps_per_s']:.1f} steps/s, "
+        f"{m['samples_per_s']:.4g} samples/s",
+        f"  ranks: {m['size']}, controller: {m['controller']}, "
+        f"global batch: {m['global_batch_size']}",
+        f"  versions: hvd_linreg {v['hvd_linreg']}, Horovod {v['horovod']}, "
+        f"TensorFlow {v['tensorflow']}, NumPy {v['numpy']}, Python {v['python']}",
+    ]
+
+
+def write_json(path: str, obj: dict[str, Any]) -> None:
+    """Write atomically: a crash mid-write leaves the old file, never half of a new one."""
+    target = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    except OSError as e:
+        raise UsageError(f"cannot write --metrics_json {path}: {e.strerror}") from None
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

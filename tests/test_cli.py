@@ -1,0 +1,67 @@
+"""The command line: the seed's flags and defaults, both spellings, clear usage errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from hvd_linreg.cli import parse_config
+from hvd_linreg.config import Config, UsageError, field_names
+
+
+def test_defaults_are_the_seed_programs():
+    cfg = parse_config([])
+    assert (cfg.num_steps, cfg.learning_rate, cfg.batch_size, cfg.log_every) == (
+        1000,
+        0.01,
+        100,
+        100,
+    )
+
+
+@pytest.mark.parametrize("spelling", ["--num_steps", "--num-steps"])
+def test_underscore_and_dashed_flags_both_work(spelling):
+    assert parse_config([spelling, "7"]).num_steps == 7
+
+
+def test_help_explains_every_flag():
+    out = subprocess.run(
+        [sys.executable, "-m", "hvd_linreg", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    for name in field_names():
+        assert f"--{name}" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--num_steps", "0"], "--num_steps must be a positive whole number"),
+        (["--batch_size", "-5"], "--batch_size must be a positive whole number"),
+        (["--num_steps", "1.5"], "invalid int value"),
+        (["--learning_rate", "nan"], "--learning_rate must be a finite number"),
+        (["--learning_rate", "0"], "--learning_rate must be > 0"),
+        (["--data", "x.csv", "--num_features", "3"], "cannot be combined with --data"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bad_flags_are_usage_errors(argv, message):
+    with pytest.raises(UsageError, match=message):
+        parse_config(argv)
+
+
+def test_usage_error_exits_2_with_one_line_and_no_traceback():
+    proc = subprocess.run(
+        [sys.executable, "-m", "hvd_linreg", "--num_steps", "-1"], capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "hvd-linreg: error: --num_steps must be a positive whole number, got -1"
+    )
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_config_is_immutable():
+    with pytest.raises(AttributeError):
+        Config().num_steps = 5  # type: ignore[misc]

@@ -1,0 +1,79 @@
+"""The data contract: one global dataset, sharded by stride, read only where owned."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hvd_linreg.config import Config, UsageError
+from hvd_linreg.data import load_shard, read_rows, true_weights
+
+
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_synthetic_shards_interleave_into_the_one_rank_dataset(size):
+    cfg = Config(num_samples=1000, num_features=3, batch_size=10)
+    whole = load_shard(cfg, 0, 1)
+    used = 1000 // size * size
+    for rank in range(size):
+        shard = load_shard(cfg, rank, size)
+        np.testing.assert_array_equal(shard.X, whole.X[rank:used:size])
+        np.testing.assert_array_equal(shard.y, whole.y[rank:used:size])
+
+
+def test_synthetic_data_follows_the_seed_model():
+    shard = load_shard(Config(num_samples=20000, num_features=2, batch_size=10), 0, 1)
+    A = np.c_[shard.X, np.ones(len(shard.y))]
+    coef, *_ = np.linalg.lstsq(A, shard.y, rcond=None)
+    np.testing.assert_allclose(coef, [5.0, 2.5, 2.0], atol=0.01)
+    assert abs(np.std(shard.y - A @ [5.0, 2.5, 2.0]) - 0.1) < 0.005
+    assert shard.w_true == true_weights(2).tolist() and shard.b_true == 2.0
+
+
+def test_different_seeds_give_different_data():
+    a = load_shard(Config(seed=1, batch_size=10), 0, 1)
+    b = load_shard(Config(seed=2, batch_size=10), 0, 1)
+    assert not np.array_equal(a.X, b.X)
+
+
+def test_rows_beyond_a_multiple_of_the_ranks_are_dropped():
+    shard = load_shard(Config(num_samples=1003, batch_size=10), 1, 4)
+    assert (shard.num_samples, shard.num_dropped, len(shard.y)) == (1000, 3, 250)
+
+
+@pytest.fixture
+def table():
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((11, 3)).astype(np.float32)
+
+
+def test_npy_last_column_is_the_target(tmp_path, table):
+    path = tmp_path / "d.npy"
+    np.save(path, table)
+    X, y, n = read_rows(str(path), None, 1, 3)
+    assert n == 11
+    np.testing.assert_array_equal(X, table[1::3, :2])
+    np.testing.assert_array_equal(y, table[1::3, 2])
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_npz_reads_X_and_y(tmp_path, table, compressed):
+    path = tmp_path / "d.npz"
+    (np.savez_compressed if compressed else np.savez)(path, X=table[:, :2], y=table[:, 2])
+    X, y, n = read_rows(str(path), None, 2, 4)
+    np.testing.assert_array_equal(X, table[2::4, :2])
+    np.testing.assert_array_equal(y, table[2::4, 2])
+
+
+def test_csv_target_by_name(tmp_path, table):
+    path = tmp_path / "d.csv"
+    lines = ["a,price,c"] + [",".join(repr(float(v)) for v in row) for row in table] + [""]
+    path.write_text("\n".join(lines))
+    X, y, n = read_rows(str(path), "price", 0, 2)
+    assert n == 11
+    np.testing.assert_allclose(y, table[0::2, 1])
+    np.testing.assert_allclose(X, table[0::2][:, [0, 2]])
+
+
+def test_batch_larger_than_a_shard_is_refused():
+    with pytest.raises(UsageError, match="larger than each rank's shard of 250 rows"):
+        load_shard(Config(num_samples=1000, batch_size=300), 0, 4)

@@ -1,5 +1,6 @@
 """Command line: parse the flags into a Config and hand it to the trainer. Exit codes:
-0 done, 2 a usage error (message from rank 0, no traceback), anything else a bug or a crash."""
+0 done; 2 a usage error (one line from rank 0, no traceback, on every rank); 1 the job lost a
+rank (another rank died or stalled); 130 interrupted; anything else is a bug, with a traceback."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 
 from hvd_linreg import __version__
 from hvd_linreg.config import Config, UsageError
-from hvd_linreg.ranks import launch_rank, quiet_tensorflow, say
+from hvd_linreg.ranks import launch_rank, quiet_tensorflow, say, settle
 
 
 class _Parser(argparse.ArgumentParser):
@@ -77,6 +78,23 @@ def build_parser() -> argparse.ArgumentParser:
     flag("target", metavar="NAME", help="CSV column to predict (default: the last one)")
     flag("metrics_json", metavar="PATH", help="rank 0 writes the run's results here as JSON")
     flag(
+        "checkpoint_dir",
+        metavar="DIR",
+        help="rank 0 saves checkpoints here; a run resumes from the newest one it finds",
+    )
+    flag(
+        "checkpoint_every",
+        type=int,
+        metavar="N",
+        help=f"steps between checkpoints (default {d.checkpoint_every})",
+    )
+    flag(
+        "keep_checkpoints",
+        type=int,
+        metavar="K",
+        help=f"keep the K newest checkpoints (default {d.keep_checkpoints})",
+    )
+    flag(
         "verbose",
         action="store_true",
         default=None,
@@ -100,9 +118,31 @@ def main(argv: list[str] | None = None) -> int:
 
         return run(cfg)
     except UsageError as e:
-        if launch_rank() == 0:
-            say(f"hvd-linreg: error: {e}", stream=sys.stderr)
-        return 2
+        code = _fail(f"hvd-linreg: error: {e}", 2)
+        settle()
+        return code
+    except KeyboardInterrupt:
+        return _fail("hvd-linreg: interrupted", 130)
+    except Exception as e:
+        if not _is_collective_failure(e):
+            raise  # a bug: keep the traceback
+        # Another rank died or stalled and Horovod shut down: say so in one line, not a
+        # TensorFlow traceback on every rank.
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return _fail(f"hvd-linreg: error: the job lost a rank ({first_line})", 1)
+
+
+def _fail(message: str, code: int) -> int:
+    if launch_rank() == 0:
+        say(message, stream=sys.stderr)
+    return code
+
+
+def _is_collective_failure(e: Exception) -> bool:
+    from horovod.common.exceptions import HorovodInternalError
+    from tensorflow.errors import OpError
+
+    return isinstance(e, (HorovodInternalError, OpError))
 
 
 if __name__ == "__main__":

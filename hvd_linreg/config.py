@@ -24,10 +24,21 @@ class Config:
     data: str | None = None
     target: str | None = None
     metrics_json: str | None = None
+    checkpoint_dir: str | None = None
+    checkpoint_every: int = 100  # steps; only with checkpoint_dir
+    keep_checkpoints: int = 3
     verbose: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("num_steps", "batch_size", "num_samples", "num_features", "log_every"):
+        for name in (
+            "num_steps",
+            "batch_size",
+            "num_samples",
+            "num_features",
+            "log_every",
+            "checkpoint_every",
+            "keep_checkpoints",
+        ):
             value = getattr(self, name)
             if value is None and name in ("num_samples", "num_features"):
                 continue

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 from dataclasses import dataclass
 
 from hvd_linreg.config import UsageError
@@ -28,6 +30,12 @@ def _launcher_value(names: tuple[str, ...], default: int) -> int:
         if value.isdigit():
             return int(value)
     return default
+
+
+STALL_DEFAULTS = {
+    "HOROVOD_STALL_CHECK_TIME_SECONDS": 30,
+    "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": 120,
+}
 
 
 def launch_rank() -> int:
@@ -66,6 +74,12 @@ class Ranks:
         if self.is_root:
             say(f"warning: {line}", stream=sys.stderr)
 
+    def share(self, obj):
+        """Rank 0's value of obj, on every rank."""
+        import horovod.tensorflow as hvd
+
+        return hvd.broadcast_object(obj, root_rank=0) if self.size > 1 else obj
+
     def agree(self, error: UsageError | None) -> None:
         """Raise the same UsageError on every rank if any rank hit one.
 
@@ -87,12 +101,75 @@ def quiet_tensorflow() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
+def settle() -> None:
+    """Before exiting on an error every rank agreed on: wait until all ranks got here.
+
+    Launchers end the whole job when the first rank exits non-zero; without this, a fast
+    rank could get rank 0 killed before its message is out.
+    """
+    hvd = sys.modules.get("horovod.tensorflow")  # not imported: the error came before init
+    if hvd is not None and hvd.is_initialized() and hvd.size() > 1:
+        hvd.join()
+
+
+class Watchdog:
+    """Ends this rank when training makes no progress for too long.
+
+    Horovod's own stall check (the HOROVOD_STALL_* variables) cannot run while its background
+    thread is blocked inside an MPI collective waiting for a rank that stopped, so under the
+    MPI controller a stuck rank would hang the job forever. This thread notices that the
+    training loop has stopped coming back and exits the process; the launcher then ends the
+    others. The limit is HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, or 10 times the slowest stretch
+    of training seen so far if that is longer.
+    """
+
+    def __init__(self, rank: int):
+        self.rank = rank
+        self.limit = float(os.environ["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"])
+        self._last = time.monotonic()
+        self._slowest = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="hvd-linreg-watchdog", daemon=True)
+
+    def __enter__(self) -> Watchdog:
+        self._last = time.monotonic()
+        if self.limit > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+
+    def progress(self) -> None:
+        """Call after each stretch of training steps."""
+        now = time.monotonic()
+        self._slowest = max(self._slowest, now - self._last)
+        self._last = now
+
+    def _watch(self) -> None:
+        while not self._stop.wait(1.0):
+            idle = time.monotonic() - self._last
+            if idle > max(self.limit, 10 * self._slowest):
+                say(
+                    f"hvd-linreg: error: [rank {self.rank}] no training progress for "
+                    f"{idle:.0f} s: another rank is stuck or dead; ending the job "
+                    "(HOROVOD_STALL_SHUTDOWN_TIME_SECONDS sets the limit)",
+                    stream=sys.stderr,
+                )
+                os._exit(1)  # no clean shutdown: it would wait on the stuck rank forever
+
+
 def init(verbose: bool = False) -> Ranks:
     """Start Horovod (and TensorFlow) and describe this process's place in the job."""
     if _launcher_value(_LOCAL_SIZE_VARIABLES, 1) > (os.cpu_count() or 1):
         # More ranks than cores: MPI's busy-polling ranks steal the core from the rank they wait
         # for (measured: 17 ms instead of 1.5 ms a step at 4 ranks on 2 cores). Yield instead.
         os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+    # A rank that stops taking part (stuck in I/O, SIGSTOPped, a livelock) must end the job,
+    # not hang it: Horovod warns after STALL_CHECK seconds and shuts down after
+    # STALL_SHUTDOWN. Both are overridable from the environment.
+    for name, seconds in STALL_DEFAULTS.items():
+        os.environ.setdefault(name, str(seconds))
     import horovod.tensorflow as hvd
     import tensorflow as tf
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from hvd_linreg import __version__
+from hvd_linreg.atomic import atomic_write
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard
 from hvd_linreg.ranks import Ranks
@@ -25,12 +25,14 @@ class Result:
     initial_params: np.ndarray  # [w..., b] as broadcast from rank 0
     params: np.ndarray  # [w..., b] after training
     loss: float  # mean squared error over the whole dataset (all ranks) at the final params
-    steps: int
-    wall_s: float  # training loop only, from after the broadcast to the last step
+    steps: int  # the step training ended at
+    first_step: int  # the step it started from: 0, or the checkpoint's when resuming
+    wall_s: float  # this run's training loop only, from after the broadcast to the last step
 
     @property
     def steps_per_s(self) -> float:
-        return self.steps / self.wall_s if self.wall_s > 0 else float("inf")
+        trained = self.steps - self.first_step
+        return trained / self.wall_s if self.wall_s > 0 else 0.0
 
 
 def versions() -> dict[str, str]:
@@ -52,6 +54,7 @@ def metrics(cfg: Config, ranks: Ranks, shard: Shard, result: Result) -> dict[str
         "size": ranks.size,
         "controller": ranks.controller,
         "steps": result.steps,
+        "first_step": result.first_step,
         "batch_size": cfg.batch_size,
         "global_batch_size": cfg.batch_size * ranks.size,
         "learning_rate": cfg.learning_rate,
@@ -96,20 +99,18 @@ def summary_lines(m: dict[str, Any]) -> list[str]:
     ]
 
 
+def check_writable(path: str | None) -> None:
+    """Refuse a --metrics_json path that cannot be written before training, not after."""
+    if path is None:
+        return
+    parent = Path(path).parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK) or Path(path).is_dir():
+        raise UsageError(
+            f"cannot write --metrics_json {path}: {parent} is not a writable directory"
+        )
+
+
 def write_json(path: str, obj: dict[str, Any]) -> None:
     """Write atomically: a crash mid-write leaves the old file, never half of a new one."""
-    target = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-    except OSError as e:
-        raise UsageError(f"cannot write --metrics_json {path}: {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    text = json.dumps(obj, indent=2) + "\n"
+    atomic_write(Path(path), lambda f: f.write(text.encode()))

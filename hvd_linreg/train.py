@@ -10,21 +10,26 @@ import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
+from hvd_linreg import checkpoint
 from hvd_linreg import ranks as ranks_mod
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard, load_shard
 from hvd_linreg.model import LinearModel, initial_params
-from hvd_linreg.ranks import Ranks
-from hvd_linreg.report import Result, metrics, summary_lines, write_json
+from hvd_linreg.ranks import Ranks, Watchdog
+from hvd_linreg.report import Result, check_writable, metrics, summary_lines, write_json
 
 
 def run(cfg: Config) -> int:
     ranks = ranks_mod.init(verbose=cfg.verbose)
 
-    # Each rank reads only its own rows; a problem any rank sees stops all of them together.
-    shard, error = None, None
+    # Each rank reads only its own rows, and rank 0 checks the paths it will write, before any
+    # training: a problem any rank sees stops all of them together, with one message.
+    shard, ckpt_dir, error = None, None, None
     try:
         shard = load_shard(cfg, ranks.rank, ranks.size)
+        if ranks.is_root:
+            check_writable(cfg.metrics_json)
+            ckpt_dir = checkpoint.prepare_dir(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
     except UsageError as e:
         error = e
     ranks.agree(error)
@@ -45,12 +50,22 @@ def run(cfg: Config) -> int:
     # Horovod's wrapper allreduces (averages) the gradients inside minimize(); every rank then
     # applies the same update. Calling apply_gradients() on raw gradients would skip it.
     optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(cfg.learning_rate))
-    optimizer.build([model.params])
-    # Start every rank from rank 0's values, so that identical averaged updates keep them equal.
-    hvd.broadcast_variables([model.params], root_rank=0)
-    initial = model.numpy_params()
+    optimizer.build([model.params])  # create its variables now: they are broadcast below
 
-    result = fit(cfg, ranks, shard, model, optimizer, initial)
+    # Rank 0 alone reads the newest checkpoint, if any, into its model and optimizer...
+    initial, first_step, error = model.numpy_params(), 0, None
+    if ckpt_dir is not None:
+        try:
+            initial, first_step = restore(ckpt_dir, cfg, ranks, shard, model, optimizer)
+        except UsageError as e:
+            error = e
+    ranks.agree(error)
+    # ...and every rank starts from rank 0's values (fresh or restored), so that identical
+    # averaged updates keep all ranks equal from here on.
+    hvd.broadcast_variables([model.params, *optimizer.variables], root_rank=0)
+    initial, first_step = ranks.share((initial, first_step))
+
+    result = fit(cfg, ranks, shard, model, optimizer, initial, first_step, ckpt_dir)
 
     m = metrics(cfg, ranks, shard, result)
     if ranks.is_root:  # only rank 0 writes, so ranks never race on the same file
@@ -61,6 +76,40 @@ def run(cfg: Config) -> int:
     return 0
 
 
+def restore(ckpt_dir, cfg: Config, ranks: Ranks, shard: Shard, model, optimizer):
+    """Load the newest loadable checkpoint into rank 0's model and optimizer.
+
+    Returns (the run's initial params, the step to continue from); (current, 0) if none.
+    """
+    ckpt, warnings = checkpoint.load_latest(ckpt_dir)
+    for w in warnings:
+        ranks.warn(w)
+    if ckpt is None:
+        return model.numpy_params(), 0
+    if ckpt.num_features != shard.num_features:
+        raise UsageError(
+            f"the checkpoint in {cfg.checkpoint_dir} is for {ckpt.num_features} features, "
+            f"this data has {shard.num_features}; use another --checkpoint_dir"
+        )
+    current = [v.numpy() for v in optimizer.variables]
+    if [a.shape for a in ckpt.optimizer] != [a.shape for a in current]:
+        raise UsageError(
+            f"the checkpoint in {cfg.checkpoint_dir} holds another optimizer's state "
+            f"({ckpt.header.get('optimizer')}); use another --checkpoint_dir"
+        )
+    model.params.assign(ckpt.params.reshape(model.params.shape))
+    for var, value in zip(optimizer.variables, ckpt.optimizer):
+        var.assign(value)
+    saved_batch = ckpt.header.get("global_batch_size")
+    if saved_batch != cfg.batch_size * ranks.size:
+        ranks.warn(
+            f"the checkpoint was trained with a global batch of {saved_batch}, this run uses "
+            f"{cfg.batch_size * ranks.size}: the result will differ from an uninterrupted run"
+        )
+    ranks.log(f"Resuming from {ckpt_dir / f'ckpt-{ckpt.step:010d}.npz'} at step {ckpt.step}")
+    return np.asarray(ckpt.header["initial_params"], np.float64), ckpt.step
+
+
 def fit(
     cfg: Config,
     ranks: Ranks,
@@ -68,46 +117,82 @@ def fit(
     model: LinearModel,
     optimizer,
     initial: np.ndarray,
+    first_step: int,
+    ckpt_dir,
 ) -> Result:
-    """Run cfg.num_steps steps; log the loss, averaged over ranks, every cfg.log_every steps."""
+    """Train from first_step to cfg.num_steps; log the loss, averaged over ranks, every
+    cfg.log_every steps; rank 0 saves a checkpoint every cfg.checkpoint_every steps."""
     X = tf.constant(shard.X)
     y = tf.constant(shard.y)
     n = tf.constant(len(shard.y), tf.int64)
     batch = tf.range(cfg.batch_size, dtype=tf.int64)
 
     @tf.function
-    def train_steps(first: tf.Tensor, count: tf.Tensor) -> tf.Tensor:
+    def train_steps(first: tf.Tensor, count: tf.Tensor):
         # Many steps per call: one Python round trip per log interval, not per step.
-        loss = tf.constant(0.0)
+        loss, ran = tf.constant(0.0), tf.constant(0, tf.int64)
         for step in tf.range(first, first + count):
             rows = (step * cfg.batch_size + batch) % n  # the README's batching contract
             Xb, yb = tf.gather(X, rows), tf.gather(y, rows)
             with tf.GradientTape() as tape:
                 loss = model.loss(Xb, yb)
             optimizer.minimize(loss, [model.params], tape=tape)
-        return loss
+            ran += 1
+            # Every rank applied the same averaged update, so every rank stops at this step.
+            if not tf.reduce_all(tf.math.is_finite(model.params)):
+                break
+        return loss, ran
 
     # Trace the loop now, so that compiling is not counted as training time.
     train_steps.get_concrete_function(tf.constant(0, tf.int64), tf.constant(1, tf.int64))
     hvd.join()  # and start the clock when every rank is ready, not when the fastest one is
 
+    every = [cfg.log_every] + ([cfg.checkpoint_every] if ckpt_dir is not None else [])
     start = time.perf_counter()
-    done = 0
-    while done < cfg.num_steps:
-        count = min(cfg.log_every - done % cfg.log_every, cfg.num_steps - done)
-        loss = train_steps(tf.constant(done, tf.int64), tf.constant(count, tf.int64))
-        done += count
-        # Each rank's last batch loss, averaged: the loss of the global batch at this step.
-        mean_loss = float(hvd.allreduce(loss, op=hvd.Average, name="log_loss"))
-        ranks.log(f"Step: {done} Loss: {mean_loss:.6g}")
+    done = first_step
+    with Watchdog(ranks.rank) as watchdog:
+        while done < cfg.num_steps:
+            count = min([k - done % k for k in every] + [cfg.num_steps - done])
+            loss, ran = train_steps(tf.constant(done, tf.int64), tf.constant(count, tf.int64))
+            done += int(ran)
+            watchdog.progress()
+            if not np.isfinite(model.numpy_params()).all():
+                raise UsageError(
+                    f"training diverged at step {done}: w and b became NaN or inf. "
+                    f"--learning_rate {cfg.learning_rate} is too large for this data; "
+                    f"try {cfg.learning_rate / 10:g} or less"
+                )
+            if done % cfg.log_every == 0 or done == cfg.num_steps:
+                # Each rank's last batch loss, averaged: the loss of the global batch at this step.
+                mean_loss = float(hvd.allreduce(loss, op=hvd.Average, name="log_loss"))
+                ranks.log(f"Step: {done} Loss: {mean_loss:.6g}")
+            if ckpt_dir is not None and ranks.is_root:
+                if done % cfg.checkpoint_every == 0 or done == cfg.num_steps:
+                    save_checkpoint(ckpt_dir, cfg, ranks, model, optimizer, initial, done)
     wall_s = time.perf_counter() - start
 
     return Result(
         initial_params=initial,
         params=model.numpy_params(),
         loss=global_mse(model, shard),
-        steps=cfg.num_steps,
+        steps=done,
+        first_step=first_step,
         wall_s=wall_s,
+    )
+
+
+def save_checkpoint(ckpt_dir, cfg, ranks, model, optimizer, initial, step) -> None:
+    header = {
+        "num_features": model.num_features,
+        "optimizer": type(optimizer).__name__,
+        "global_batch_size": cfg.batch_size * ranks.size,
+        "initial_params": [float(v) for v in initial],
+        "config": cfg.as_dict(),
+    }
+    params = model.params.numpy().reshape(-1)
+    state = [v.numpy() for v in optimizer.variables]
+    checkpoint.save(
+        ckpt_dir, checkpoint.Checkpoint(step, params, state, header), cfg.keep_checkpoints
     )
 
 

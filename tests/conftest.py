@@ -61,14 +61,13 @@ def launch(
     *,
     launcher_args: tuple[str, ...] = (),
     timeout: float = LAUNCH_TIMEOUT_S,
+    metrics: bool = True,
 ) -> Run:
+    """Run to the end; with metrics=True the tool also writes its metrics JSON, read back."""
     metrics_path = tmp_path / f"metrics-{launcher}-{np_}-{len(list(tmp_path.iterdir()))}.json"
-    cmd = [
-        *launch_command(launcher, np_, launcher_args),
-        *args,
-        "--metrics_json",
-        str(metrics_path),
-    ]
+    cmd = [*launch_command(launcher, np_, launcher_args), *args]
+    if metrics:
+        cmd += ["--metrics_json", str(metrics_path)]
     proc = subprocess.run(
         cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp_path, stdin=subprocess.DEVNULL
     )

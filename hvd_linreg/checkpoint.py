@@ -1,0 +1,93 @@
+"""Checkpoints: crash-safe writes by rank 0, and the newest loadable one found again on start.
+
+A checkpoint is `ckpt-<step>.npz` in the checkpoint directory: the parameters, the optimizer's
+variables, the step and a JSON header naming the model's shape and the run's configuration.
+It is written atomically (atomic.py), so a crash in the middle of a save leaves the previous
+checkpoints untouched and never a half-written file under a checkpoint's name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hvd_linreg.atomic import atomic_write
+from hvd_linreg.config import UsageError
+
+_NAME = re.compile(r"^ckpt-(\d{10})\.npz$")
+FORMAT = 1
+
+
+@dataclass
+class Checkpoint:
+    step: int
+    params: np.ndarray  # float32, [w..., b]
+    optimizer: list[np.ndarray]  # the optimizer's variables, in its own order
+    header: dict  # format, num_features, optimizer name, the run's configuration
+
+    @property
+    def num_features(self) -> int:
+        return int(self.header["num_features"])
+
+
+def prepare_dir(path: str) -> Path:
+    """Create the directory and prove it is writable now, not after an hour of training."""
+    d = Path(path)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=d, prefix=".write-test-"):
+            pass
+    except OSError as e:
+        raise UsageError(
+            f"--checkpoint_dir {path} is not a writable directory ({e.strerror}); "
+            "pick another path or fix its permissions"
+        ) from None
+    return d
+
+
+def save(directory: Path, ckpt: Checkpoint, keep: int) -> Path:
+    """Write atomically, then delete all but the `keep` newest checkpoints."""
+    if not np.isfinite(ckpt.params).all():
+        raise ValueError("refusing to write a checkpoint holding NaN or inf")  # a bug if reached
+    target = directory / f"ckpt-{ckpt.step:010d}.npz"
+    arrays = {f"optimizer_{i}": v for i, v in enumerate(ckpt.optimizer)}
+    header = json.dumps({**ckpt.header, "format": FORMAT, "step": ckpt.step})
+    atomic_write(target, lambda f: np.savez(f, params=ckpt.params, header=header, **arrays))
+    for old in _checkpoints(directory)[:-keep]:
+        old.unlink(missing_ok=True)
+    return target
+
+
+def load_latest(directory: Path) -> tuple[Checkpoint | None, list[str]]:
+    """The newest checkpoint that loads, and a warning for each newer one that did not."""
+    warnings = []
+    for path in reversed(_checkpoints(directory)):
+        try:
+            return _load(path), warnings
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as e:
+            warnings.append(f"skipping unreadable checkpoint {path.name}: {e}")
+    return None, warnings
+
+
+def _load(path: Path) -> Checkpoint:
+    with np.load(path, allow_pickle=False) as z:
+        header = json.loads(str(z["header"]))
+        if header.get("format") != FORMAT:
+            raise ValueError(f"unknown checkpoint format {header.get('format')!r}")
+        count = sum(1 for k in z.files if k.startswith("optimizer_"))
+        optimizer = [z[f"optimizer_{i}"] for i in range(count)]
+        params = z["params"]
+    if not np.isfinite(params).all():
+        raise ValueError("holds NaN or inf")
+    return Checkpoint(int(header["step"]), params, optimizer, header)
+
+
+def _checkpoints(directory: Path) -> list[Path]:
+    """Complete checkpoints, oldest first; temporary files of interrupted saves are ignored."""
+    return sorted(p for p in directory.iterdir() if _NAME.match(p.name))

@@ -1,0 +1,129 @@
+"""Problems a user causes end every rank with exit code 2 and one clear line, never a hang."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import launch
+
+pytestmark = pytest.mark.multiprocess
+
+
+def _npz(path, **arrays):
+    np.savez(path, **arrays)
+    return str(path)
+
+
+def _text(path, text):
+    path.write_text(text)
+    return str(path)
+
+
+X3 = np.zeros((10, 2), np.float32)
+Y3 = np.zeros(10, np.float32)
+
+# (case, flags or a function of tmp_path giving flags, the message rank 0 must print)
+CASES = [
+    ("zero steps", ["--num_steps", "0"], "--num_steps must be a positive whole number"),
+    ("fractional batch", ["--batch_size", "2.5"], "invalid int value: '2.5'"),
+    ("negative samples", ["--num_samples", "-3"], "--num_samples must be a positive"),
+    ("zero features", ["--num_features", "0"], "--num_features must be a positive"),
+    ("zero log interval", ["--log_every", "0"], "--log_every must be a positive"),
+    ("infinite learning rate", ["--learning_rate", "inf"], "--learning_rate must be a finite"),
+    ("negative learning rate", ["--learning_rate", "-1"], "--learning_rate must be > 0"),
+    ("unknown flag", ["--num_stepz", "5"], "unrecognized arguments: --num_stepz"),
+    ("batch larger than shard", ["--batch_size", "600"], "larger than each rank's shard of 500"),
+    (
+        "fewer samples than ranks",
+        ["--num_samples", "1", "--batch_size", "1"],
+        "1 samples cannot be split over 2 ranks",
+    ),
+    ("missing file", lambda t: ["--data", str(t / "nope.npz")], "does not exist"),
+    (
+        "unknown extension",
+        lambda t: ["--data", _text(t / "d.txt", "1,2\n")],
+        "unknown data format .txt",
+    ),
+    ("empty file", lambda t: ["--data", _text(t / "d.csv", "")], "is empty"),
+    ("unreadable npz", lambda t: ["--data", _text(t / "d.npz", "not a zip")], "cannot read"),
+    ("npz without y", lambda t: ["--data", _npz(t / "d.npz", X=X3)], "missing y"),
+    (
+        "X and y lengths differ",
+        lambda t: ["--data", _npz(t / "d.npz", X=X3, y=Y3[:7])],
+        "X has 10 rows but y has 7",
+    ),
+    (
+        "X with 3 dimensions",
+        lambda t: ["--data", _npz(t / "d.npz", X=X3.reshape(10, 1, 2), y=Y3)],
+        "X must be (rows, features)",
+    ),
+    (
+        "non-numeric cell",
+        lambda t: ["--data", _text(t / "d.csv", "a,b\n1,2\n3,x\n5,6\n")],
+        "'x' is not a number",
+    ),
+    (
+        "ragged row",
+        lambda t: ["--data", _text(t / "d.csv", "a,b\n1,2\n3\n5,6\n")],
+        "1 fields, but the header has 2",
+    ),
+    (
+        "unknown target",
+        lambda t: ["--data", _text(t / "d.csv", "a,b\n1,2\n3,4\n"), "--target", "price"],
+        "'price' is not a column",
+    ),
+    (
+        "NaN in data",
+        lambda t: ["--data", _text(t / "d.csv", "a,b\n1,2\n3,nan\n5,6\n7,8\n")],
+        "data row 1 (0-based) holds NaN or inf",
+    ),
+    (
+        "unwritable checkpoint dir",
+        lambda t: ["--checkpoint_dir", _text(t / "f", "") + "/ckpt"],
+        "is not a writable directory",
+    ),
+    (
+        "unwritable metrics path",
+        ["--metrics_json", "/nonexistent/dir/m.json"],
+        "cannot write --metrics_json",
+    ),
+]
+
+
+@pytest.mark.parametrize("case, flags, message", CASES, ids=[c[0] for c in CASES])
+def test_usage_error_ends_every_rank_with_exit_code_2(case, flags, message, tmp_path):
+    args = flags(tmp_path) if callable(flags) else flags
+    run = launch(
+        "mpirun",
+        2,
+        ["--num_steps", "50", "--batch_size", "1", *args],  # the case's flags win
+        tmp_path,
+        timeout=60,
+        metrics=False,
+    )
+    assert run.returncode == 2, run.output
+    errors = [line for line in run.stderr.splitlines() if "hvd-linreg: error:" in line]
+    assert len(errors) == 1, run.output  # rank 0 speaks, once
+    assert message in errors[0]
+    assert "Traceback" not in run.output
+    assert "Step:" not in run.stdout  # refused before training
+
+
+def test_problem_only_one_rank_sees_stops_all_ranks(tmp_path):
+    """Row 3 belongs to rank 1 of 2: rank 0 reads clean rows, yet both stop together."""
+    data = _text(tmp_path / "d.csv", "a,b\n1,2\n3,4\n5,6\n7,inf\n")
+    run = launch(
+        "horovodrun-gloo",
+        2,
+        ["--data", data, "--batch_size", "1"],
+        tmp_path,
+        timeout=90,
+        metrics=False,
+    )
+    errors = [line for line in run.stderr.splitlines() if "hvd-linreg: error:" in line]
+    assert len(errors) == 1, run.output
+    assert "data row 3 (0-based) holds NaN or inf" in errors[0]
+    assert errors[0].endswith("(seen on rank 1)")
+    assert "Exit code: 2" in run.output  # horovodrun names the ranks' exit code
+    assert "]<stderr>:Traceback" not in run.stderr  # no rank printed one (horovodrun may)

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -28,6 +33,14 @@ class Run:
     @property
     def output(self) -> str:
         return self.stdout + self.stderr
+
+
+def launcher_env(extra: dict | None = None) -> dict:
+    """This environment without what an in-process run's MPI/Horovod start left in it
+    (a singleton MPI_Init exports OMPI_*/PMIX_* variables that would confuse a new mpirun)."""
+    prefixes = ("OMPI_", "PMIX_", "OPAL_", "HOROVOD_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    return {**env, **(extra or {})}
 
 
 def launch_command(launcher: str, np_: int, extra: tuple[str, ...] = ()) -> list[str]:
@@ -69,7 +82,13 @@ def launch(
     if metrics:
         cmd += ["--metrics_json", str(metrics_path)]
     proc = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp_path, stdin=subprocess.DEVNULL
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        env=launcher_env(),
     )
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else None
     return Run(proc.returncode, proc.stdout, proc.stderr, metrics)
@@ -93,3 +112,81 @@ def regression_file(tmp_path: Path):
         return path, X, y
 
     return make
+
+
+class Job:
+    """A launch left running, to be disturbed: its output is read as it comes."""
+
+    def __init__(self, launcher: str, np_: int, args: list[str], tmp_path: Path, env=None):
+        # A unique path in the command line tells this job's ranks from any other process.
+        self.tag = str(tmp_path / "job-tag")
+        cmd = [*launch_command(launcher, np_), *args, "--metrics_json", self.tag]
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,  # its own process group, like a job started from a shell
+        )
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, text: str, timeout: float = LAUNCH_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output:
+            assert self.proc.poll() is None, f"ended before {text!r}:\n{self.output}"
+            assert time.monotonic() < deadline, f"no {text!r} after {timeout} s:\n{self.output}"
+            time.sleep(0.1)
+
+    def ranks(self) -> dict[int, psutil.Process]:
+        """The job's rank processes by rank (as the launcher numbered them)."""
+        found = {}
+        for p in psutil.process_iter(["cmdline", "environ"]):
+            cmd = p.info["cmdline"] or []
+            if len(cmd) > 1 and cmd[1].endswith("hvd-linreg") and self.tag in cmd:
+                env = p.info["environ"] or {}
+                rank = env.get("HOROVOD_RANK", env.get("OMPI_COMM_WORLD_RANK"))
+                found[int(rank)] = p
+        return found
+
+    def wait(self, timeout: float) -> int | None:
+        """The launcher's exit code, or None if it is still running after timeout."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        for p in self.ranks().values():
+            p.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+@pytest.fixture
+def start_job(tmp_path):
+    """Start jobs that the test disturbs; whatever is left of them is killed afterwards."""
+    jobs = []
+
+    def start(launcher: str, np_: int, args: list[str], env=None) -> Job:
+        where = tmp_path / f"job{len(jobs)}"
+        where.mkdir()
+        job = Job(launcher, np_, args, where, env)
+        jobs.append(job)
+        return job
+
+    yield start
+    for job in jobs:
+        job.kill()

@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from hvd_linreg import __version__
-from hvd_linreg.config import Config, UsageError
+from hvd_linreg.config import OPTIMIZERS, SOLVERS, Config, UsageError, field_names
 from hvd_linreg.ranks import launch_rank, quiet_tensorflow, say, settle
 
 
@@ -95,6 +95,48 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"keep the K newest checkpoints (default {d.keep_checkpoints})",
     )
     flag(
+        "solver",
+        choices=SOLVERS,
+        help="sgd: train with data-parallel SGD (default); exact: solve least squares "
+        "directly with one allreduce of the normal equations",
+    )
+    flag(
+        "optimizer",
+        choices=OPTIMIZERS,
+        help=f"the optimizer Horovod wraps (default {d.optimizer})",
+    )
+    flag("momentum", type=float, help=f"momentum of --optimizer momentum (default {d.momentum})")
+    flag(
+        "lr_warmup_steps",
+        type=int,
+        metavar="W",
+        help="ramp the learning rate linearly from lr/W to lr over the first W updates",
+    )
+    flag(
+        "scale_lr",
+        action="store_true",
+        default=None,
+        help="multiply the learning rate by the number of ranks (Horovod's linear scaling; "
+        "off by default)",
+    )
+    flag(
+        "fp16_allreduce",
+        action="store_true",
+        default=None,
+        help="send gradients as float16 in the allreduce (Horovod's fp16 compression)",
+    )
+    flag(
+        "backward_passes_per_step",
+        type=int,
+        metavar="K",
+        help="accumulate K local gradients (K steps' batches) before each allreduce and update",
+    )
+    flag(
+        "config",
+        metavar="FILE.toml",
+        help="read flags from a TOML file (same names); flags on the command line win",
+    )
+    flag(
         "verbose",
         action="store_true",
         default=None,
@@ -105,9 +147,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_config(argv: list[str] | None = None) -> Config:
-    args = build_parser().parse_args(argv)
-    given = {k: v for k, v in vars(args).items() if v is not None}
-    return Config(**given)
+    args = vars(build_parser().parse_args(argv))
+    path = args.pop("config")
+    from_file = read_config_file(path) if path else {}
+    given = {k: v for k, v in args.items() if v is not None}
+    return Config(**{**from_file, **given})
+
+
+def read_config_file(path: str) -> dict:
+    """A TOML file's keys, checked against the flags' names (dashes allowed)."""
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        raise UsageError("--config needs Python 3.11 or newer (tomllib)") from None
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f)
+    except OSError as e:
+        raise UsageError(f"cannot read --config {path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"--config {path} is not valid TOML: {e}") from None
+    known = set(field_names())
+    values = {}
+    for key, value in table.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            raise UsageError(f"--config {path}: unknown key {key!r}; keys are the flags' names")
+        values[name] = value
+    return values
 
 
 def main(argv: list[str] | None = None) -> int:

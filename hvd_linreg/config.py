@@ -11,6 +11,10 @@ class UsageError(Exception):
     """A problem the user caused and can fix; ends every rank with exit code 2."""
 
 
+SOLVERS = ("sgd", "exact")
+OPTIMIZERS = ("sgd", "momentum", "adam")
+
+
 # Defaults are the seed program's (../shared/seed): 1000 steps, lr 0.01, batch 100, logs every 100.
 @dataclass(frozen=True)
 class Config:
@@ -27,6 +31,13 @@ class Config:
     checkpoint_dir: str | None = None
     checkpoint_every: int = 100  # steps; only with checkpoint_dir
     keep_checkpoints: int = 3
+    solver: str = "sgd"  # or "exact": least squares in one allreduce
+    optimizer: str = "sgd"  # sgd | momentum | adam
+    momentum: float = 0.9  # with optimizer "momentum"
+    lr_warmup_steps: int = 0
+    scale_lr: bool = False  # multiply the learning rate by the number of ranks
+    fp16_allreduce: bool = False
+    backward_passes_per_step: int = 1
     verbose: bool = False
 
     def __post_init__(self) -> None:
@@ -51,6 +62,24 @@ class Config:
             raise UsageError(f"--learning_rate must be a finite number, got {lr!r}")
         if lr <= 0:
             raise UsageError(f"--learning_rate must be > 0, got {lr!r}")
+        if not _is_int(self.lr_warmup_steps) or self.lr_warmup_steps < 0:
+            raise UsageError(
+                f"--lr_warmup_steps must be a whole number >= 0, got {self.lr_warmup_steps!r}"
+            )
+        for name, allowed in (("solver", SOLVERS), ("optimizer", OPTIMIZERS)):
+            if getattr(self, name) not in allowed:
+                raise UsageError(
+                    f"--{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
+                )
+        m = self.momentum
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0 <= m < 1:
+            raise UsageError(f"--momentum must be a number in [0, 1), got {m!r}")
+        k = self.backward_passes_per_step
+        if self.checkpoint_every % k or self.log_every % k:
+            raise UsageError(
+                f"--checkpoint_every and --log_every must be multiples of "
+                f"--backward_passes_per_step {k}, so that no step is cut in two"
+            )
         if self.data is not None:
             for name in ("num_samples", "num_features"):
                 if getattr(self, name) is not None:

@@ -15,6 +15,7 @@ from hvd_linreg import __version__
 from hvd_linreg.atomic import atomic_write
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard
+from hvd_linreg.exact import MAX_FEATURES
 from hvd_linreg.ranks import Ranks
 
 _SHOWN_WEIGHTS = 8  # the summary lists at most this many w's; the JSON has all of them
@@ -22,7 +23,7 @@ _SHOWN_WEIGHTS = 8  # the summary lists at most this many w's; the JSON has all 
 
 @dataclass
 class Result:
-    initial_params: np.ndarray  # [w..., b] as broadcast from rank 0
+    initial_params: np.ndarray | None  # [w..., b] as broadcast from rank 0; None: exact solver
     params: np.ndarray  # [w..., b] after training
     loss: float  # mean squared error over the whole dataset (all ranks) at the final params
     steps: int  # the step training ended at
@@ -48,8 +49,11 @@ def versions() -> dict[str, str]:
     }
 
 
-def metrics(cfg: Config, ranks: Ranks, shard: Shard, result: Result) -> dict[str, Any]:
-    """Every value a plain number, string or list, so any JSON reader can use it."""
+def metrics(
+    cfg: Config, ranks: Ranks, shard: Shard, result: Result, exact_loss: float | None
+) -> dict[str, Any]:
+    """Every value a plain number, string, list or null, so any JSON reader can use it."""
+    initial = result.initial_params
     return {
         "size": ranks.size,
         "controller": ranks.controller,
@@ -62,17 +66,20 @@ def metrics(cfg: Config, ranks: Ranks, shard: Shard, result: Result) -> dict[str
         "num_features": shard.num_features,
         "seed": cfg.seed,
         "data": shard.source,
-        "initial_w": [float(v) for v in result.initial_params[:-1]],
-        "initial_b": float(result.initial_params[-1]),
+        "initial_w": None if initial is None else [float(v) for v in initial[:-1]],
+        "initial_b": None if initial is None else float(initial[-1]),
         "w": [float(v) for v in result.params[:-1]],
         "b": float(result.params[-1]),
         "w_true": shard.w_true,
         "b_true": shard.b_true,
         "loss": result.loss,
+        "exact_loss": exact_loss,
+        "optimality_gap": None if exact_loss is None else result.loss - exact_loss,
         "wall_s": result.wall_s,
         "steps_per_s": result.steps_per_s,
         "samples_per_s": result.steps_per_s * cfg.batch_size * ranks.size,
         "versions": versions(),
+        "config": cfg.as_dict(),
     }
 
 
@@ -90,8 +97,18 @@ def summary_lines(m: dict[str, Any]) -> list[str]:
         f"  w: {vec(m['w'])}{true_w}",
         f"  b: {m['b']:.6g}{true_b}",
         f"  final loss: {m['loss']:.6g} (mean squared error over all {m['num_samples']} samples)",
-        f"  wall time: {m['wall_s']:.3f} s, {m['steps_per_s']:.1f} steps/s, "
-        f"{m['samples_per_s']:.4g} samples/s",
+        (
+            f"  exact optimum's loss: {m['exact_loss']:.6g}, optimality gap: "
+            f"{m['optimality_gap']:.3g}"
+            if m["exact_loss"] is not None
+            else f"  exact optimum: skipped (more than {MAX_FEATURES} features)"
+        ),
+        (
+            f"  wall time: {m['wall_s']:.3f} s (one pass and one allreduce)"
+            if m["config"]["solver"] == "exact"
+            else f"  wall time: {m['wall_s']:.3f} s, {m['steps_per_s']:.1f} steps/s, "
+            f"{m['samples_per_s']:.4g} samples/s"
+        ),
         f"  ranks: {m['size']}, controller: {m['controller']}, "
         f"global batch: {m['global_batch_size']}",
         f"  versions: hvd_linreg {v['hvd_linreg']}, Horovod {v['horovod']}, "

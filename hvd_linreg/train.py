@@ -10,7 +10,7 @@ import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
-from hvd_linreg import checkpoint
+from hvd_linreg import checkpoint, exact
 from hvd_linreg import ranks as ranks_mod
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard, load_shard
@@ -42,14 +42,68 @@ def run(cfg: Config) -> int:
         f"hvd-linreg: {ranks.size} rank{'s' * (ranks.size > 1)} ({ranks.controller}), "
         f"{shard.num_samples} samples x {shard.num_features} feature"
         f"{'s' * (shard.num_features > 1)} from {shard.source}, "
-        f"batch {cfg.batch_size} per rank ({cfg.batch_size * ranks.size} global), "
-        f"{cfg.num_steps} steps, learning rate {cfg.learning_rate}"
+        + (
+            "exact least squares"
+            if cfg.solver == "exact"
+            else f"batch {cfg.batch_size} per rank ({cfg.batch_size * ranks.size} global), "
+            f"{cfg.num_steps} steps, {cfg.optimizer}, learning rate {cfg.learning_rate}"
+        )
     )
 
-    model = LinearModel(initial_params(cfg.seed, ranks.rank, shard.num_features))
+    # The exact optimum costs one pass and one allreduce: SGD's result is measured against it.
+    start = time.perf_counter()
+    optimum = exact.solve(ranks, shard) if shard.num_features <= exact.MAX_FEATURES else None
+    if cfg.solver == "exact":
+        if optimum is None:
+            raise UsageError(f"--solver exact handles up to {exact.MAX_FEATURES} features")
+        result = Result(
+            None, optimum, global_mse(optimum, shard), 0, 0, time.perf_counter() - start
+        )
+    else:
+        result = train_sgd(cfg, ranks, shard, ckpt_dir)
+    exact_loss = (
+        result.loss
+        if cfg.solver == "exact"
+        else (global_mse(optimum, shard) if optimum is not None else None)
+    )
+
+    m = metrics(cfg, ranks, shard, result, exact_loss)
+    if ranks.is_root:  # only rank 0 writes, so ranks never race on the same file
+        for line in summary_lines(m):
+            ranks.log(line)
+        if cfg.metrics_json:
+            write_json(cfg.metrics_json, m)
+    return 0
+
+
+def make_optimizer(cfg: Config, size: int):
+    """The Keras optimizer of --optimizer, wrapped so that minimize() averages gradients."""
+    lr = cfg.learning_rate * (size if cfg.scale_lr else 1)  # Horovod's linear scaling rule
+    if cfg.lr_warmup_steps:
+        # Linear ramp from lr / W to lr over the first W updates, then lr.
+        lr = tf.keras.optimizers.schedules.PolynomialDecay(
+            lr / cfg.lr_warmup_steps, cfg.lr_warmup_steps, end_learning_rate=lr, power=1.0
+        )
+    if cfg.optimizer == "adam":
+        base = tf.keras.optimizers.Adam(lr)
+    else:
+        base = tf.keras.optimizers.SGD(
+            lr, momentum=cfg.momentum if cfg.optimizer == "momentum" else 0.0
+        )
     # Horovod's wrapper allreduces (averages) the gradients inside minimize(); every rank then
     # applies the same update. Calling apply_gradients() on raw gradients would skip it.
-    optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(cfg.learning_rate))
+    return hvd.DistributedOptimizer(
+        base,
+        compression=hvd.Compression.fp16 if cfg.fp16_allreduce else hvd.Compression.none,
+        # K local passes are accumulated and averaged before one allreduce and one update.
+        backward_passes_per_step=cfg.backward_passes_per_step,
+        average_aggregated_gradients=True,
+    )
+
+
+def train_sgd(cfg: Config, ranks: Ranks, shard: Shard, ckpt_dir) -> Result:
+    model = LinearModel(initial_params(cfg.seed, ranks.rank, shard.num_features))
+    optimizer = make_optimizer(cfg, ranks.size)
     optimizer.build([model.params])  # create its variables now: they are broadcast below
 
     # Rank 0 alone reads the newest checkpoint, if any, into its model and optimizer...
@@ -65,15 +119,7 @@ def run(cfg: Config) -> int:
     hvd.broadcast_variables([model.params, *optimizer.variables], root_rank=0)
     initial, first_step = ranks.share((initial, first_step))
 
-    result = fit(cfg, ranks, shard, model, optimizer, initial, first_step, ckpt_dir)
-
-    m = metrics(cfg, ranks, shard, result)
-    if ranks.is_root:  # only rank 0 writes, so ranks never race on the same file
-        for line in summary_lines(m):
-            ranks.log(line)
-        if cfg.metrics_json:
-            write_json(cfg.metrics_json, m)
-    return 0
+    return fit(cfg, ranks, shard, model, optimizer, initial, first_step, ckpt_dir)
 
 
 def restore(ckpt_dir, cfg: Config, ranks: Ranks, shard: Shard, model, optimizer):
@@ -174,7 +220,7 @@ def fit(
     return Result(
         initial_params=initial,
         params=model.numpy_params(),
-        loss=global_mse(model, shard),
+        loss=global_mse(model.numpy_params(), shard),
         steps=done,
         first_step=first_step,
         wall_s=wall_s,
@@ -196,9 +242,8 @@ def save_checkpoint(ckpt_dir, cfg, ranks, model, optimizer, initial, step) -> No
     )
 
 
-def global_mse(model: LinearModel, shard: Shard) -> float:
-    """Mean squared error over the whole dataset: float64 sums from every rank, allreduced."""
-    theta = model.numpy_params()
+def global_mse(theta: np.ndarray, shard: Shard) -> float:
+    """Mean squared error of [w..., b] over the whole dataset: float64 sums, allreduced."""
     sse = 0.0
     for start in range(0, len(shard.y), 1 << 16):  # in blocks: no float64 copy of the shard
         rows = slice(start, start + (1 << 16))

@@ -1,0 +1,163 @@
+"""Exact least squares, optimizers and Horovod's options, configuration files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import launch, params_of
+from hvd_linreg.cli import main, parse_config
+from hvd_linreg.config import UsageError
+from hvd_linreg.data import synthetic_rows
+
+
+def _run(tmp_path, *args) -> dict:
+    out = tmp_path / f"m{len(list(tmp_path.glob('m*.json')))}.json"
+    assert main([*args, "--metrics_json", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def _lstsq(X, y) -> np.ndarray:
+    A = np.c_[np.asarray(X, np.float64), np.ones(len(y))]
+    return np.linalg.lstsq(A, np.asarray(y, np.float64), rcond=None)[0]
+
+
+@pytest.fixture
+def data_file(tmp_path):
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((1000, 4)).astype(np.float32)
+    y = (X @ np.float32([1, 2, -3, 0.5]) + 4 + rng.standard_normal(1000)).astype(np.float32)
+    np.savez(tmp_path / "d.npz", X=X, y=y)
+    return str(tmp_path / "d.npz"), X, y
+
+
+def test_exact_solver_matches_lstsq_on_one_rank(tmp_path, data_file):
+    path, X, y = data_file
+    m = _run(tmp_path, "--solver", "exact", "--data", path)
+    np.testing.assert_allclose(params_of(m), _lstsq(X, y), rtol=1e-6)
+    assert m["optimality_gap"] == 0.0
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("size", [2, 4])
+def test_exact_solver_matches_lstsq_on_many_ranks(tmp_path, data_file, size):
+    path, X, y = data_file
+    run = launch("mpirun", size, ["--solver", "exact", "--data", path], tmp_path)
+    assert run.returncode == 0, run.output
+    np.testing.assert_allclose(params_of(run.metrics), _lstsq(X, y), rtol=1e-6)
+
+
+def test_exact_sums_stay_accurate_for_millions_of_rows(tmp_path):
+    m = _run(tmp_path, "--solver", "exact", "--num_samples", "2000000", "--num_features", "2")
+    X, y = synthetic_rows(0, np.arange(2_000_000), 2)
+    np.testing.assert_allclose(params_of(m), _lstsq(X, y), rtol=1e-6)
+
+
+def test_sgd_reports_the_optimality_gap(tmp_path):
+    m = _run(tmp_path, "--num_steps", "300")
+    assert 0 < m["exact_loss"] <= m["loss"]
+    assert m["optimality_gap"] == pytest.approx(m["loss"] - m["exact_loss"])
+
+
+def test_optimality_gap_is_skipped_for_very_many_features(tmp_path, capsys):
+    m = _run(
+        tmp_path,
+        "--num_features",
+        "5000",
+        "--num_samples",
+        "20",
+        "--batch_size",
+        "10",
+        "--num_steps",
+        "2",
+    )
+    assert m["exact_loss"] is None and m["optimality_gap"] is None
+    assert "exact optimum: skipped (more than 4096 features)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "adam"])
+def test_momentum_and_adam_reach_the_optimum(tmp_path, optimizer):
+    m = _run(tmp_path, "--optimizer", optimizer, "--learning_rate", "0.05", "--num_steps", "600")
+    assert m["optimality_gap"] < 1e-3
+
+
+def test_k_backward_passes_equal_one_pass_with_k_times_the_batch(tmp_path):
+    k4 = _run(
+        tmp_path, "--backward_passes_per_step", "4", "--batch_size", "25", "--num_steps", "400"
+    )
+    one = _run(tmp_path, "--batch_size", "100", "--num_steps", "100")
+    np.testing.assert_allclose(params_of(k4), params_of(one), rtol=1e-6)
+
+
+def test_warmup_ramps_the_learning_rate(tmp_path):
+    base = _run(tmp_path, "--num_steps", "50")
+    ramp_1 = _run(tmp_path, "--num_steps", "50", "--lr_warmup_steps", "1")
+    ramp_40 = _run(tmp_path, "--num_steps", "50", "--lr_warmup_steps", "40")
+    np.testing.assert_allclose(params_of(ramp_1), params_of(base), rtol=1e-6)
+    # a slower start leaves w further from where the full rate got it
+    assert abs(ramp_40["w"][0] - 5) > abs(base["w"][0] - 5)
+
+
+@pytest.fixture(scope="module")
+def two_rank_runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("options")
+    common = ["--num_steps", "200", "--num_features", "3"]
+    variants = {
+        "base": [],
+        "fp16": ["--fp16_allreduce"],
+        "scale_lr": ["--scale_lr"],
+        "double_lr": ["--learning_rate", "0.02"],
+    }
+    runs = {k: launch("mpirun", 2, [*common, *v], tmp) for k, v in variants.items()}
+    for run in runs.values():
+        assert run.returncode == 0, run.output
+    return {k: r.metrics for k, r in runs.items()}
+
+
+@pytest.mark.multiprocess
+def test_fp16_allreduce_changes_results_only_within_fp16_rounding(two_rank_runs):
+    base, fp16 = params_of(two_rank_runs["base"]), params_of(two_rank_runs["fp16"])
+    assert not np.array_equal(base, fp16)
+    np.testing.assert_allclose(fp16, base, rtol=2e-3)
+
+
+@pytest.mark.multiprocess
+def test_scale_lr_multiplies_the_rate_by_the_ranks(two_rank_runs):
+    np.testing.assert_allclose(
+        params_of(two_rank_runs["scale_lr"]), params_of(two_rank_runs["double_lr"]), rtol=1e-6
+    )
+    assert not np.allclose(params_of(two_rank_runs["scale_lr"]), params_of(two_rank_runs["base"]))
+
+
+def test_config_file_values_and_command_line_override(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text('num_steps = 70\nlearning-rate = 0.5\noptimizer = "adam"\n')
+    cfg = parse_config(["--config", str(path), "--num_steps", "80"])
+    assert (cfg.num_steps, cfg.learning_rate, cfg.optimizer) == (80, 0.5, "adam")
+
+
+def test_config_file_unknown_key_is_named(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text("num_stepz = 70\n")
+    with pytest.raises(UsageError, match="unknown key 'num_stepz'"):
+        parse_config(["--config", str(path)])
+
+
+def test_config_file_values_are_validated(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text('batch_size = "big"\n')
+    with pytest.raises(UsageError, match="--batch_size must be a positive whole number"):
+        parse_config(["--config", str(path)])
+
+
+def test_metrics_record_the_effective_configuration(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text("num_steps = 30\nseed = 9\n")
+    m = _run(tmp_path, "--config", str(path), "--learning_rate", "0.02")
+    assert (m["config"]["num_steps"], m["config"]["seed"], m["config"]["learning_rate"]) == (
+        30,
+        9,
+        0.02,
+    )

@@ -136,6 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE.toml",
         help="read flags from a TOML file (same names); flags on the command line win",
     )
+    flag("logdir", metavar="DIR", help="rank 0 writes TensorBoard scalars here")
+    flag("plot", metavar="PATH.png", help="rank 0 saves a figure of the loss and the fit here")
+    flag(
+        "quiet",
+        action="store_true",
+        default=None,
+        help="print only the summary (no progress bar or Step lines)",
+    )
     flag(
         "verbose",
         action="store_true",

@@ -38,6 +38,9 @@ class Config:
     scale_lr: bool = False  # multiply the learning rate by the number of ranks
     fp16_allreduce: bool = False
     backward_passes_per_step: int = 1
+    logdir: str | None = None  # TensorBoard scalars
+    plot: str | None = None  # a PNG figure of the run
+    quiet: bool = False  # only the summary
     verbose: bool = False
 
     def __post_init__(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ class Result:
     steps: int  # the step training ended at
     first_step: int  # the step it started from: 0, or the checkpoint's when resuming
     wall_s: float  # this run's training loop only, from after the broadcast to the last step
+    history: list = field(default_factory=list)  # (step, loss averaged over ranks) as logged
 
     @property
     def steps_per_s(self) -> float:
@@ -116,15 +117,13 @@ def summary_lines(m: dict[str, Any]) -> list[str]:
     ]
 
 
-def check_writable(path: str | None) -> None:
-    """Refuse a --metrics_json path that cannot be written before training, not after."""
+def check_writable(flag: str, path: str | None) -> None:
+    """Refuse an output path that cannot be written before training, not after."""
     if path is None:
         return
     parent = Path(path).parent
     if not parent.is_dir() or not os.access(parent, os.W_OK) or Path(path).is_dir():
-        raise UsageError(
-            f"cannot write --metrics_json {path}: {parent} is not a writable directory"
-        )
+        raise UsageError(f"cannot write {flag} {path}: {parent} is not a writable directory")
 
 
 def write_json(path: str, obj: dict[str, Any]) -> None:

@@ -15,6 +15,8 @@ from hvd_linreg import ranks as ranks_mod
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard, load_shard
 from hvd_linreg.model import LinearModel, initial_params
+from hvd_linreg.monitor import Monitor
+from hvd_linreg.plot import save_plot
 from hvd_linreg.ranks import Ranks, Watchdog
 from hvd_linreg.report import Result, check_writable, metrics, summary_lines, write_json
 
@@ -28,7 +30,8 @@ def run(cfg: Config) -> int:
     try:
         shard = load_shard(cfg, ranks.rank, ranks.size)
         if ranks.is_root:
-            check_writable(cfg.metrics_json)
+            check_writable("--metrics_json", cfg.metrics_json)
+            check_writable("--plot", cfg.plot)
             ckpt_dir = checkpoint.prepare_dir(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
     except UsageError as e:
         error = e
@@ -38,7 +41,7 @@ def run(cfg: Config) -> int:
             f"{shard.num_samples + shard.num_dropped} samples do not split evenly over "
             f"{ranks.size} ranks; the last {shard.num_dropped} are not used"
         )
-    ranks.log(
+    header = (
         f"hvd-linreg: {ranks.size} rank{'s' * (ranks.size > 1)} ({ranks.controller}), "
         f"{shard.num_samples} samples x {shard.num_features} feature"
         f"{'s' * (shard.num_features > 1)} from {shard.source}, "
@@ -49,6 +52,8 @@ def run(cfg: Config) -> int:
             f"{cfg.num_steps} steps, {cfg.optimizer}, learning rate {cfg.learning_rate}"
         )
     )
+    if not cfg.quiet:
+        ranks.log(header)
 
     # The exact optimum costs one pass and one allreduce: SGD's result is measured against it.
     start = time.perf_counter()
@@ -73,6 +78,8 @@ def run(cfg: Config) -> int:
             ranks.log(line)
         if cfg.metrics_json:
             write_json(cfg.metrics_json, m)
+        if cfg.plot:
+            save_plot(cfg.plot, m, result.history, shard.X, shard.y)
     return 0
 
 
@@ -193,6 +200,7 @@ def fit(
     train_steps.get_concrete_function(tf.constant(0, tf.int64), tf.constant(1, tf.int64))
     hvd.join()  # and start the clock when every rank is ready, not when the fastest one is
 
+    monitor = Monitor(cfg, ranks, first_step)
     every = [cfg.log_every] + ([cfg.checkpoint_every] if ckpt_dir is not None else [])
     start = time.perf_counter()
     done = first_step
@@ -211,11 +219,19 @@ def fit(
             if done % cfg.log_every == 0 or done == cfg.num_steps:
                 # Each rank's last batch loss, averaged: the loss of the global batch at this step.
                 mean_loss = float(hvd.allreduce(loss, op=hvd.Average, name="log_loss"))
-                ranks.log(f"Step: {done} Loss: {mean_loss:.6g}")
+                elapsed = time.perf_counter() - start
+                monitor.record(
+                    done,
+                    mean_loss,
+                    float(optimizer.learning_rate),
+                    (done - first_step) / elapsed,
+                    model.params.numpy(),
+                )
             if ckpt_dir is not None and ranks.is_root:
                 if done % cfg.checkpoint_every == 0 or done == cfg.num_steps:
                     save_checkpoint(ckpt_dir, cfg, ranks, model, optimizer, initial, done)
     wall_s = time.perf_counter() - start
+    monitor.close()
 
     return Result(
         initial_params=initial,
@@ -224,6 +240,7 @@ def fit(
         steps=done,
         first_step=first_step,
         wall_s=wall_s,
+        history=monitor.history,
     )
 
 

@@ -1,0 +1,361 @@
+"""`hvd-linreg doctor`: is this machine ready to run the tool on several ranks?
+
+It prints the versions of Python, TensorFlow, Horovod, MPI and mpi4py, what Horovod was built
+with, and whether `horovodrun` and `mpirun` can really start 2 ranks that allreduce; every
+failure comes with one line saying how to fix it. Exit code 0 when all is well, 1 otherwise,
+2 for a bad flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import psutil  # a Horovod dependency
+
+from hvd_linreg.ranks import quiet_tensorflow, say
+
+RANKS = 2
+DEFAULT_TIMEOUT_S = 90.0
+
+INSTALL_PACKAGES = (
+    "run `make setup` in the repository (it installs the pinned packages into .venv), "
+    "then put .venv/bin first on PATH"
+)
+INSTALL_MPI = (
+    "install Open MPI: apt-get install openmpi-bin libopenmpi-dev "
+    "(on a cluster: module load openmpi), then `make setup`"
+)
+
+# Each rank adds rank + 1, so the sum is 3 only if both ranks took part in a real allreduce.
+# Only rank 0 prints, in one write (print() makes two when PYTHONUNBUFFERED is set), so the
+# launchers' output tagging cannot split the line.
+ALLREDUCE_SCRIPT = """\
+import sys
+import horovod.tensorflow as hvd
+import tensorflow as tf
+hvd.init()
+total = hvd.allreduce(tf.constant(hvd.rank() + 1), op=hvd.Sum)
+if hvd.rank() == 0:
+    over = "Gloo" if hvd.gloo_enabled() else "MPI"
+    sys.stdout.write(f"doctor-allreduce size={hvd.size()} sum={int(total)} over={over}\\n")
+    sys.stdout.flush()
+"""
+ALLREDUCE_RESULT = re.compile(r"doctor-allreduce size=(\d+) sum=(\d+) over=(\w+)")
+EXPECTED_SUM = sum(rank + 1 for rank in range(RANKS))
+
+# Launch failures we recognise in the launcher's output: (text, how to fix it).
+KNOWN_LAUNCH_PROBLEMS = (
+    (
+        "attempt to run as root",
+        "as root, add --allow-run-as-root to mpirun "
+        "(or export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)",
+    ),
+    (
+        "not enough slots",
+        "add --oversubscribe to mpirun, or give the host more slots (-H localhost:2)",
+    ),
+    ("No module named", INSTALL_PACKAGES),
+)
+
+
+@dataclass(frozen=True)
+class Result:
+    """The outcome of one check: what it saw and, when it failed, how to fix it."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+    fix: str = ""
+
+    def lines(self) -> list[str]:
+        status = "ok" if self.ok else "FAIL"
+        detail = f" ({self.detail})" if self.detail else ""
+        fix = [f"      fix: {self.fix}"] if self.fix and not self.ok else []
+        return [f"{status:<6}{self.name}{detail}", *fix]
+
+
+def rebuild_horovod(missing: str) -> str:
+    """How to rebuild Horovod when its build lacks something."""
+    return (
+        f"rebuild Horovod with {missing}: remove ~/.cache/hvd_linreg/wheels (or "
+        "$HVD_LINREG_CACHE/wheels) and run `make clean setup` (MPI needs Open MPI's headers: "
+        "apt-get install libopenmpi-dev; Gloo needs cmake)"
+    )
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
+
+
+def check_python() -> Result:
+    version = ".".join(map(str, sys.version_info[:3]))
+    if (3, 9) <= sys.version_info[:2] <= (3, 11):
+        return Result(f"Python {version}", True, sys.executable)
+    return Result(
+        f"Python {version}",
+        False,
+        f"{sys.executable}; TensorFlow 2.15 needs Python 3.9 to 3.11",
+        "PYTHON=/path/to/python3.11 make clean setup",
+    )
+
+
+def check_tensorflow() -> Result:
+    try:
+        import tensorflow as tf
+    except Exception as e:
+        return Result("TensorFlow cannot be imported", False, _first_line(e), INSTALL_PACKAGES)
+    return Result(f"TensorFlow {tf.__version__}", True)
+
+
+def check_horovod() -> Iterator[Result]:
+    """Horovod's version and what it was built with, read from its TensorFlow extension."""
+    try:
+        import horovod
+        import horovod.tensorflow as hvd
+        from horovod.common.util import check_extension
+    except Exception as e:
+        # Typically an undefined symbol: Horovod was built against another TensorFlow or MPI.
+        yield Result(
+            "Horovod cannot be imported with TensorFlow",
+            False,
+            _first_line(e),
+            rebuild_horovod("HOROVOD_WITH_TENSORFLOW=1 against this TensorFlow"),
+        )
+        return
+    yield Result(f"Horovod {horovod.__version__}", True)
+
+    # Horovod's own test of a framework's extension (horovodrun --check-build imports each one
+    # instead, and horovod.torch swallows its missing extension, so it wrongly lists PyTorch).
+    frameworks = {}
+    for framework, package, library in (
+        ("TensorFlow", "tensorflow", "mpi_lib"),
+        ("PyTorch", "torch", "mpi_lib_v2"),
+        ("MXNet", "mxnet", "mpi_lib"),
+    ):
+        try:
+            check_extension(f"horovod.{package}", "", horovod.__file__, package, library)
+            frameworks[framework] = True
+        except ImportError:
+            frameworks[framework] = False
+    yield Result(
+        f"Horovod frameworks: {_built(frameworks)}",
+        frameworks["TensorFlow"],
+        "" if frameworks["TensorFlow"] else "TensorFlow missing",
+        rebuild_horovod("HOROVOD_WITH_TENSORFLOW=1"),
+    )
+
+    controllers = {"MPI": hvd.mpi_built(), "Gloo": hvd.gloo_built()}
+    missing = [name for name, built in controllers.items() if not built]
+    yield Result(
+        f"Horovod controllers: {_built(controllers)}",
+        not missing,
+        f"{' and '.join(missing)} missing" if missing else "",
+        rebuild_horovod(" ".join(f"HOROVOD_WITH_{name.upper()}=1" for name in missing)),
+    )
+
+    # Only informative: on CPUs the tensors travel over MPI or Gloo, checked just above.
+    operations = {"NCCL": hvd.nccl_built(), "DDL": hvd.ddl_built(), "CCL": hvd.ccl_built()}
+    gpus = {"CUDA": hvd.cuda_built(), "ROCm": hvd.rocm_built()}
+    yield Result(
+        f"Horovod tensor operations: {_built({**operations, **controllers})}",
+        True,
+        f"GPU support: {_built(gpus)}",
+    )
+
+
+def _built(parts: dict[str, object]) -> str:
+    """'MPI, Gloo' for {'MPI': True, 'Gloo': 1, 'NCCL': False}; 'none' when nothing is."""
+    return ", ".join(name for name, built in parts.items() if built) or "none"
+
+
+def check_mpirun(mpirun: str) -> Result:
+    try:
+        proc = subprocess.run(
+            [mpirun, "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return Result("mpirun does not run", False, _first_line(e), INSTALL_MPI)
+    first = (proc.stdout or proc.stderr).strip().splitlines()[:1]
+    if proc.returncode != 0 or not first:
+        detail = f"{mpirun}, exit code {proc.returncode}"
+        return Result("mpirun --version failed", False, detail, INSTALL_MPI)
+    return Result(first[0], True, shutil.which(mpirun) or mpirun)
+
+
+def check_mpi4py() -> Result:
+    try:
+        import mpi4py
+
+        # Only ask for the library's version: MPI_Init here would leave OMPI_* variables that
+        # confuse the launchers started below.
+        mpi4py.rc.initialize = False
+        from mpi4py import MPI
+
+        library = MPI.Get_library_version().strip("\x00 \n").splitlines()[0].split(",")[0]
+    except Exception as e:
+        return Result("mpi4py cannot be imported", False, _first_line(e), INSTALL_PACKAGES)
+    return Result(f"mpi4py {mpi4py.__version__}", True, library)
+
+
+def mpirun_command(mpirun: str) -> list[str]:
+    """The mpirun command line that starts RANKS ranks on this machine."""
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    # Open MPI refuses more ranks than cores unless told to share them.
+    oversubscribe = ["--oversubscribe"] if (os.cpu_count() or 1) < RANKS else []
+    return [mpirun, *root, *oversubscribe, "-np", str(RANKS)]
+
+
+def check_launch(launcher: list[str], timeout: float) -> Result:
+    """Start RANKS ranks with this launcher; they must allreduce and get EXPECTED_SUM."""
+    name = os.path.basename(launcher[0])
+    command = shlex.join([name, *launcher[1:]])
+    by_hand = f"{command} hvd-linreg --num_steps 10"
+    # OMPI_*/PMIX_* variables that a launcher or an MPI_Init left here (doctor run as a rank,
+    # from a test) would make the new mpirun join that old job instead of starting its own.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            [*launcher, sys.executable, "-c", ALLREDUCE_SCRIPT],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+    except OSError as e:
+        fix = INSTALL_MPI if name == "mpirun" else INSTALL_PACKAGES
+        return Result(f"{name} cannot start {RANKS} ranks", False, _first_line(e), fix)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_tree(proc.pid)
+        proc.communicate()
+        return Result(
+            f"{name} cannot start {RANKS} ranks",
+            False,
+            f"timed out after {timeout:g} s",
+            "if this machine is busy, retry with a larger --timeout; otherwise see where it "
+            f"hangs: {by_hand}",
+        )
+    took = time.monotonic() - start
+
+    found = ALLREDUCE_RESULT.search(output)
+    if proc.returncode == 0 and found and found.group(1, 2) == (str(RANKS), str(EXPECTED_SUM)):
+        return Result(
+            f"{name} starts {RANKS} ranks",
+            True,
+            f"{command}: allreduce over {found.group(3)} gave {EXPECTED_SUM} in {took:.1f} s",
+        )
+    seen, fix = _diagnose(output)
+    if found:  # the ranks ran, but not as one job of RANKS
+        seen = f"allreduce over {found.group(1)} ranks gave {found.group(2)}"
+    return Result(
+        f"{name} cannot start {RANKS} ranks",
+        False,
+        f"exit code {proc.returncode}: {seen}",
+        fix or f"run it by hand to see the whole error: {by_hand}",
+    )
+
+
+def _kill_tree(pid: int) -> None:
+    """Kill a launcher and every process under it: Open MPI puts each rank in its own process
+    group, so killing the launcher's group would leave the ranks running."""
+    launcher = psutil.Process(pid)
+    for process in [*launcher.children(recursive=True), launcher]:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def _diagnose(output: str) -> tuple[str, str | None]:
+    """The line of a launcher's output that best says what went wrong, and its fix if known."""
+    lines = [line.strip() for line in output.splitlines() if line.strip(" -")]
+    for text, fix in KNOWN_LAUNCH_PROBLEMS:
+        for line in lines:
+            if text in line:
+                return line[:200], fix
+    errors = [line for line in lines if "rror" in line]
+    return (errors or lines or ["no output"])[-1][:200], None
+
+
+def run_checks(mpirun: str, horovodrun: str, timeout: float) -> Iterator[Result]:
+    """Every check in order: versions and builds first, then the real launches."""
+    yield check_python()
+    yield check_tensorflow()
+    yield from check_horovod()
+    yield check_mpirun(mpirun)
+    yield check_mpi4py()
+    yield check_launch([horovodrun, "-np", str(RANKS)], timeout)
+    yield check_launch(mpirun_command(mpirun), timeout)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return seconds
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="hvd-linreg doctor",
+        description="Check that this machine can run hvd-linreg on several ranks: versions, "
+        f"Horovod's build, and a real {RANKS}-rank allreduce under horovodrun and mpirun.",
+        allow_abbrev=False,
+    )
+    p.add_argument(
+        "--mpirun",
+        metavar="PATH",
+        default=shutil.which("mpirun") or "mpirun",
+        help="the mpirun to check (default: the one on PATH; horovodrun always uses that one)",
+    )
+    p.add_argument(
+        "--horovodrun",
+        metavar="PATH",
+        default=shutil.which("horovodrun") or "horovodrun",
+        help="the horovodrun to check (default: the one on PATH)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"give up on a launch after this long (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every check, print one line each (and a fix for each failure); 0 if all passed."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help (0), or a bad flag (2) that argparse has explained
+        return int(e.code or 0)
+    quiet_tensorflow()  # the ranks inherit it too
+    problems = 0
+    for result in run_checks(args.mpirun, args.horovodrun, args.timeout):
+        for line in result.lines():
+            say(line)
+        problems += not result.ok
+    say("doctor: all checks passed" if problems == 0 else f"doctor: {problems} problem(s)")
+    return 0 if problems == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

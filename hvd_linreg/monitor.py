@@ -1,0 +1,53 @@
+"""What rank 0 shows while training: log lines or a progress bar, TensorBoard scalars, and the
+loss history that the plot draws."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from hvd_linreg.config import Config
+from hvd_linreg.ranks import Ranks
+
+_MAX_SCALAR_WEIGHTS = 8  # TensorBoard gets w_j for at most this many features
+
+
+class Monitor:
+    def __init__(self, cfg: Config, ranks: Ranks, first_step: int):
+        self.ranks = ranks
+        self.quiet = cfg.quiet
+        self.history: list[tuple[int, float]] = []
+        speaks = ranks.is_root
+        self.bar = None
+        if speaks and not cfg.quiet and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=cfg.num_steps, initial=first_step, unit="step", file=sys.stderr)
+        self.writer = tf.summary.create_file_writer(cfg.logdir) if speaks and cfg.logdir else None
+
+    def record(self, step: int, loss: float, lr: float, steps_per_s: float, params) -> None:
+        """One log point: the loss averaged over ranks at this step, and what goes with it."""
+        self.history.append((step, loss))
+        if self.bar is not None:
+            self.bar.update(step - self.bar.n)
+            self.bar.set_postfix(loss=f"{loss:.4g}", refresh=False)
+        elif not self.quiet:
+            self.ranks.log(f"Step: {step} Loss: {loss:.6g}")
+        if self.writer is not None:
+            with self.writer.as_default(step=step):
+                tf.summary.scalar("loss", loss)
+                tf.summary.scalar("learning_rate", lr)
+                tf.summary.scalar("steps_per_s", steps_per_s)
+                theta = np.asarray(params).reshape(-1)
+                for j, w in enumerate(theta[:-1][:_MAX_SCALAR_WEIGHTS]):
+                    tf.summary.scalar(f"weights/w_{j}", float(w))
+                tf.summary.scalar("weights/b", float(theta[-1]))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.writer is not None:
+            self.writer.flush()
+            self.writer.close()

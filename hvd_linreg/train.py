@@ -58,19 +58,13 @@ def run(cfg: Config) -> int:
     # The exact optimum costs one pass and one allreduce: SGD's result is measured against it.
     start = time.perf_counter()
     optimum = exact.solve(ranks, shard) if shard.num_features <= exact.MAX_FEATURES else None
+    exact_loss = global_mse(optimum, shard) if optimum is not None else None
     if cfg.solver == "exact":
         if optimum is None:
             raise UsageError(f"--solver exact handles up to {exact.MAX_FEATURES} features")
-        result = Result(
-            None, optimum, global_mse(optimum, shard), 0, 0, time.perf_counter() - start
-        )
+        result = Result(None, optimum, exact_loss, 0, 0, time.perf_counter() - start)
     else:
         result = train_sgd(cfg, ranks, shard, ckpt_dir)
-    exact_loss = (
-        result.loss
-        if cfg.solver == "exact"
-        else (global_mse(optimum, shard) if optimum is not None else None)
-    )
 
     m = metrics(cfg, ranks, shard, result, exact_loss)
     if ranks.is_root:  # only rank 0 writes, so ranks never race on the same file

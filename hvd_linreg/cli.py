@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hvd-linreg",
         description="Data-parallel linear regression on Horovod: every rank trains on its own "
         "shard and hvd.DistributedOptimizer averages the gradients. Launch with "
-        "'horovodrun -np N hvd-linreg', 'mpirun -np N hvd-linreg' or srun.",
+        "'horovodrun -np N hvd-linreg', 'mpirun -np N hvd-linreg' or srun. "
+        "'hvd-linreg doctor' checks that this machine can.",
         allow_abbrev=False,
     )
 
@@ -186,6 +187,11 @@ def read_config_file(path: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["doctor"]:
+        from hvd_linreg import doctor
+
+        return doctor.main(argv[1:])
     try:
         cfg = parse_config(argv)
         quiet_tensorflow()

@@ -81,17 +81,32 @@ def launch(
     cmd = [*launch_command(launcher, np_, launcher_args), *args]
     if metrics:
         cmd += ["--metrics_json", str(metrics_path)]
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         cmd,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
         env=launcher_env(),
     )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)  # Open MPI gives ranks their own process groups: kill them all
+        proc.communicate()
+        raise
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else None
-    return Run(proc.returncode, proc.stdout, proc.stderr, metrics)
+    return Run(proc.returncode, stdout, stderr, metrics)
+
+
+def kill_tree(pid: int) -> None:
+    with contextlib.suppress(psutil.NoSuchProcess):
+        parent = psutil.Process(pid)
+        for child in parent.children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
+        parent.kill()
 
 
 def params_of(metrics: dict) -> np.ndarray:

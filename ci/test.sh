@@ -6,6 +6,12 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${VENV:-$repo/.venv}
 export PATH=$venv/bin:$PATH
 cd "$repo"
+# In CI (as root with apt-get), or when asked, start a one-node SLURM for tests/test_slurm.py.
+# If it cannot start, that test skips: SLURM is not worth failing the whole suite over.
+if { [ -n "${CI:-}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; } ||
+  [ "${HVD_LINREG_SLURM:-}" = 1 ]; then
+  bash ci/slurm.sh || echo "warning: ci/slurm.sh failed; tests/test_slurm.py will skip" >&2
+fi
 ruff check .
 ruff format --check .
 exec python -m pytest -ra "$@"

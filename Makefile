@@ -19,6 +19,11 @@ test: setup
 test-fast: setup
 	@bash ci/test.sh -m "not multiprocess"
 
+# hvd-linreg vs a NumPy + mpi4py floor and MultiWorkerMirroredStrategy, side by side: prints a
+# table, writes bench/results/latest.json (about 9 minutes on 2 cores).
+bench: setup
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/python bench/run.py
+
 lint: setup
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 

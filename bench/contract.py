@@ -1,0 +1,53 @@
+"""What the floor and the peer share with the tool: the job's flags, the sharding contract and
+the result they hand back to run.py.
+
+The data comes from `hvd_linreg.data.synthetic_rows`: that is the dataset's definition, not
+the training, so the programs compared with the tool train on exactly the same rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from hvd_linreg.data import synthetic_rows
+
+
+def job_parser(description: str) -> argparse.ArgumentParser:
+    """The tool's job flags (same names), the start point, and how often to time the run."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--num_samples", type=int, default=1000)
+    p.add_argument("--num_features", type=int, default=1)
+    p.add_argument("--batch_size", type=int, default=100, help="per rank")
+    p.add_argument("--num_steps", type=int, default=3000)
+    p.add_argument("--log_every", type=int, default=1000, help="steps per compiled call")
+    p.add_argument("--learning_rate", type=float, default=0.01)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--initial", type=float, nargs="+", required=True, help="w_0 .. w_{F-1} b from the tool"
+    )
+    p.add_argument("--repeats", type=int, default=5, help="timed runs from the same start")
+    p.add_argument("--out", required=True, help="rank 0 writes the result here as JSON")
+    return p
+
+
+def shard(
+    seed: int, num_samples: int, num_features: int, rank: int, size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rank r owns the global rows r, r + size, ... of the first num_samples // size * size."""
+    rows = np.arange(rank, num_samples // size * size, size, dtype=np.int64)
+    return synthetic_rows(seed, rows, num_features)
+
+
+def write_result(path: str, size: int, params: np.ndarray, times_s: list[float]) -> None:
+    """Final [w..., b] of the first run and the wall time of every timed run."""
+    result = {
+        "size": size,
+        "w": [float(v) for v in params[:-1]],
+        "b": float(params[-1]),
+        "times_s": times_s,
+    }
+    Path(path).write_text(json.dumps(result) + "\n")

@@ -1,0 +1,139 @@
+"""How the benchmark starts processes: the tool and the MPI programs under mpirun (or horovodrun
+for Gloo), MultiWorkerMirroredStrategy workers as plain local processes. Every launch has a
+time limit."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+LAUNCH_TIMEOUT_S = 240  # a safety net: the slowest launch (4 ranks, 8 M rows) takes about 90 s
+# What horovodrun passes to mpirun on one host: the ob1 messaging layer (shared memory between
+# local ranks), no InfiniBand probing.
+MCA = ["--mca", "pml", "ob1", "--mca", "btl", "^openib"]
+
+
+class LaunchError(RuntimeError):
+    """A launch failed or timed out; the message ends with the tail of its output."""
+
+
+def _run(cmd: list[str], env: dict[str, str] | None = None) -> None:
+    try:
+        proc = subprocess.run(
+            cmd,
+            env={**os.environ, **(env or {})},
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=LAUNCH_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        raise LaunchError(f"timed out after {LAUNCH_TIMEOUT_S} s: {' '.join(cmd)}") from None
+    if proc.returncode != 0:
+        tail = (proc.stdout + proc.stderr)[-1500:]
+        raise LaunchError(f"exit code {proc.returncode}: {' '.join(cmd)}\n{tail}")
+
+
+def launcher(np_: int, controller: str = "mpi", cpus: str | None = None) -> list[str]:
+    """The command that starts np_ ranks: plain `mpirun` for the MPI controller (horovodrun's
+    own start-up costs about 10 s a launch here and changes nothing else: its MCA settings are
+    repeated), `horovodrun --gloo` for Gloo. With cpus, under `taskset -c CPUS`: every rank
+    inherits that affinity."""
+    pin = ["taskset", "-c", cpus] if cpus else []
+    if controller == "gloo":
+        return [*pin, shutil.which("horovodrun") or "horovodrun", "-np", str(np_), "--gloo"]
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    mpirun = shutil.which("mpirun") or "mpirun"
+    return [*pin, mpirun, *root, "--oversubscribe", "--bind-to", "none", *MCA, "-np", str(np_)]
+
+
+def tool(
+    np_: int, args: list[str], env: dict[str, str] | None = None, controller: str = "mpi"
+) -> dict:
+    """Run the real `hvd-linreg` command; return its --metrics_json."""
+    with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
+        metrics = Path(tmp) / "metrics.json"
+        _run([*launcher(np_, controller), "hvd-linreg", *args, "--metrics_json", str(metrics)], env)
+        return json.loads(metrics.read_text())
+
+
+def watched_tool(np_: int, args: list[str], cpus: str | None = None) -> dict:
+    """Run hvd-linreg through bench/watch_tool.py: peak RSS per rank, rank 0's step-log
+    times, and the tool's metrics under "metrics"."""
+    with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
+        metrics, watched = Path(tmp) / "metrics.json", Path(tmp) / "watched.json"
+        program = [sys.executable, str(BENCH / "watch_tool.py"), str(watched), *args]
+        _run([*launcher(np_, cpus=cpus), *program, "--metrics_json", str(metrics)])
+        return {**json.loads(watched.read_text()), "metrics": json.loads(metrics.read_text())}
+
+
+def script(np_: int, name: str, args: list[str], controller: str = "mpi") -> dict:
+    """`LAUNCHER -np N python bench/NAME ARGS --out PATH`; return rank 0's JSON."""
+    with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
+        out = Path(tmp) / "result.json"
+        program = [sys.executable, str(BENCH / name), *args, "--out", str(out)]
+        _run([*launcher(np_, controller), *program])
+        return json.loads(out.read_text())
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports on 127.0.0.1 that nobody listens on right now."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def workers(np_: int, name: str, args: list[str]) -> dict:
+    """N local processes of bench/SCRIPT, each with a TF_CONFIG naming all N on localhost, as
+    MultiWorkerMirroredStrategy expects; return worker 0's JSON."""
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(np_)]}
+    with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
+        out = Path(tmp) / "result.json"
+        logs = [Path(tmp) / f"worker{i}.log" for i in range(np_)]
+        procs = []
+        for index, log in enumerate(logs):
+            tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+            with open(log, "w") as stderr:
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, str(BENCH / name), *args, "--out", str(out)],
+                        env={**os.environ, "TF_CONFIG": json.dumps(tf_config)},
+                        cwd=REPO,
+                        stdin=subprocess.DEVNULL,
+                        stdout=stderr,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
+        deadline = time.monotonic() + LAUNCH_TIMEOUT_S
+        try:
+            for p in procs:
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise LaunchError(
+                f"{name}: {np_} workers timed out after {LAUNCH_TIMEOUT_S} s"
+            ) from None
+        finally:
+            for p in procs:  # a worker whose peer died waits for it forever: end them all
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        failed = [i for i, p in enumerate(procs) if p.returncode != 0]
+        if failed:
+            tail = logs[failed[0]].read_text()[-1500:]
+            raise LaunchError(f"{name}: worker {failed[0]} of {np_} failed\n{tail}")
+        return json.loads(out.read_text())

@@ -1,0 +1,204 @@
+"""`make bench`: hvd-linreg next to its floor and its peer, side by side on this machine.
+
+1. Step latency of the seed job at 1, 2 and 4 ranks: the tool (`mpirun -np N hvd-linreg`),
+   the floor (NumPy + mpi4py, bench/floor.py) and the peer
+   (MultiWorkerMirroredStrategy, bench/peer.py), all from the tool's initial w and b and
+   checked to reach the same w and b before their times count. Then, at 2 ranks, the tool
+   with one lever set at a time.
+2. and 4. The large job (8 M rows x 64 features) at 1, 2 and 4 ranks: samples/s, scaling
+   efficiency and peak RSS per rank (bench/watch_tool.py). The 1-rank run is pinned to one
+   core, so that every rank in every row has one core: the efficiency measures what
+   data-parallel training costs, not how well one rank uses two threads.
+3. Allreduce bandwidth of a 16 MB gradient: Horovod as the tool calls it, with the MPI
+   controller and with Gloo, vs mpi4py's `Allreduce` (bench/allreduce.py).
+
+The machine is shared and noisy: every figure is a median of repeated runs, and the targets
+are ratios of figures measured in this same invocation. The tool runs with its defaults plus
+whatever HOROVOD_* / OMPI_* variables you set, so `HOROVOD_CYCLE_TIME=0 make bench` measures
+that setting everywhere. Prints a table; writes everything to bench/results/latest.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import launch
+import numpy as np
+import table
+
+RANKS = (1, 2, 4)
+SEED_JOB = ["--num_samples", "1000", "--batch_size", "100"]
+# Enough steps that a launch's start-up does not count: wall_s covers the training loop only.
+LATENCY_STEPS = ["--num_steps", "3000", "--log_every", "1000"]
+LEVER_STEPS = ["--num_steps", "1000", "--log_every", "1000"]
+LARGE_JOB = ["--num_samples", "8000000", "--num_features", "64", "--batch_size", "65536"]
+LARGE_STEPS = ["--num_steps", "60", "--log_every", "10"]
+# The same flags with almost no data: what one rank's process costs before its shard.
+EMPTY_JOB = ["--num_samples", "1000", "--num_features", "64", "--batch_size", "100"]
+AGREE_RTOL = 1e-4
+PEER_REPEATS = "3"  # MWMS at 4 ranks on 2 cores takes about 7 s a run
+CONTROLLERS = ("mpi", "gloo")
+
+# Seed job at 2 ranks with one lever set (environment, controller, flags), next to the tool
+# as it runs by default. "Tuned" is the setting recommended as the tool's default.
+TUNED = {"HOROVOD_CYCLE_TIME": "0", "OMPI_MCA_mpi_yield_when_idle": "1"}
+LEVERS = {
+    "tuned: HOROVOD_CYCLE_TIME=0, OMPI_MCA_mpi_yield_when_idle=1": (TUNED, "mpi", []),
+    "HOROVOD_CYCLE_TIME=0 alone (MPI busy-polls)": (
+        {**TUNED, "OMPI_MCA_mpi_yield_when_idle": "0"},
+        "mpi",
+        [],
+    ),
+    "tuned, Gloo controller (horovodrun --gloo)": (TUNED, "gloo", []),
+    "tuned, 1 step per tf.function call (--log_every 1)": (TUNED, "mpi", ["--log_every", "1"]),
+}
+
+
+def params(result: dict) -> np.ndarray:
+    return np.append(result["w"], result["b"])
+
+
+def relative_gap(a: dict, b: dict) -> float:
+    """Largest relative difference between two results' [w..., b]."""
+    pa, pb = params(a), params(b)
+    return float(np.max(np.abs(pa - pb) / np.maximum(np.abs(pb), 1e-12)))
+
+
+def us_per_step(seconds: float, steps: int) -> float:
+    return seconds / steps * 1e6
+
+
+def step_latency(np_: int, rounds: int) -> dict:
+    """The seed job at np_ ranks: the tool `rounds` times (one launch each), the floor and the
+    peer once (each times several runs in-process), all from the tool's initial w and b."""
+    steps = int(LATENCY_STEPS[1])
+    tool_runs = [launch.tool(np_, SEED_JOB + LATENCY_STEPS)]
+    start = [*tool_runs[0]["initial_w"], tool_runs[0]["initial_b"]]
+    job = SEED_JOB + LATENCY_STEPS + ["--initial", *map(str, start)]
+    floor = launch.script(np_, "floor.py", job)
+    peer = launch.workers(np_, "peer.py", job + ["--repeats", PEER_REPEATS])
+    tool_runs += [launch.tool(np_, SEED_JOB + LATENCY_STEPS) for _ in range(rounds - 1)]
+    tool_us = [us_per_step(m["wall_s"], m["steps"]) for m in tool_runs]
+    floor_us = [us_per_step(t, steps) for t in floor["times_s"]]
+    peer_us = [us_per_step(t, steps) for t in peer["times_s"]]
+    gaps = {
+        "tool_runs": max(relative_gap(m, tool_runs[0]) for m in tool_runs),
+        "floor": relative_gap(floor, tool_runs[0]),
+        "peer": relative_gap(peer, tool_runs[0]),
+    }
+    return {
+        "ranks": np_,
+        "tool_us": statistics.median(tool_us),
+        "floor_us": statistics.median(floor_us),
+        "peer_us": statistics.median(peer_us),
+        "runs_us": {"tool": tool_us, "floor": floor_us, "peer": peer_us},
+        "w_b": {
+            "tool": params(tool_runs[0]).tolist(),
+            "floor": params(floor).tolist(),
+            "peer": params(peer).tolist(),
+        },
+        "relative_gap": gaps,
+        "agree": bool(max(gaps.values()) <= AGREE_RTOL),
+        "controller": tool_runs[0]["controller"],
+        "versions": tool_runs[0]["versions"],
+    }
+
+
+def levers(default_us: float) -> list[dict]:
+    """The seed job at 2 ranks with one lever set, as a ratio to the tool by default."""
+    rows = []
+    for name, (env, controller, flags) in LEVERS.items():
+        m = launch.tool(2, SEED_JOB + LEVER_STEPS + flags, env, controller)
+        us = us_per_step(m["wall_s"], m["steps"])
+        rows.append({"lever": name, "env": env, "tool_us": us, "vs_default": us / default_us})
+    return rows
+
+
+def large_job(np_: int, cpus: str | None = None) -> dict:
+    """Samples/s from the median stretch of --log_every steps, and peak RSS per rank."""
+    watched = launch.watched_tool(np_, LARGE_JOB + LARGE_STEPS, cpus)
+    m = watched["metrics"]
+    stretches = np.diff(watched["step_log_s"])
+    samples = int(LARGE_STEPS[3]) * m["global_batch_size"]
+    return {
+        "ranks": np_,
+        "cpus": cpus or "all",
+        "samples_per_s": samples / statistics.median(stretches),
+        "samples_per_s_whole_run": m["samples_per_s"],
+        "stretch_s": stretches.tolist(),
+        "peak_rss_mib": max(watched["peak_rss_mib"]),
+        "peak_rss_mib_per_rank": watched["peak_rss_mib"],
+    }
+
+
+def allreduce() -> dict:
+    """mpi4py, Horovod with MPI, Horovod with Gloo, mpi4py again: the floor on both sides."""
+    args = ["--program", "mpi4py"]
+    floor = [launch.script(2, "allreduce.py", args)]
+    horovod = {
+        c: launch.script(2, "allreduce.py", ["--program", "horovod"], c) for c in CONTROLLERS
+    }
+    floor.append(launch.script(2, "allreduce.py", args))
+    return {
+        "bytes": floor[0]["bytes"],
+        "mpi4py_s": statistics.median(f["median_s"]["mpi4py"] for f in floor),
+        "horovod_s": {c: r["median_s"] for c, r in horovod.items()},
+        "runs": {"mpi4py": floor, **horovod},
+    }
+
+
+def machine() -> dict:
+    return {
+        "cores": os.cpu_count(),
+        "load_average_at_start": os.getloadavg(),
+        "platform": platform.platform(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "environment": {k: v for k, v in os.environ.items() if k.startswith(("HOROVOD_", "OMPI_"))},
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--rounds", type=int, default=3, help="tool launches per rank count (latency)")
+    p.add_argument("--out", default=str(launch.BENCH / "results" / "latest.json"))
+    args = p.parse_args()
+    started = time.monotonic()
+    results: dict = {"machine": machine()}
+
+    def progress(what: str) -> None:
+        print(f"  {time.monotonic() - started:4.0f} s  {what}", flush=True)
+
+    print("hvd-linreg benchmark: about 9 minutes on 2 cores", flush=True)
+    results["latency"] = []
+    for np_ in RANKS:
+        results["latency"].append(step_latency(np_, args.rounds))
+        progress(f"step latency, {np_} rank(s)")
+        if np_ == 2:  # the levers right after, so that they see the same machine
+            results["levers"] = levers(results["latency"][-1]["tool_us"])
+            progress("levers")
+    results["empty_rss_mib"] = max(launch.watched_tool(1, EMPTY_JOB)["peak_rss_mib"])
+    results["large_job"] = [large_job(1, cpus="0"), large_job(2), large_job(4)]
+    progress("large job")
+    results["allreduce"] = allreduce()
+    progress("allreduce")
+    results["machine"]["load_average_at_end"] = os.getloadavg()
+    results["wall_s"] = time.monotonic() - started
+    results["targets"] = table.targets(results)
+
+    print("\n".join(table.render(results)))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwritten: {out} ({results['wall_s']:.0f} s in all)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

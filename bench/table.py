@@ -1,0 +1,164 @@
+"""The benchmark's verdict: the issue's targets as ratios, and the printed table."""
+
+from __future__ import annotations
+
+CONTROLLER_NAMES = {"mpi": "MPI", "gloo": "Gloo"}
+
+
+def _at(rows: list[dict], ranks: int) -> dict:
+    return next(r for r in rows if r["ranks"] == ranks)
+
+
+def efficiency(rows: list[dict], ranks: int) -> float:
+    """Samples/s at `ranks` over `ranks` times the samples/s of one rank (on one core)."""
+    return _at(rows, ranks)["samples_per_s"] / (ranks * _at(rows, 1)["samples_per_s"])
+
+
+def rss_ratio(results: dict, above_empty: bool = False) -> float:
+    """Peak RSS per rank at 4 ranks over that at 1 rank; optionally of what the data adds
+    on top of an empty run (the Python, TensorFlow and Horovod every process carries)."""
+    empty = results["empty_rss_mib"] if above_empty else 0.0
+    large = results["large_job"]
+    return (_at(large, 4)["peak_rss_mib"] - empty) / (_at(large, 1)["peak_rss_mib"] - empty)
+
+
+def targets(results: dict) -> list[dict]:
+    """Each target of the issue: the measured ratio, the limit, and whether it is met.
+
+    A latency ratio counts only if the three programs reached the same w and b.
+    """
+    two = _at(results["latency"], 2)
+    ar = results["allreduce"]
+    rows = [
+        ("step latency, 2 ranks: hvd-linreg / MWMS", two["tool_us"] / two["peer_us"], "<=", 0.5),
+        ("step latency, 2 ranks: hvd-linreg / floor", two["tool_us"] / two["floor_us"], "<=", 6),
+        ("scaling efficiency, 2 ranks, large job", efficiency(results["large_job"], 2), ">=", 0.85),
+        (
+            "allreduce 16 MB, MPI: Horovod / mpi4py bandwidth",
+            ar["mpi4py_s"] / ar["horovod_s"]["mpi"]["average"],
+            ">=",
+            0.9,
+        ),
+        ("peak RSS per rank, large job: 4 ranks / 1 rank", rss_ratio(results), "<=", 0.35),
+    ]
+    verdicts = []
+    for name, ratio, sense, limit in rows:
+        met = bool(ratio <= limit if sense == "<=" else ratio >= limit)
+        if name.startswith("step latency") and not two["agree"]:
+            met = False  # a fast wrong answer is no result
+        verdicts.append(
+            {"target": name, "ratio": float(ratio), "limit": f"{sense} {limit}", "met": met}
+        )
+    return verdicts
+
+
+def _grid(header: list[str], rows: list[list]) -> list[str]:
+    cells = [[str(c) for c in row] for row in [header, *rows]]
+    widths = [max(len(c) for c in col) for col in zip(*cells)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    return [lines[0], "  ".join("-" * w for w in widths), *lines[1:]]
+
+
+def _latency(results: dict) -> list[str]:
+    out = ["1. Step latency, seed job (1000 samples, batch 100 per rank): microseconds per step"]
+    out += _grid(
+        [
+            "ranks",
+            "hvd-linreg",
+            "floor NumPy+mpi4py",
+            "peer MWMS",
+            "tool/floor",
+            "tool/peer",
+            "same w, b (max rel. gap)",
+        ],
+        [
+            [
+                r["ranks"],
+                f"{r['tool_us']:.0f}",
+                f"{r['floor_us']:.0f}",
+                f"{r['peer_us']:.0f}",
+                f"{r['tool_us'] / r['floor_us']:.2f}",
+                f"{r['tool_us'] / r['peer_us']:.2f}",
+                f"{'yes' if r['agree'] else 'NO'} ({max(r['relative_gap'].values()):.0e})",
+            ]
+            for r in results["latency"]
+        ],
+    )
+    out += ["", "   Levers, 2 ranks: hvd-linreg with one setting, next to its default run"]
+    out += _grid(
+        ["setting", "us/step", "vs default"],
+        [[r["lever"], f"{r['tool_us']:.0f}", f"{r['vs_default']:.2f}"] for r in results["levers"]],
+    )
+    return out
+
+
+def _large_job(results: dict) -> list[str]:
+    large = results["large_job"]
+    out = [
+        "2./4. Large job: 8,000,000 rows x 64 features, batch 65536 per rank "
+        "(1 rank pinned to 1 core)"
+    ]
+    out += _grid(
+        ["ranks", "cpus", "samples/s", "scaling efficiency", "peak RSS per rank"],
+        [
+            [
+                r["ranks"],
+                r["cpus"],
+                f"{r['samples_per_s']:.3g}",
+                f"{efficiency(large, r['ranks']):.0%}",
+                f"{r['peak_rss_mib']:.0f} MiB",
+            ]
+            for r in large
+        ],
+    )
+    out.append(
+        f"   An empty run (1000 rows) peaks at {results['empty_rss_mib']:.0f} MiB: above it, "
+        f"4 ranks / 1 rank = {rss_ratio(results, above_empty=True):.2f}"
+    )
+    return out
+
+
+def _allreduce(results: dict) -> list[str]:
+    ar = results["allreduce"]
+    floor_s = ar["mpi4py_s"]
+    rows = [
+        [
+            "mpi4py Allreduce (floor)",
+            f"{floor_s * 1e3:.2f}",
+            f"{ar['bytes'] / floor_s / 1e9:.2f}",
+            "1.00",
+        ]
+    ]
+    for controller, times in ar["horovod_s"].items():
+        for op, seconds in times.items():
+            rows.append(
+                [
+                    f"Horovod {op}, {CONTROLLER_NAMES[controller]} controller",
+                    f"{seconds * 1e3:.2f}",
+                    f"{ar['bytes'] / seconds / 1e9:.2f}",
+                    f"{floor_s / seconds:.2f}",
+                ]
+            )
+    out = ["3. Allreduce of a 16 MB gradient, 2 ranks (ms per allreduce; GB/s = bytes / time)"]
+    return out + _grid(["allreduce", "ms", "GB/s", "vs mpi4py"], rows)
+
+
+def render(results: dict) -> list[str]:
+    m = results["machine"]
+    out = [
+        "",
+        f"hvd-linreg benchmark: {m['cores']} cores, load average "
+        f"{m['load_average_at_start'][0]:.1f} at start, {m['load_average_at_end'][0]:.1f} at end; "
+        "medians of repeated runs; tool controller: MPI unless noted",
+        "",
+    ]
+    out += _latency(results) + [""] + _large_job(results) + [""] + _allreduce(results)
+    out += ["", "Targets (ratios of figures measured in this run)"]
+    out += _grid(
+        ["target", "measured", "goal", "verdict"],
+        [
+            [t["target"], f"{t['ratio']:.2f}", t["limit"], "met" if t["met"] else "NOT met"]
+            for t in results["targets"]
+        ],
+    )
+    return out

@@ -1,0 +1,54 @@
+"""Run hvd-linreg in this process (`hvd_linreg.cli.main`) and watch it from the outside.
+
+    horovodrun -np N python bench/watch_tool.py OUT.json [hvd-linreg flags]
+
+Rank 0 writes to OUT.json every rank's peak RSS and the moments it logged each
+`Step: N Loss: X` line: the gaps between them time each stretch of `--log_every` steps, so
+one long run gives a median instead of a lone figure.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+from hvd_linreg.cli import main
+
+
+class StepClock:
+    """Stands in for stdout: notes when each step line is written, then passes it on."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.times: list[float] = []
+
+    def write(self, text: str) -> int:
+        if text.startswith("Step: "):  # the tool writes each log line in one call
+            self.times.append(time.perf_counter())
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def run(out: str, argv: list[str]) -> int:
+    clock = StepClock(sys.stdout)
+    sys.stdout = clock
+    code = main(argv)
+    sys.stdout = clock.stream
+    if code != 0:
+        return code
+    import horovod.tensorflow as hvd  # started by the tool, still up
+
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    peaks = hvd.allgather_object(peak_mib)
+    if hvd.rank() == 0:
+        Path(out).write_text(json.dumps({"peak_rss_mib": peaks, "step_log_s": clock.times}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1], sys.argv[2:]))

@@ -77,12 +77,18 @@ def watched_tool(np_: int, args: list[str], cpus: str | None = None) -> dict:
         return {**json.loads(watched.read_text()), "metrics": json.loads(metrics.read_text())}
 
 
-def script(np_: int, name: str, args: list[str], controller: str = "mpi") -> dict:
+def script(
+    np_: int,
+    name: str,
+    args: list[str],
+    controller: str = "mpi",
+    env: dict[str, str] | None = None,
+) -> dict:
     """`LAUNCHER -np N python bench/NAME ARGS --out PATH`; return rank 0's JSON."""
     with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
         out = Path(tmp) / "result.json"
         program = [sys.executable, str(BENCH / name), *args, "--out", str(out)]
-        _run([*launcher(np_, controller), *program])
+        _run([*launcher(np_, controller), *program], env)
         return json.loads(out.read_text())
 
 
@@ -99,7 +105,7 @@ def free_ports(count: int) -> list[int]:
 
 
 def workers(np_: int, name: str, args: list[str]) -> dict:
-    """N local processes of bench/SCRIPT, each with a TF_CONFIG naming all N on localhost, as
+    """N local processes of bench/NAME, each with a TF_CONFIG naming all N on localhost, as
     MultiWorkerMirroredStrategy expects; return worker 0's JSON."""
     cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(np_)]}
     with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:

@@ -16,6 +16,7 @@ from hvd_linreg.config import UsageError
 # Launchers announce the rank before any MPI call; we need it to keep non-root ranks quiet
 # when the command line is rejected before Horovod starts.
 _RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+_SIZE_VARIABLES = ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
 _LOCAL_SIZE_VARIABLES = (
     "HOROVOD_LOCAL_SIZE",
     "OMPI_COMM_WORLD_LOCAL_SIZE",
@@ -161,9 +162,15 @@ class Watchdog:
 
 def init(verbose: bool = False) -> Ranks:
     """Start Horovod (and TensorFlow) and describe this process's place in the job."""
-    if _launcher_value(_LOCAL_SIZE_VARIABLES, 1) > (os.cpu_count() or 1):
-        # More ranks than cores: MPI's busy-polling ranks steal the core from the rank they wait
-        # for (measured: 17 ms instead of 1.5 ms a step at 4 ranks on 2 cores). Yield instead.
+    if _launcher_value(_SIZE_VARIABLES, 1) > 1:
+        # Horovod's background thread batches requests every HOROVOD_CYCLE_TIME ms (default 1):
+        # each step's allreduce waited for it. 0 starts it at once (bench/: 2 ranks, seed job,
+        # about 6x fewer us per step). One rank never allreduces, and there the spinning thread
+        # would only take the training's core, so the default stays.
+        os.environ.setdefault("HOROVOD_CYCLE_TIME", "0")
+        # A rank waiting in MPI yields its core instead of busy-polling: to the rank it waits for
+        # when ranks outnumber cores (17 ms -> 1.5 ms a step at 4 ranks on 2 cores), and to the
+        # training and to any other process on a shared machine (bench/: 2 ranks, 2x).
         os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
     # A rank that stops taking part (stuck in I/O, SIGSTOPped, a livelock) must end the job,
     # not hang it: Horovod warns after STALL_CHECK seconds and shuts down after
@@ -176,8 +183,9 @@ def init(verbose: bool = False) -> Ranks:
     tf.get_logger().setLevel("ERROR")
     hvd.init()
     # Ranks sharing a machine share its cores: without this each rank starts one thread per
-    # core and they trample each other.
-    threads = max(1, (os.cpu_count() or 1) // hvd.local_size())
+    # core and they trample each other. The cores are those this process may run on (taskset,
+    # cgroups, SLURM's --cpus-per-task), not all the machine's.
+    threads = max(1, len(os.sched_getaffinity(0)) // hvd.local_size())
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
     return Ranks(

@@ -2,9 +2,10 @@
 
 * `--program horovod` (under horovodrun, MPI or Gloo controller): the tool's path. Horovod is
   started by `hvd_linreg.ranks.init` (the tool's environment defaults and thread counts), then
-  `hvd.allreduce(grad, op=hvd.Average)` runs inside a `tf.function` with a `tf.range` loop, as
-  `hvd.DistributedOptimizer` does in the tool's training loop. `op=hvd.Sum` is timed next to
-  it: Average is a sum plus one more pass over the result (the division by the rank count).
+  `hvd.allreduce(grad, op=hvd.Sum)` runs inside a `tf.function` with a `tf.range` loop, as
+  the tool's `DistributedOptimizer` does in its training loop (the tool divides each rank's
+  loss by the rank count, so the sum is the average). `op=hvd.Average`, Horovod's usual way,
+  is timed next to it: a sum plus one more pass over the result (the division).
 * `--program mpi4py` (under mpirun): `comm.Allreduce` on a buffer of the same size, in a
   process without Horovod or TensorFlow: the floor.
 
@@ -43,7 +44,7 @@ def horovod_blocks(num_floats: int, per_block: int) -> tuple[dict, callable, int
         block(gradient).numpy()  # trace and warm up (buffers, caches) before timing
         return lambda: block(gradient).numpy()
 
-    blocks = {"average": block_of(hvd.Average), "sum": block_of(hvd.Sum)}
+    blocks = {"sum": block_of(hvd.Sum), "average": block_of(hvd.Average)}
     return blocks, lambda: hvd.allreduce(tf.constant(0.0), name="barrier"), hvd.rank(), hvd.size()
 
 

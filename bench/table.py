@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-CONTROLLER_NAMES = {"mpi": "MPI", "gloo": "Gloo"}
+CONTROLLER_NAMES = {
+    "mpi": "MPI controller",
+    "gloo": "Gloo controller",
+    "mpi-huge-pages": "MPI, GLIBC_TUNABLES=glibc.malloc.hugetlb=1",
+}
 
 
 def _at(rows: list[dict], ranks: int) -> dict:
@@ -99,7 +103,7 @@ def _large_job(results: dict) -> list[str]:
         "(1 rank pinned to 1 core)"
     ]
     out += _grid(
-        ["ranks", "cpus", "samples/s", "scaling efficiency", "peak RSS per rank"],
+        ["ranks", "cpus", "samples/s", "scaling efficiency", "peak RSS per rank", "peak PSS"],
         [
             [
                 r["ranks"],
@@ -107,13 +111,17 @@ def _large_job(results: dict) -> list[str]:
                 f"{r['samples_per_s']:.3g}",
                 f"{efficiency(large, r['ranks']):.0%}",
                 f"{r['peak_rss_mib']:.0f} MiB",
+                f"{r['peak_pss_mib']:.0f} MiB",
             ]
             for r in large
         ],
     )
+    four, one = _at(large, 4), _at(large, 1)
     out.append(
-        f"   An empty run (1000 rows) peaks at {results['empty_rss_mib']:.0f} MiB: above it, "
-        f"4 ranks / 1 rank = {rss_ratio(results, above_empty=True):.2f}"
+        f"   An empty run (1000 rows) peaks at {results['empty_rss_mib']:.0f} MiB RSS, "
+        f"{results['empty_pss_mib']:.0f} MiB PSS. 4 ranks / 1 rank: RSS above the empty run "
+        f"{rss_ratio(results, above_empty=True):.2f}, PSS "
+        f"{four['peak_pss_mib'] / one['peak_pss_mib']:.2f}"
     )
     return out
 
@@ -133,7 +141,7 @@ def _allreduce(results: dict) -> list[str]:
         for op, seconds in times.items():
             rows.append(
                 [
-                    f"Horovod {op}, {CONTROLLER_NAMES[controller]} controller",
+                    f"Horovod {op}, {CONTROLLER_NAMES[controller]}",
                     f"{seconds * 1e3:.2f}",
                     f"{ar['bytes'] / seconds / 1e9:.2f}",
                     f"{floor_s / seconds:.2f}",

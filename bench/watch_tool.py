@@ -2,9 +2,10 @@
 
     horovodrun -np N python bench/watch_tool.py OUT.json [hvd-linreg flags]
 
-Rank 0 writes to OUT.json every rank's peak RSS and the moments it logged each
-`Step: N Loss: X` line: the gaps between them time each stretch of `--log_every` steps, so
-one long run gives a median instead of a lone figure.
+Rank 0 writes to OUT.json every rank's peak RSS, its peak PSS (sampled twice a second: the
+shared libraries' pages, which RSS counts whole in every rank, divided among the processes that
+share them) and the moments it logged each `Step: N Loss: X` line: the gaps between them time
+each stretch of `--log_every` steps, so one long run gives a median instead of a lone figure.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import resource
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -34,19 +36,49 @@ class StepClock:
         self.stream.flush()
 
 
+def pss_mib() -> float:
+    with open("/proc/self/smaps_rollup") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("Pss:")) / 1024
+
+
+class PeakPss(threading.Thread):
+    """The largest PSS seen, sampled every `every` seconds until stopped."""
+
+    def __init__(self, every: float = 0.5):
+        super().__init__(daemon=True)
+        self.every, self.peak, self.done = every, pss_mib(), threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(self.every):
+            self.peak = max(self.peak, pss_mib())
+
+    def stop(self) -> float:
+        self.done.set()
+        self.join()
+        return max(self.peak, pss_mib())
+
+
 def run(out: str, argv: list[str]) -> int:
     clock = StepClock(sys.stdout)
     sys.stdout = clock
+    pss = PeakPss()
+    pss.start()
     code = main(argv)
+    peak_pss = pss.stop()
     sys.stdout = clock.stream
     if code != 0:
         return code
     import horovod.tensorflow as hvd  # started by the tool, still up
 
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-    peaks = hvd.allgather_object(peak_mib)
+    peaks = hvd.allgather_object((peak_mib, peak_pss))
     if hvd.rank() == 0:
-        Path(out).write_text(json.dumps({"peak_rss_mib": peaks, "step_log_s": clock.times}))
+        watched = {
+            "peak_rss_mib": [rss for rss, _ in peaks],
+            "peak_pss_mib": [pss for _, pss in peaks],
+            "step_log_s": clock.times,
+        }
+        Path(out).write_text(json.dumps(watched))
     return 0
 
 

@@ -183,9 +183,11 @@ def init(verbose: bool = False) -> Ranks:
     tf.get_logger().setLevel("ERROR")
     hvd.init()
     # Ranks sharing a machine share its cores: without this each rank starts one thread per
-    # core and they trample each other. The cores are those this process may run on (taskset,
-    # cgroups, SLURM's --cpus-per-task), not all the machine's.
-    threads = max(1, len(os.sched_getaffinity(0)) // hvd.local_size())
+    # core and they trample each other. Each takes its even share of the machine's cores, and
+    # no more than it may run on: a launcher that binds ranks (mpirun --bind-to core, srun
+    # --cpus-per-task) or taskset gives each rank fewer.
+    share = (os.cpu_count() or 1) // hvd.local_size()
+    threads = max(1, min(share, len(os.sched_getaffinity(0))))
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
     return Ranks(

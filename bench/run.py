@@ -40,7 +40,7 @@ SEED_JOB = ["--num_samples", "1000", "--batch_size", "100"]
 LATENCY_STEPS = ["--num_steps", "2000", "--log_every", "1000"]
 LEVER_STEPS = ["--num_steps", "500", "--log_every", "500"]
 LARGE_JOB = ["--num_samples", "8000000", "--num_features", "64", "--batch_size", "65536"]
-LARGE_STEPS = ["--num_steps", "60", "--log_every", "10"]
+LARGE_STEPS = ["--num_steps", "400", "--log_every", "50"]  # 8 stretches of 0.2-1 s each
 # The same flags with almost no data: what one rank's process costs before its shard.
 EMPTY_JOB = ["--num_samples", "1000", "--num_features", "64", "--batch_size", "100"]
 AGREE_RTOL = 1e-4

@@ -5,6 +5,7 @@ rank (another rank died or stalled); 130 interrupted; anything else is a bug, wi
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from hvd_linreg import __version__
@@ -204,6 +205,12 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except KeyboardInterrupt:
         return _fail("hvd-linreg: interrupted", 130)
+    except BrokenPipeError:
+        # Whoever read our output has gone (`hvd-linreg | head`): stop as a command killed by
+        # SIGPIPE would, 128 + 13, without a traceback. Later writes (Python's own flush at
+        # exit) go nowhere instead of failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as e:
         if not _is_collective_failure(e):
             raise  # a bug: keep the traceback

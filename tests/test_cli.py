@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from conftest import launcher_env
 from hvd_linreg.cli import parse_config
 from hvd_linreg.config import Config, UsageError, field_names
 
@@ -60,6 +61,25 @@ def test_usage_error_exits_2_with_one_line_and_no_traceback():
         "hvd-linreg: error: --num_steps must be a positive whole number, got -1"
     )
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_output_into_head_ends_quietly(tmp_path):
+    """`hvd-linreg | head`: the tool stops when head has gone, like a command killed by
+    SIGPIPE (exit 141), with no traceback, instead of training on or crashing loudly."""
+    err, code = tmp_path / "stderr", tmp_path / "code"
+    tool = f"{sys.executable} -m hvd_linreg --num_steps 1000000 --log_every 1"
+    proc = subprocess.run(
+        ["bash", "-c", f"{tool} 2>{err} | head -n 3; echo ${{PIPESTATUS[0]}} >{code}"],
+        capture_output=True,
+        text=True,
+        env=launcher_env(),
+        timeout=120,
+    )
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("hvd-linreg: 1 rank"), lines
+    assert [line.split(" Loss: ")[0] for line in lines[1:]] == ["Step: 1", "Step: 2"], lines
+    assert "Traceback" not in err.read_text(), err.read_text()
+    assert code.read_text().strip() == "141"
 
 
 def test_config_is_immutable():

@@ -21,6 +21,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 # Safety net only: every launch here should end in seconds; a hang fails instead of blocking CI.
 LAUNCH_TIMEOUT_S = 180
+# The launchers and hvd-linreg live next to this Python (the venv's bin/): found there even
+# when the tests run as `.venv/bin/python -m pytest` without `make test`'s PATH.
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
 
 
 @dataclass

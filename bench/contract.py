@@ -1,7 +1,7 @@
 """What the floor and the peer share with the tool: the job's flags, the sharding contract and
 the result they hand back to run.py.
 
-The data comes from `hvd_linreg.data.synthetic_rows`: that is the dataset's definition, not
+The data comes from `hvd_linreg.data.load_shard`: that is the dataset's definition, not
 the training, so the programs compared with the tool train on exactly the same rows.
 """
 
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hvd_linreg.data import synthetic_rows
+from hvd_linreg.config import Config
+from hvd_linreg.data import load_shard
 
 
 def job_parser(description: str) -> argparse.ArgumentParser:
@@ -37,9 +38,10 @@ def job_parser(description: str) -> argparse.ArgumentParser:
 def shard(
     seed: int, num_samples: int, num_features: int, rank: int, size: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Rank r owns the global rows r, r + size, ... of the first num_samples // size * size."""
-    rows = np.arange(rank, num_samples // size * size, size, dtype=np.int64)
-    return synthetic_rows(seed, rows, num_features)
+    """This rank's rows of the synthetic dataset, exactly as the tool loads them."""
+    cfg = Config(seed=seed, num_samples=num_samples, num_features=num_features)
+    s = load_shard(cfg, rank, size)
+    return s.X, s.y
 
 
 def write_result(path: str, size: int, params: np.ndarray, times_s: list[float]) -> None:

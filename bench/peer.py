@@ -15,6 +15,8 @@ import time
 import numpy as np
 from contract import job_parser, shard, write_result
 
+from hvd_linreg.ranks import thread_budget
+
 
 def main() -> None:
     p = job_parser(__doc__)
@@ -31,8 +33,8 @@ def main() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
-    # Same thread budget as the tool gives each rank: the cores shared by the local ranks.
-    threads = max(1, (os.cpu_count() or 1) // size)
+    # Same thread budget as the tool gives each rank (all workers are on this machine).
+    threads = thread_budget(size)
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
     options = tf.distribute.experimental.CommunicationOptions(

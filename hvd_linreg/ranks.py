@@ -17,12 +17,6 @@ from hvd_linreg.config import UsageError
 # when the command line is rejected before Horovod starts.
 _RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 _SIZE_VARIABLES = ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
-_LOCAL_SIZE_VARIABLES = (
-    "HOROVOD_LOCAL_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "MPI_LOCALNRANKS",
-    "SLURM_NTASKS_PER_NODE",
-)
 
 
 def _launcher_value(names: tuple[str, ...], default: int) -> int:
@@ -160,6 +154,17 @@ class Watchdog:
                 os._exit(1)  # no clean shutdown: it would wait on the stuck rank forever
 
 
+def thread_budget(local_size: int) -> int:
+    """TensorFlow threads for one of local_size ranks sharing this machine.
+
+    Without a limit each rank starts one thread per core and they trample each other. Each
+    takes its even share of the machine's cores, and no more than it may run on: a launcher
+    that binds ranks (mpirun --bind-to core, srun --cpus-per-task) or taskset gives it fewer.
+    """
+    share = (os.cpu_count() or 1) // local_size
+    return max(1, min(share, len(os.sched_getaffinity(0))))
+
+
 def init(verbose: bool = False) -> Ranks:
     """Start Horovod (and TensorFlow) and describe this process's place in the job."""
     if _launcher_value(_SIZE_VARIABLES, 1) > 1:
@@ -182,12 +187,7 @@ def init(verbose: bool = False) -> Ranks:
 
     tf.get_logger().setLevel("ERROR")
     hvd.init()
-    # Ranks sharing a machine share its cores: without this each rank starts one thread per
-    # core and they trample each other. Each takes its even share of the machine's cores, and
-    # no more than it may run on: a launcher that binds ranks (mpirun --bind-to core, srun
-    # --cpus-per-task) or taskset gives each rank fewer.
-    share = (os.cpu_count() or 1) // hvd.local_size()
-    threads = max(1, min(share, len(os.sched_getaffinity(0))))
+    threads = thread_budget(hvd.local_size())
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
     return Ranks(

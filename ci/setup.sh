@@ -1,33 +1,108 @@
 #!/usr/bin/env bash
-# One-time set-up for hvd_linreg: Open MPI, a pinned .venv, and Horovod built from source.
-# Safe to run again: every step is skipped when it is already done.
+# One-time set-up for hvd_linreg: system prerequisites, a pinned .venv for the chosen Python,
+# and Horovod built from source against it. Safe to run again: every step is skipped when it
+# is already done.
 #
 # Environment:
-#   PYTHON            interpreter for the venv (default: python3.11, else python3)
+#   PYTHON            interpreter for the venv (default: the venv's own if it exists, else the
+#                     newest python3.X on PATH that has a stack below)
 #   VENV              venv directory (default: .venv in the repo)
-#   HVD_LINREG_CACHE  where the built Horovod wheel is cached (default: ~/.cache/hvd_linreg)
+#   HVD_LINREG_CACHE  where built Horovod wheels are cached (default: ~/.cache/hvd_linreg)
 set -euo pipefail
 
 HOROVOD_VERSION=0.28.1
-TF_VERSION=2.15.1
+# One pinned stack per Python (ci/stacks/*.txt). TensorFlow 2.15 is the last with Keras 2 built
+# in and has no wheels for 3.12; 2.17 has, and keeps Keras 2 through tf-keras (the tool sets
+# TF_USE_LEGACY_KERAS=1 itself). Python 3.13 needs TensorFlow >= 2.20, which Horovod 0.28.1
+# does not compile against (horovod/horovod#4302 is open and its CI fails in abseil).
+SUPPORTED="3.12, 3.11, 3.10, 3.9"
+stack_for() {
+  case $1 in
+    3.9 | 3.10 | 3.11) echo tf2.15 ;;
+    3.12) echo tf2.17 ;;
+    *) return 1 ;;
+  esac
+}
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${VENV:-$repo/.venv}
 cache=${HVD_LINREG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvd_linreg}
 
 say() { printf 'setup: %s\n' "$*"; }
-die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+die() {
+  printf 'setup: error: %s\n' "$*" >&2
+  exit 1
+}
 
-# --- 1. Open MPI: the one on PATH (a cluster module), else Debian's, else stop. ---
-if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpicc >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    say "installing Open MPI (openmpi-bin, libopenmpi-dev) with apt-get"
+# --- 1. The interpreter: chosen before anything is checked or downloaded. ---
+version_of() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
+if [ -n "${PYTHON:-}" ]; then
+  python=$PYTHON
+  version=$(version_of "$python") || die "PYTHON=$python does not run"
+  stack_for "$version" >/dev/null ||
+    die "PYTHON=$python is Python $version; the stacks here are for Python $SUPPORTED"
+elif [ -x "$venv/bin/python" ] && version=$(version_of "$venv/bin/python") &&
+  stack_for "$version" >/dev/null; then
+  python=$venv/bin/python # keep the venv's Python: a newer one on PATH would rebuild it all
+else
+  python=
+  for candidate in python3.12 python3.11 python3.10 python3.9 python3; do
+    # Run it, not just find it: a pyenv shim is on PATH whether or not it can run.
+    if version=$(version_of "$candidate") && stack_for "$version" >/dev/null; then
+      python=$(command -v "$candidate")
+      break
+    fi
+  done
+  if [ -z "$python" ]; then
+    found=$(version_of python3 || echo none)
+    die "no Python with a working TensorFlow + Horovod stack on PATH (python3 is $found).
+       Supported: Python $SUPPORTED. Python 3.13 needs TensorFlow >= 2.20, which Horovod
+       0.28.1 cannot be built against. Get one, e.g. 'apt-get install python3.11' (Debian 12),
+       'apt-get install python3.12' (Ubuntu 24.04), 'uv python install 3.12' or pyenv, then
+       run again with PYTHON=/path/to/python3.12."
+  fi
+fi
+stack=$(stack_for "$version")
+stack_file=$repo/ci/stacks/$stack.txt
+tf_version=$(sed -n 's/^tensorflow-cpu==//p' "$stack_file")
+
+# --- 2. System prerequisites, all checked in the first seconds. ---
+# Each missing piece as "what: Debian/Ubuntu package"; installed together (root + apt-get) or
+# named in one message, before anything is downloaded or built.
+missing=()
+system_python=false
+case $("$python" -c 'import sys; print(sys.base_prefix)') in /usr) system_python=true ;; esac
+if ! "$python" -c 'import ensurepip, venv' 2>/dev/null; then
+  missing+=("venv for Python $version: python$version-venv")
+fi
+if ! "$python" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  missing+=("Python $version headers (mpi4py and Horovod compile against them): python$version-dev")
+fi
+command -v gcc >/dev/null || missing+=("a C compiler: gcc")
+command -v g++ >/dev/null || missing+=("a C++ compiler (Horovod is C++): g++")
+if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
+  missing+=("Open MPI with its headers: openmpi-bin libopenmpi-dev")
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  packages=$(printf '%s\n' "${missing[@]}" | sed 's/.*: //' | tr '\n' ' ' | sed 's/ $//')
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 &&
+    { $system_python || ! printf '%s\n' "${missing[@]}" | grep -q '^venv\|headers'; }; then
+    say "installing with apt-get: $packages"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null
+    # shellcheck disable=SC2086 # one word per package
+    apt-get install -y -qq --no-install-recommends $packages >/dev/null
   else
-    die "no MPI found. Load your cluster's MPI module (e.g. 'module load openmpi') or install
-       Open MPI with its headers: 'sudo apt-get install openmpi-bin libopenmpi-dev'."
+    list=$(printf '         - %s\n' "${missing[@]}")
+    how="apt-get install $packages"
+    [ "$(id -u)" = 0 ] || how="sudo $how"
+    $system_python || how="$how (for a Python that is not the system's, use one built with venv
+       and headers, or pick another with PYTHON=)"
+    die "this machine lacks what the set-up needs, for $python (Python $version):
+$list
+       Install them ($how) or, on a cluster, load the modules (e.g. 'module load openmpi');
+       then run again."
   fi
 fi
 mpi_version=$(mpirun --version 2>&1 | head -n 1)
@@ -37,55 +112,58 @@ case "$mpi_version" in
 esac
 mpi_tag=$(printf '%s' "$mpi_version" | tr -cs 'A-Za-z0-9.' '-' | sed 's/-*$//')
 
-# --- 2. The venv with pinned packages. ---
-python=${PYTHON:-$(command -v python3.11 || command -v python3)}
-py_tag=$("$python" -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")')
-case "$py_tag" in
-  py39|py310|py311) ;;
-  *) die "TensorFlow $TF_VERSION needs Python 3.9-3.11; $python is $py_tag. Set PYTHON=/path/to/python3.11." ;;
-esac
-
+# --- 3. The venv with the pinned packages of this Python's stack. ---
+py_tag=py${version/./}
 stamp=$venv/.hvd_linreg-setup
-key="horovod-$HOROVOD_VERSION tf-$TF_VERSION $py_tag $mpi_tag $(cksum < "$repo/ci/requirements.txt") $(cksum < "$repo/setup.cfg")"
+key="horovod-$HOROVOD_VERSION tf-$tf_version $py_tag $mpi_tag $(cat "$repo/ci/requirements.txt" "$stack_file" "$repo/setup.cfg" | cksum)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ]; then
   exit 0
 fi
-
+if [ -x "$venv/bin/python" ] && [ "$(version_of "$venv/bin/python")" != "$version" ]; then
+  say "$venv is for Python $(version_of "$venv/bin/python"), not $version: recreating it"
+  rm -rf "$venv"
+fi
 if [ ! -x "$venv/bin/python" ]; then
-  say "creating $venv with $python"
+  say "creating $venv with $python (Python $version, stack $stack: TensorFlow $tf_version)"
   "$python" -m venv "$venv"
 fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
-say "installing pinned packages (ci/requirements.txt)"
+say "installing pinned packages (ci/requirements.txt, ci/stacks/$stack.txt)"
 "${pip[@]}" install --upgrade pip
-"${pip[@]}" install --no-binary mpi4py -r "$repo/ci/requirements.txt"
+"${pip[@]}" install --no-binary mpi4py -r "$repo/ci/requirements.txt" -r "$stack_file"
 
-# --- 3. Horovod: build the wheel once per (Horovod, TF, Python, MPI), then reuse it. ---
-wheel_dir=$cache/wheels/horovod-$HOROVOD_VERSION-tf$TF_VERSION-$py_tag-$mpi_tag
+# --- 4. Horovod: build the wheel once per (Horovod, TF, Python, MPI), then reuse it. ---
+wheel_dir=$cache/wheels/horovod-$HOROVOD_VERSION-tf$tf_version-$py_tag-$mpi_tag
 if ! ls "$wheel_dir"/horovod-"$HOROVOD_VERSION"-*.whl >/dev/null 2>&1; then
   say "building Horovod $HOROVOD_VERSION from source (a few minutes, once) into $wheel_dir"
   mkdir -p "$wheel_dir"
   # Build against the TensorFlow in the venv (no build isolation), without the frameworks
   # we do not use, with both controllers. No deps: 'horovod[tensorflow]' would pull a
-  # different TensorFlow and numpy 2 over the pinned ones.
+  # different TensorFlow and numpy 2 over the pinned ones. No pip cache: pip would hand back
+  # a wheel it built earlier against another TensorFlow instead of building this one.
   tmp=$(mktemp -d "$wheel_dir.tmp.XXXXXX")
   PATH=$venv/bin:$PATH \
-  HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
-  HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=-j"$(nproc)" \
-    "${pip[@]}" wheel --no-build-isolation --no-deps -w "$tmp" "horovod==$HOROVOD_VERSION"
-  mv "$tmp"/horovod-*.whl "$wheel_dir"/   # appears in the cache only when complete
+    HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
+    HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=-j"$(nproc)" \
+    "${pip[@]}" wheel --no-cache-dir --no-build-isolation --no-deps -w "$tmp" \
+    "horovod==$HOROVOD_VERSION"
+  mv "$tmp"/horovod-*.whl "$wheel_dir"/ # appears in the cache only when complete
   rmdir "$tmp"
 fi
 "${pip[@]}" install "$wheel_dir"/horovod-"$HOROVOD_VERSION"-*.whl
 "${pip[@]}" install --no-deps -e "$repo"
+# What this Horovod was compiled against: `hvd-linreg doctor` compares it with what is installed.
+printf 'tensorflow %s\npython %s\nmpi %s\n' "$tf_version" "$version" "$mpi_version" \
+  >"$venv/horovod-build.txt"
 
-# --- 4. Verify: Horovod must have TensorFlow, MPI and Gloo. ---
-check=$(PATH=$venv/bin:$PATH TF_CPP_MIN_LOG_LEVEL=2 "$venv/bin/horovodrun" --check-build)
+# --- 5. Verify: Horovod must have TensorFlow, MPI and Gloo. ---
+check=$(PATH=$venv/bin:$PATH TF_CPP_MIN_LOG_LEVEL=2 TF_USE_LEGACY_KERAS=1 \
+  "$venv/bin/horovodrun" --check-build)
 for need in TensorFlow MPI Gloo; do
-  printf '%s\n' "$check" | grep -q "\[X\] $need" \
-    || die "Horovod was built without $need:
+  printf '%s\n' "$check" | grep -q "\[X\] $need" ||
+    die "Horovod was built without $need:
 $check
 Remove $wheel_dir and run again."
 done
-say "Horovod $HOROVOD_VERSION ready with TensorFlow, MPI and Gloo"
-printf '%s\n' "$key" > "$stamp"
+say "Horovod $HOROVOD_VERSION ready with TensorFlow $tf_version, MPI and Gloo (Python $version)"
+printf '%s\n' "$key" >"$stamp"

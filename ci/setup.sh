@@ -36,11 +36,17 @@ die() {
 
 # --- 1. The interpreter: chosen before anything is checked or downloaded. ---
 version_of() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
+no_stack() {
+  die "$1
+       The stacks here are for Python $SUPPORTED. Python 3.13 needs TensorFlow >= 2.20, which
+       Horovod 0.28.1 cannot be built against. Get a supported one, e.g. 'apt-get install
+       python3.11' (Debian 12), 'apt-get install python3.12' (Ubuntu 24.04), 'uv python install
+       3.12' or pyenv, then run again with PYTHON=/path/to/python3.12."
+}
 if [ -n "${PYTHON:-}" ]; then
   python=$PYTHON
   version=$(version_of "$python") || die "PYTHON=$python does not run"
-  stack_for "$version" >/dev/null ||
-    die "PYTHON=$python is Python $version; the stacks here are for Python $SUPPORTED"
+  stack_for "$version" >/dev/null || no_stack "PYTHON=$python is Python $version."
 elif [ -x "$venv/bin/python" ] && version=$(version_of "$venv/bin/python") &&
   stack_for "$version" >/dev/null; then
   python=$venv/bin/python # keep the venv's Python: a newer one on PATH would rebuild it all
@@ -53,14 +59,8 @@ else
       break
     fi
   done
-  if [ -z "$python" ]; then
-    found=$(version_of python3 || echo none)
-    die "no Python with a working TensorFlow + Horovod stack on PATH (python3 is $found).
-       Supported: Python $SUPPORTED. Python 3.13 needs TensorFlow >= 2.20, which Horovod
-       0.28.1 cannot be built against. Get one, e.g. 'apt-get install python3.11' (Debian 12),
-       'apt-get install python3.12' (Ubuntu 24.04), 'uv python install 3.12' or pyenv, then
-       run again with PYTHON=/path/to/python3.12."
-  fi
+  [ -n "$python" ] ||
+    no_stack "no Python on PATH has a TensorFlow + Horovod stack (python3 is $(version_of python3 || echo missing))."
 fi
 stack=$(stack_for "$version")
 stack_file=$repo/ci/stacks/$stack.txt
@@ -87,7 +87,7 @@ fi
 if [ ${#missing[@]} -gt 0 ]; then
   packages=$(printf '%s\n' "${missing[@]}" | sed 's/.*: //' | tr '\n' ' ' | sed 's/ $//')
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 &&
-    { $system_python || ! printf '%s\n' "${missing[@]}" | grep -q '^venv\|headers'; }; then
+    { $system_python || ! printf '%s\n' "${missing[@]}" | grep -q '^venv for \|^Python [0-9.]* headers'; }; then
     say "installing with apt-get: $packages"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
@@ -97,8 +97,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     list=$(printf '         - %s\n' "${missing[@]}")
     how="apt-get install $packages"
     [ "$(id -u)" = 0 ] || how="sudo $how"
-    $system_python || how="$how (for a Python that is not the system's, use one built with venv
-       and headers, or pick another with PYTHON=)"
+    if ! $system_python && printf '%s\n' "${missing[@]}" | grep -q '^venv for \|^Python [0-9.]* headers'; then
+      how="$how; $python is not the system's Python: build it with venv and headers, or pick
+       another with PYTHON="
+    fi
     die "this machine lacks what the set-up needs, for $python (Python $version):
 $list
        Install them ($how) or, on a cluster, load the modules (e.g. 'module load openmpi');
@@ -157,7 +159,9 @@ printf 'tensorflow %s\npython %s\nmpi %s\n' "$tf_version" "$version" "$mpi_versi
   >"$venv/horovod-build.txt"
 
 # --- 5. Verify: Horovod must have TensorFlow, MPI and Gloo. ---
-check=$(PATH=$venv/bin:$PATH TF_CPP_MIN_LOG_LEVEL=2 TF_USE_LEGACY_KERAS=1 \
+# With tf-keras in the stack, Keras 2 behind tf.keras, as the tool itself has it.
+legacy_keras=$(grep -q '^tf-keras' "$stack_file" && echo 1 || echo 0)
+check=$(PATH=$venv/bin:$PATH TF_CPP_MIN_LOG_LEVEL=2 TF_USE_LEGACY_KERAS=$legacy_keras \
   "$venv/bin/horovodrun" --check-build)
 for need in TensorFlow MPI Gloo; do
   printf '%s\n' "$check" | grep -q "\[X\] $need" ||

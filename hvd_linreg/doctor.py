@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil  # a Horovod dependency
 
@@ -26,6 +27,7 @@ from hvd_linreg.ranks import quiet_tensorflow, say
 
 RANKS = 2
 DEFAULT_TIMEOUT_S = 90.0
+BUILD_RECORD = "horovod-build.txt"  # written by ci/setup.sh into the venv
 
 INSTALL_PACKAGES = (
     "run `make setup` in the repository (it installs the pinned packages into .venv), "
@@ -100,22 +102,62 @@ def _first_line(error: BaseException) -> str:
 
 def check_python() -> Result:
     version = ".".join(map(str, sys.version_info[:3]))
-    if (3, 9) <= sys.version_info[:2] <= (3, 11):
+    if (3, 9) <= sys.version_info[:2] <= (3, 12):
         return Result(f"Python {version}", True, sys.executable)
     return Result(
         f"Python {version}",
         False,
-        f"{sys.executable}; TensorFlow 2.15 needs Python 3.9 to 3.11",
-        "PYTHON=/path/to/python3.11 make clean setup",
+        f"{sys.executable}; the stacks ci/setup.sh installs are for Python 3.9 to 3.12 "
+        "(3.13 needs TensorFlow >= 2.20, which Horovod 0.28.1 cannot be built against)",
+        "PYTHON=/path/to/python3.12 make clean setup",
     )
 
 
-def check_tensorflow() -> Result:
+def check_tensorflow() -> Iterator[Result]:
+    """TensorFlow's version, the Keras behind tf.keras, and the TensorFlow Horovod was built
+    against (ci/setup.sh records it next to the venv)."""
     try:
+        from importlib.metadata import version
+
         import tensorflow as tf
+
+        # tf.keras is a lazy module: its name says which package TensorFlow loaded for it.
+        package = "tf-keras" if tf.keras.__name__.startswith("tf_keras") else "keras"
+        keras_version = version(package)
     except Exception as e:
-        return Result("TensorFlow cannot be imported", False, _first_line(e), INSTALL_PACKAGES)
-    return Result(f"TensorFlow {tf.__version__}", True)
+        yield Result("TensorFlow cannot be imported", False, _first_line(e), INSTALL_PACKAGES)
+        return
+    yield Result(f"TensorFlow {tf.__version__}", True)
+    # Horovod's Keras optimizer wrapper needs Keras 2: built into TensorFlow up to 2.15, the
+    # tf-keras package (with TF_USE_LEGACY_KERAS=1, which the tool sets) from 2.16 on.
+    yield Result(
+        f"Keras {keras_version} ({package})",
+        keras_version.startswith("2."),
+        "" if keras_version.startswith("2.") else "Horovod's optimizer wrapper needs Keras 2",
+        f"pip install 'tf-keras=={'.'.join(tf.__version__.split('.')[:2])}.*' "
+        "(TF_USE_LEGACY_KERAS=1 then selects it; hvd-linreg sets it)",
+    )
+    built = _horovod_build_record().get("tensorflow")
+    if built is None:
+        yield Result("Horovod's build record", True, "none: Horovod was not built by ci/setup.sh")
+    elif built != tf.__version__:
+        yield Result(
+            f"Horovod was built against TensorFlow {built}, not the installed {tf.__version__}",
+            False,
+            str(Path(sys.prefix) / BUILD_RECORD),
+            rebuild_horovod(f"TensorFlow {tf.__version__}"),
+        )
+    else:
+        yield Result(f"Horovod built against TensorFlow {built}", True)
+
+
+def _horovod_build_record() -> dict[str, str]:
+    """What ci/setup.sh compiled Horovod against: 'name value' lines next to the venv."""
+    try:
+        text = (Path(sys.prefix) / BUILD_RECORD).read_text()
+    except OSError:
+        return {}
+    return dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
 
 
 def check_horovod() -> Iterator[Result]:
@@ -294,7 +336,7 @@ def _diagnose(output: str) -> tuple[str, str | None]:
 def run_checks(mpirun: str, horovodrun: str, timeout: float) -> Iterator[Result]:
     """Every check in order: versions and builds first, then the real launches."""
     yield check_python()
-    yield check_tensorflow()
+    yield from check_tensorflow()
     yield from check_horovod()
     yield check_mpirun(mpirun)
     yield check_mpi4py()

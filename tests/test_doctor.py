@@ -37,7 +37,9 @@ def test_doctor_passes_here_with_versions_and_both_launchers():
     lines = proc.stdout.splitlines()
     for start in (
         "ok    Python 3.",
-        "ok    TensorFlow 2.15",
+        "ok    TensorFlow 2.1",
+        "ok    Keras 2.",
+        "ok    Horovod built against TensorFlow 2.1",
         "ok    Horovod 0.28",
         "ok    Horovod frameworks: TensorFlow",
         "ok    Horovod controllers: MPI, Gloo",
@@ -97,3 +99,18 @@ def test_root_without_allow_run_as_root_is_told_the_flag():
 def test_bad_timeout_is_a_usage_error(capsys):
     assert main(["--timeout", "0"]) == 2
     assert "--timeout: must be a positive number of seconds, got '0'" in capsys.readouterr().err
+
+
+def test_horovod_built_against_another_tensorflow_is_named(monkeypatch, tmp_path):
+    import tensorflow as tf
+
+    from hvd_linreg import doctor
+
+    record = tmp_path / "horovod-build.txt"  # what ci/setup.sh writes next to the venv
+    record.write_text("tensorflow 2.0.0\npython 3.11\n")
+    monkeypatch.setattr(doctor, "BUILD_RECORD", str(record))  # absolute: replaces the venv's
+    failed = [r for r in doctor.check_tensorflow() if not r.ok]
+    assert [r.name for r in failed] == [
+        f"Horovod was built against TensorFlow 2.0.0, not the installed {tf.__version__}"
+    ]
+    assert failed[0].fix.startswith(f"rebuild Horovod with TensorFlow {tf.__version__}: remove ")

@@ -1,0 +1,95 @@
+"""ci/setup.sh stops in its first seconds, before any download, and says what is missing."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+SETUP = str(REPO / "ci" / "setup.sh")
+# What the script itself runs before its checks are done: nothing else is on the bare PATH.
+SHELL_TOOLS = ("bash", "cat", "cksum", "dirname", "grep", "head", "id", "sed", "tr")
+
+
+def run_setup(env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", SETUP], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+
+
+def bare_path(tmp_path: Path, python: str) -> str:
+    """A PATH with a Python and the shell's tools, and no compiler, MPI or apt-get."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in SHELL_TOOLS:
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    (bin_dir / "python3").symlink_to(python)
+    return str(bin_dir)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as another user the message says sudo")
+def test_missing_compilers_and_mpi_are_named_in_one_message(tmp_path):
+    python = os.path.realpath(sys.executable)  # the real interpreter behind the venv
+    venv = tmp_path / "venv"
+    proc = run_setup(
+        {"PATH": bare_path(tmp_path, python), "VENV": str(venv), "HOME": str(tmp_path)}
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    err = proc.stderr
+    assert err.startswith("setup: error: this machine lacks what the set-up needs"), err
+    for line in (
+        "- a C compiler: gcc",
+        "- a C++ compiler (Horovod is C++): g++",
+        "- Open MPI with its headers: openmpi-bin libopenmpi-dev",
+    ):
+        assert line in err
+    # No apt-get on this PATH: the packages are named, not installed.
+    assert "Install them (apt-get install gcc g++ openmpi-bin libopenmpi-dev)" in err
+    assert not venv.exists(), "set-up went on after finding what is missing"
+    assert proc.stdout == ""
+
+
+def _python_313() -> str | None:
+    candidates = [
+        "python3.13",
+        *glob.glob(os.path.expanduser("~/.pyenv/versions/3.13*/bin/python3.13")),
+    ]
+    for candidate in candidates:
+        try:
+            version = subprocess.run(
+                [candidate, "-c", "import sys; print(sys.version_info[:2])"],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.strip()
+        except OSError:
+            continue
+        if version == "(3, 13)":
+            return candidate
+    return None
+
+
+def test_python_313_is_refused_with_the_pythons_that_work(tmp_path):
+    python = _python_313()
+    if python is None:
+        pytest.skip("no Python 3.13 on this machine")
+    venv = tmp_path / "venv"
+    proc = run_setup({**os.environ, "PYTHON": python, "VENV": str(venv)})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"setup: error: PYTHON={python} is Python 3.13." in proc.stderr
+    assert "The stacks here are for Python 3.12, 3.11, 3.10, 3.9." in proc.stderr
+    assert "needs TensorFlow >= 2.20" in proc.stderr
+    assert not venv.exists()
+
+
+def test_a_python_that_does_not_run_is_named(tmp_path):
+    proc = run_setup({**os.environ, "PYTHON": str(tmp_path / "python3.12"), "VENV": str(tmp_path)})
+    assert proc.returncode == 1
+    assert f"setup: error: PYTHON={tmp_path / 'python3.12'} does not run" in proc.stderr

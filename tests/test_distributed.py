@@ -13,6 +13,7 @@ pytestmark = pytest.mark.multiprocess
 LAUNCHERS = ["horovodrun-gloo", "horovodrun-mpi", "mpirun"]
 
 
+@pytest.mark.core
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_four_ranks_recover_the_seed_model(launcher, tmp_path):
     run = launch(launcher, 4, [], tmp_path)
@@ -31,8 +32,8 @@ STEPS, LR, BATCH = 200, 0.05, 16
 
 
 @pytest.fixture(scope="module")
-def exact_runs(tmp_path_factory):
-    """One data file; runs at 2 ranks (batch B), 4 ranks (batch B) and 1 rank (batch 4B)."""
+def exact_run(tmp_path_factory):
+    """One data file; run(launcher, size, batch) launches on it once and returns (X, y, run)."""
     tmp = tmp_path_factory.mktemp("exact")
     rng = np.random.default_rng(11)
     X = rng.standard_normal((1000, 3)).astype(np.float32)
@@ -41,19 +42,25 @@ def exact_runs(tmp_path_factory):
     path = tmp / "train.npz"
     np.savez(path, X=X, y=y)
     common = ["--data", str(path), "--num_steps", str(STEPS), "--learning_rate", str(LR)]
-    runs = {
-        (size, batch): launch("horovodrun-mpi", size, [*common, "--batch_size", str(batch)], tmp)
-        for size, batch in [(2, BATCH), (4, BATCH), (1, 4 * BATCH)]
-    }
-    for run in runs.values():
-        assert run.returncode == 0, run.output
-    return X, y, runs
+    runs = {}
+
+    def run(launcher: str, size: int, batch: int = BATCH):
+        if (launcher, size, batch) not in runs:
+            done = launch(launcher, size, [*common, "--batch_size", str(batch)], tmp)
+            assert done.returncode == 0, done.output
+            runs[(launcher, size, batch)] = done
+        return X, y, runs[(launcher, size, batch)]
+
+    return run
 
 
+@pytest.mark.core
 @pytest.mark.parametrize("size", [2, 4])
-def test_distributed_run_equals_numpy_averaged_sgd(exact_runs, size):
-    X, y, runs = exact_runs
-    m = runs[(size, BATCH)].metrics
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_distributed_run_equals_numpy_averaged_sgd(exact_run, launcher, size):
+    X, y, run = exact_run(launcher, size)
+    m = run.metrics
+    assert m["size"] == size
     expected = averaged_sgd(
         X, y, ranks=size, batch_size=BATCH, steps=STEPS, lr=LR, w0=m["initial_w"], b0=m["initial_b"]
     )
@@ -61,19 +68,22 @@ def test_distributed_run_equals_numpy_averaged_sgd(exact_runs, size):
 
 
 @pytest.mark.parametrize("size", [2, 4])
-def test_rank_local_sgd_would_not_match(exact_runs, size):
+def test_rank_local_sgd_would_not_match(exact_run, size):
     """The exactness check has teeth: without the allreduce, rank 0 would follow this."""
-    X, y, runs = exact_runs
-    m = runs[(size, BATCH)].metrics
+    X, y, run = exact_run("horovodrun-mpi", size)
+    m = run.metrics
     local = rank0_local_sgd(
         X, y, ranks=size, batch_size=BATCH, steps=STEPS, lr=LR, w0=m["initial_w"], b0=m["initial_b"]
     )
     assert not np.allclose(params_of(m), local, rtol=1e-4)
 
 
-def test_four_ranks_batch_b_equal_one_rank_batch_4b(exact_runs):
-    _, _, runs = exact_runs
-    four, one = runs[(4, BATCH)].metrics, runs[(1, 4 * BATCH)].metrics
+@pytest.mark.core
+def test_four_ranks_batch_b_equal_one_rank_batch_4b(exact_run):
+    four, one = (
+        exact_run("horovodrun-mpi", 4)[2].metrics,
+        exact_run("horovodrun-mpi", 1, 4 * BATCH)[2].metrics,
+    )
     np.testing.assert_allclose(four["initial_w"], one["initial_w"])
     np.testing.assert_allclose(params_of(four), params_of(one), rtol=1e-4)
 

@@ -20,6 +20,7 @@ def _ended_within(job, seconds: float) -> tuple[int | None, float]:
     return code, time.monotonic() - start
 
 
+@pytest.mark.core
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_killed_rank_ends_the_job(launcher, start_job):
     job = start_job(launcher, 2, FOREVER)

@@ -10,6 +10,8 @@ import pytest
 from hvd_linreg.cli import main
 from reference import averaged_sgd
 
+pytestmark = pytest.mark.core
+
 
 @pytest.fixture(scope="module")
 def seed_run(tmp_path_factory):

@@ -226,11 +226,23 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def _is_collective_failure(e: Exception) -> bool:
-    from horovod.common.exceptions import HorovodInternalError
-    from tensorflow.errors import OpError
+# The ops whose failure means a peer is gone: Horovod's own elastic mode reads a TensorFlow
+# UnknownError naming one of them as "the job lost a rank" (horovod/tensorflow/elastic.py).
+_COLLECTIVE_OPS = ("HorovodAllreduce", "HorovodAllgather", "HorovodBroadcast")
 
-    return isinstance(e, (HorovodInternalError, OpError))
+
+def _is_collective_failure(e: Exception) -> bool:
+    """A collective that failed because another rank died or Horovod shut down; any other
+    TensorFlow error is a bug and keeps its traceback."""
+    from horovod.common.exceptions import HorovodInternalError
+    from tensorflow.errors import UnknownError
+
+    if isinstance(e, HorovodInternalError):
+        return True
+    message = getattr(e, "message", "")
+    return isinstance(e, UnknownError) and (
+        any(op in message for op in _COLLECTIVE_OPS) or "Horovod has been shut down" in message
+    )
 
 
 if __name__ == "__main__":

@@ -85,3 +85,26 @@ def test_output_into_head_ends_quietly(tmp_path):
 def test_config_is_immutable():
     with pytest.raises(AttributeError):
         Config().num_steps = 5  # type: ignore[misc]
+
+
+def test_a_tensorflow_error_that_is_not_a_lost_rank_keeps_its_traceback(tmp_path):
+    """Only a failed collective means 'the job lost a rank'; a real TensorFlow error anywhere
+    else (here a reshape that cannot be done, in place of the trainer) is a bug: traceback."""
+    script = (
+        "import hvd_linreg.train as train, tensorflow as tf\n"
+        "train.run = lambda cfg: tf.reshape(tf.zeros([3]), [2])\n"
+        "from hvd_linreg.cli import main\n"
+        "raise SystemExit(main(['--num_steps', '1']))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=launcher_env(),
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1
+    assert "Traceback (most recent call last)" in proc.stderr
+    assert "InvalidArgumentError" in proc.stderr
+    assert "lost a rank" not in proc.stdout + proc.stderr

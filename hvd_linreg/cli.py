@@ -20,9 +20,21 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{message} (see --help)")
 
-    def _print_message(self, message: str, file=None) -> None:
+    def print_help(self, file=None) -> None:
         if launch_rank() == 0:
-            super()._print_message(message, file)
+            super().print_help(file)
+
+
+class _Version(argparse.Action):
+    """--version, printed by rank 0 only (argparse's own prints on every rank)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if launch_rank() == 0:
+            say(f"hvd-linreg {__version__}")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -152,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="let every rank log, tagged with its rank",
     )
-    p.add_argument("--version", action="version", version=f"hvd-linreg {__version__}")
+    p.add_argument("--version", action=_Version)
     return p
 
 

@@ -212,6 +212,14 @@ def _npz_arrays(p: Path) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
+# NumPy's public .npy header readers, by format version (np.savez writes 1.0, or 2.0 for huge
+# headers); 3.0 has none, and is read whole.
+_NPY_HEADER_READERS = {
+    (1, 0): np.lib.format.read_array_header_1_0,
+    (2, 0): np.lib.format.read_array_header_2_0,
+}
+
+
 def _npz_member(p: Path, name: str) -> np.ndarray:
     """Memory-map an uncompressed .npz member (np.savez); a compressed one is read whole."""
     with zipfile.ZipFile(p) as z:
@@ -226,7 +234,11 @@ def _npz_member(p: Path, name: str) -> np.ndarray:
         extra_len = int.from_bytes(local_header[28:30], "little")
         f.seek(info.header_offset + 30 + name_len + extra_len)
         version = np.lib.format.read_magic(f)
-        shape, fortran, dtype = np.lib.format._read_array_header(f, version)
+        read_header = _NPY_HEADER_READERS.get(version)
+        if read_header is None:  # a format NumPy has no public header reader for: read it whole
+            with zipfile.ZipFile(p) as z, z.open(name) as member:
+                return np.lib.format.read_array(member, allow_pickle=False)
+        shape, fortran, dtype = read_header(f)
         if dtype.hasobject:
             raise ValueError(f"array {name} holds Python objects, not numbers")
         offset = f.tell()

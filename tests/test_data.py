@@ -77,3 +77,22 @@ def test_csv_target_by_name(tmp_path, table):
 def test_batch_larger_than_a_shard_is_refused():
     with pytest.raises(UsageError, match="larger than each rank's shard of 250 rows"):
         load_shard(Config(num_samples=1000, batch_size=300), 0, 4)
+
+
+@pytest.mark.parametrize("version", [(1, 0), (2, 0), (3, 0)])
+def test_npz_members_of_every_npy_format_version_are_read(tmp_path, version):
+    """Uncompressed members are memory-mapped through NumPy's public header readers (1.0,
+    2.0); a 3.0 member, which has none, is read whole. Either way rank 1 gets rows 1, 3, ..."""
+    import zipfile
+
+    X = np.arange(20, dtype=np.float32).reshape(10, 2)
+    y = np.arange(10, dtype=np.float32) * 3
+    path = tmp_path / "data.npz"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as z:
+        for name, array in (("X", X), ("y", y)):
+            with z.open(f"{name}.npy", "w") as member:
+                np.lib.format.write_array(member, array, version=version)
+    X1, y1, rows = read_rows(str(path), None, 1, 2)
+    assert rows == 10
+    np.testing.assert_array_equal(X1, X[1::2])
+    np.testing.assert_array_equal(y1, y[1::2])

@@ -7,9 +7,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import fields
 
 from hvd_linreg import __version__
-from hvd_linreg.config import OPTIMIZERS, SOLVERS, Config, UsageError, field_names
+from hvd_linreg.config import Config, UsageError, field_names
 from hvd_linreg.ranks import launch_rank, quiet_tensorflow, say, settle
 
 
@@ -38,6 +39,7 @@ class _Version(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """One flag per Config field, from the help and default declared there."""
     p = _Parser(
         prog="hvd-linreg",
         description="Data-parallel linear regression on Horovod: every rank trains on its own "
@@ -46,126 +48,31 @@ def build_parser() -> argparse.ArgumentParser:
         "'hvd-linreg doctor' checks that this machine can.",
         allow_abbrev=False,
     )
-
-    def flag(name: str, **kwargs) -> None:
+    for f in fields(Config):
+        kind = f.type.split("|")[0].strip()  # "int | None" -> "int" (annotations are strings)
+        help_text = f.metadata["help"]
+        if f.default is not None and f.default is not False:
+            help_text += f" (default {f.default})"
+        if kind == "bool":
+            # default=None: a flag not given leaves the config file's value, or the default.
+            kwargs = {"action": "store_true", "default": None}
+        else:
+            kwargs = {"type": _TYPES[kind], "metavar": f.metadata["metavar"]}
+            if f.metadata["choices"]:
+                kwargs = {"choices": f.metadata["choices"]}
         # The seed's spelling (--num_steps) and the dashed one (--num-steps) both work.
-        p.add_argument(f"--{name}", f"--{name.replace('_', '-')}", dest=name, **kwargs)
-
-    d = Config()
-    flag("num_steps", type=int, metavar="N", help=f"training steps (default {d.num_steps})")
-    flag(
-        "learning_rate",
-        type=float,
-        metavar="LR",
-        help=f"SGD learning rate (default {d.learning_rate})",
-    )
-    flag(
-        "batch_size",
-        type=int,
-        metavar="B",
-        help=f"samples per rank per step; the global batch is B x ranks (default {d.batch_size})",
-    )
-    flag(
-        "num_samples",
-        type=int,
-        metavar="N",
-        help="synthetic samples in the whole dataset, over all ranks (default 1000)",
-    )
-    flag("num_features", type=int, metavar="F", help="synthetic features per sample (default 1)")
-    flag(
-        "seed",
-        type=int,
-        help=f"seed for the synthetic data and the initial weights (default {d.seed})",
-    )
-    flag(
-        "log_every",
-        type=int,
-        metavar="N",
-        help=f"log 'Step: N Loss: X' every N steps (default {d.log_every})",
-    )
-    flag(
-        "data",
-        metavar="PATH",
-        help="train on a file instead: .npy (last column = target), .npz (arrays X, y), "
-        ".csv (header line; target = last column or --target)",
-    )
-    flag("target", metavar="NAME", help="CSV column to predict (default: the last one)")
-    flag("metrics_json", metavar="PATH", help="rank 0 writes the run's results here as JSON")
-    flag(
-        "checkpoint_dir",
-        metavar="DIR",
-        help="rank 0 saves checkpoints here; a run resumes from the newest one it finds",
-    )
-    flag(
-        "checkpoint_every",
-        type=int,
-        metavar="N",
-        help=f"steps between checkpoints (default {d.checkpoint_every})",
-    )
-    flag(
-        "keep_checkpoints",
-        type=int,
-        metavar="K",
-        help=f"keep the K newest checkpoints (default {d.keep_checkpoints})",
-    )
-    flag(
-        "solver",
-        choices=SOLVERS,
-        help="sgd: train with data-parallel SGD (default); exact: solve least squares "
-        "directly with one allreduce of the normal equations",
-    )
-    flag(
-        "optimizer",
-        choices=OPTIMIZERS,
-        help=f"the optimizer Horovod wraps (default {d.optimizer})",
-    )
-    flag("momentum", type=float, help=f"momentum of --optimizer momentum (default {d.momentum})")
-    flag(
-        "lr_warmup_steps",
-        type=int,
-        metavar="W",
-        help="ramp the learning rate linearly from lr/W to lr over the first W updates",
-    )
-    flag(
-        "scale_lr",
-        action="store_true",
-        default=None,
-        help="multiply the learning rate by the number of ranks (Horovod's linear scaling; "
-        "off by default)",
-    )
-    flag(
-        "fp16_allreduce",
-        action="store_true",
-        default=None,
-        help="send gradients as float16 in the allreduce (Horovod's fp16 compression)",
-    )
-    flag(
-        "backward_passes_per_step",
-        type=int,
-        metavar="K",
-        help="accumulate K local gradients (K steps' batches) before each allreduce and update",
-    )
-    flag(
-        "config",
+        flags = [f"--{f.name}", f"--{f.name.replace('_', '-')}"]
+        p.add_argument(*dict.fromkeys(flags), dest=f.name, help=help_text, **kwargs)
+    p.add_argument(
+        "--config",
         metavar="FILE.toml",
         help="read flags from a TOML file (same names); flags on the command line win",
     )
-    flag("logdir", metavar="DIR", help="rank 0 writes TensorBoard scalars here")
-    flag("plot", metavar="PATH.png", help="rank 0 saves a figure of the loss and the fit here")
-    flag(
-        "quiet",
-        action="store_true",
-        default=None,
-        help="print only the summary (no progress bar or Step lines)",
-    )
-    flag(
-        "verbose",
-        action="store_true",
-        default=None,
-        help="let every rank log, tagged with its rank",
-    )
     p.add_argument("--version", action=_Version)
     return p
+
+
+_TYPES = {"int": int, "float": float, "str": str}
 
 
 def parse_config(argv: list[str] | None = None) -> Config:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -13,35 +13,72 @@ class UsageError(Exception):
 
 SOLVERS = ("sgd", "exact")
 OPTIMIZERS = ("sgd", "momentum", "adam")
+SYNTHETIC_SAMPLES = 1000  # the seed's dataset
+SYNTHETIC_FEATURES = 1
+
+
+def setting(default: Any, help: str, metavar: str | None = None, choices=None) -> Any:
+    """A Config field that carries its command-line help: the one place a setting is declared
+    (cli builds the parser from these; tests/test_cli.py checks the README's table against it)."""
+    return field(default=default, metadata={"help": help, "metavar": metavar, "choices": choices})
 
 
 # Defaults are the seed program's (../shared/seed): 1000 steps, lr 0.01, batch 100, logs every 100.
 @dataclass(frozen=True)
 class Config:
-    num_steps: int = 1000
-    learning_rate: float = 0.01
-    batch_size: int = 100  # per rank; the global batch is batch_size * ranks
-    num_samples: int | None = None  # global; None: 1000 synthetic, or every row of --data
-    num_features: int | None = None  # None: 1 synthetic, or the file's feature columns
-    seed: int = 0
-    log_every: int = 100
-    data: str | None = None
-    target: str | None = None
-    metrics_json: str | None = None
-    checkpoint_dir: str | None = None
-    checkpoint_every: int = 100  # steps; only with checkpoint_dir
-    keep_checkpoints: int = 3
-    solver: str = "sgd"  # or "exact": least squares in one allreduce
-    optimizer: str = "sgd"  # sgd | momentum | adam
-    momentum: float = 0.9  # with optimizer "momentum"
-    lr_warmup_steps: int = 0
-    scale_lr: bool = False  # multiply the learning rate by the number of ranks
-    fp16_allreduce: bool = False
-    backward_passes_per_step: int = 1
-    logdir: str | None = None  # TensorBoard scalars
-    plot: str | None = None  # a PNG figure of the run
-    quiet: bool = False  # only the summary
-    verbose: bool = False
+    num_steps: int = setting(1000, "training steps", "N")
+    learning_rate: float = setting(0.01, "SGD learning rate", "LR")
+    batch_size: int = setting(100, "samples per rank per step; the global batch is B x ranks", "B")
+    num_samples: int | None = setting(
+        None,
+        f"synthetic samples in the whole dataset, over all ranks "
+        f"(default {SYNTHETIC_SAMPLES}; with --data, every row of the file)",
+        "N",
+    )
+    num_features: int | None = setting(
+        None, f"synthetic features per sample (default {SYNTHETIC_FEATURES})", "F"
+    )
+    seed: int = setting(0, "seed for the synthetic data and the initial weights")
+    log_every: int = setting(100, "log 'Step: N Loss: X' every N steps", "N")
+    data: str | None = setting(
+        None,
+        "train on a file instead: .npy (last column = target), .npz (arrays X, y), "
+        ".csv (header line; target = last column or --target)",
+        "PATH",
+    )
+    target: str | None = setting(None, "CSV column to predict (default: the last one)", "NAME")
+    metrics_json: str | None = setting(None, "rank 0 writes the run's results here as JSON", "PATH")
+    checkpoint_dir: str | None = setting(
+        None, "rank 0 saves checkpoints here; a run resumes from the newest one it finds", "DIR"
+    )
+    checkpoint_every: int = setting(100, "steps between checkpoints", "N")
+    keep_checkpoints: int = setting(3, "keep the K newest checkpoints", "K")
+    solver: str = setting(
+        "sgd",
+        "sgd: train with data-parallel SGD; exact: solve least squares directly with one "
+        "allreduce of the normal equations",
+        choices=SOLVERS,
+    )
+    optimizer: str = setting("sgd", "the optimizer Horovod wraps", choices=OPTIMIZERS)
+    momentum: float = setting(0.9, "momentum of --optimizer momentum")
+    lr_warmup_steps: int = setting(
+        0, "ramp the learning rate linearly from lr/W to lr over the first W updates", "W"
+    )
+    scale_lr: bool = setting(
+        False, "multiply the learning rate by the number of ranks (Horovod's linear scaling)"
+    )
+    fp16_allreduce: bool = setting(
+        False, "send gradients as float16 in the allreduce (Horovod's fp16 compression)"
+    )
+    backward_passes_per_step: int = setting(
+        1, "accumulate K local gradients (K steps' batches) before each allreduce and update", "K"
+    )
+    logdir: str | None = setting(None, "rank 0 writes TensorBoard scalars here", "DIR")
+    plot: str | None = setting(
+        None, "rank 0 saves a figure of the loss and the fit here", "PATH.png"
+    )
+    quiet: bool = setting(False, "print only the summary (no progress bar or Step lines)")
+    verbose: bool = setting(False, "let every rank log, tagged with its rank")
 
     def __post_init__(self) -> None:
         for name in (

@@ -16,10 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hvd_linreg.config import Config, UsageError
+from hvd_linreg.config import SYNTHETIC_FEATURES, SYNTHETIC_SAMPLES, Config, UsageError
 
-SYNTHETIC_SAMPLES = 1000
-SYNTHETIC_FEATURES = 1
 TRUE_BIAS = 2.0
 NOISE_STDDEV = 0.1
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from dataclasses import fields
 
 import pytest
 
-from conftest import launcher_env
+from conftest import REPO, launcher_env
 from hvd_linreg.cli import parse_config
 from hvd_linreg.config import Config, UsageError, field_names
 
@@ -25,6 +27,27 @@ def test_defaults_are_the_seed_programs():
 @pytest.mark.parametrize("spelling", ["--num_steps", "--num-steps"])
 def test_underscore_and_dashed_flags_both_work(spelling):
     assert parse_config([spelling, "7"]).num_steps == 7
+
+
+def readme_flag_table() -> dict[str, str]:
+    """The README's flag table: each flag's name (no dashes) -> its default column."""
+    section = (REPO / "README.md").read_text().split("\n## Flags\n", 1)[1].split("\n## ", 1)[0]
+    table = {}
+    for row in section.splitlines():
+        if row.startswith("| `--"):
+            cells = [cell.strip() for cell in row.strip("|").split(" | ")]
+            for name in re.findall(r"`--([a-z0-9_]+)", cells[0]):
+                table[name] = cells[1]
+    return table
+
+
+def test_readme_flag_table_lists_every_flag_with_its_default():
+    """Each setting is declared once (config.Config); the README's table must follow it."""
+    table = readme_flag_table()
+    assert set(table) == {*field_names(), "config", "version", "help"}
+    for f in fields(Config):
+        if f.default is not None:
+            assert table[f.name] == ("off" if f.default is False else str(f.default)), f.name
 
 
 def test_help_explains_every_flag():
@@ -87,7 +110,7 @@ def test_config_is_immutable():
         Config().num_steps = 5  # type: ignore[misc]
 
 
-def test_a_tensorflow_error_that_is_not_a_lost_rank_keeps_its_traceback(tmp_path):
+def test_a_tensorflow_error_that_is_not_a_lost_rank_keeps_its_traceback():
     """Only a failed collective means 'the job lost a rank'; a real TensorFlow error anywhere
     else (here a reshape that cannot be done, in place of the trainer) is a bug: traceback."""
     script = (
@@ -102,7 +125,6 @@ def test_a_tensorflow_error_that_is_not_a_lost_rank_keeps_its_traceback(tmp_path
         text=True,
         env=launcher_env(),
         timeout=120,
-        cwd=tmp_path,
     )
     assert proc.returncode == 1
     assert "Traceback (most recent call last)" in proc.stderr

@@ -1,7 +1,8 @@
 """Checkpoints: crash-safe writes by rank 0, and the newest loadable one found again on start.
 
 A checkpoint is `ckpt-<step>.npz` in the checkpoint directory: the parameters, the optimizer's
-variables, the step and a JSON header naming the model's shape and the run's configuration.
+variables, and a JSON header with the step, the model's shape, the optimizer, the global batch,
+the run's initial parameters and configuration. This module alone writes and reads it.
 It is written atomically (atomic.py), so a crash in the middle of a save leaves the previous
 checkpoints untouched and never a half-written file under a checkpoint's name.
 """
@@ -29,11 +30,14 @@ class Checkpoint:
     step: int
     params: np.ndarray  # float32, [w..., b]
     optimizer: list[np.ndarray]  # the optimizer's variables, in its own order
-    header: dict  # format, num_features, optimizer name, the run's configuration
+    optimizer_name: str  # its class, to name it when a checkpoint does not fit
+    global_batch_size: int  # another one changes the trajectory: restore warns
+    initial_params: list[float]  # the run's start: metrics of a resumed run report it
+    config: dict  # the run's configuration, for whoever reads the file
 
     @property
     def num_features(self) -> int:
-        return int(self.header["num_features"])
+        return len(self.params) - 1
 
 
 def prepare_dir(path: str) -> Path:
@@ -57,7 +61,17 @@ def save(directory: Path, ckpt: Checkpoint, keep: int) -> Path:
         raise ValueError("refusing to write a checkpoint holding NaN or inf")  # a bug if reached
     target = directory / f"ckpt-{ckpt.step:010d}.npz"
     arrays = {f"optimizer_{i}": v for i, v in enumerate(ckpt.optimizer)}
-    header = json.dumps({**ckpt.header, "format": FORMAT, "step": ckpt.step})
+    header = json.dumps(
+        {
+            "format": FORMAT,
+            "step": ckpt.step,
+            "num_features": ckpt.num_features,
+            "optimizer": ckpt.optimizer_name,
+            "global_batch_size": ckpt.global_batch_size,
+            "initial_params": ckpt.initial_params,
+            "config": ckpt.config,
+        }
+    )
     atomic_write(target, lambda f: np.savez(f, params=ckpt.params, header=header, **arrays))
     for old in _checkpoints(directory)[:-keep]:
         old.unlink(missing_ok=True)
@@ -85,7 +99,15 @@ def _load(path: Path) -> Checkpoint:
         params = z["params"]
     if not np.isfinite(params).all():
         raise ValueError("holds NaN or inf")
-    return Checkpoint(int(header["step"]), params, optimizer, header)
+    return Checkpoint(
+        step=int(header["step"]),
+        params=params,
+        optimizer=optimizer,
+        optimizer_name=header["optimizer"],
+        global_batch_size=header["global_batch_size"],
+        initial_params=header["initial_params"],
+        config=header["config"],
+    )
 
 
 def _checkpoints(directory: Path) -> list[Path]:

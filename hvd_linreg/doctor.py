@@ -71,7 +71,7 @@ KNOWN_LAUNCH_PROBLEMS = (
 
 
 @dataclass(frozen=True)
-class Result:
+class Check:
     """The outcome of one check: what it saw and, when it failed, how to fix it."""
 
     name: str
@@ -100,11 +100,11 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
 
 
-def check_python() -> Result:
+def check_python() -> Check:
     version = ".".join(map(str, sys.version_info[:3]))
     if (3, 9) <= sys.version_info[:2] <= (3, 12):
-        return Result(f"Python {version}", True, sys.executable)
-    return Result(
+        return Check(f"Python {version}", True, sys.executable)
+    return Check(
         f"Python {version}",
         False,
         f"{sys.executable}; the stacks ci/setup.sh installs are for Python 3.9 to 3.12 "
@@ -113,7 +113,7 @@ def check_python() -> Result:
     )
 
 
-def check_tensorflow() -> Iterator[Result]:
+def check_tensorflow() -> Iterator[Check]:
     """TensorFlow's version, the Keras behind tf.keras, and the TensorFlow Horovod was built
     against (ci/setup.sh records it next to the venv)."""
     try:
@@ -125,12 +125,12 @@ def check_tensorflow() -> Iterator[Result]:
         package = "tf-keras" if tf.keras.__name__.startswith("tf_keras") else "keras"
         keras_version = version(package)
     except Exception as e:
-        yield Result("TensorFlow cannot be imported", False, _first_line(e), INSTALL_PACKAGES)
+        yield Check("TensorFlow cannot be imported", False, _first_line(e), INSTALL_PACKAGES)
         return
-    yield Result(f"TensorFlow {tf.__version__}", True)
+    yield Check(f"TensorFlow {tf.__version__}", True)
     # Horovod's Keras optimizer wrapper needs Keras 2: built into TensorFlow up to 2.15, the
     # tf-keras package (with TF_USE_LEGACY_KERAS=1, which the tool sets) from 2.16 on.
-    yield Result(
+    yield Check(
         f"Keras {keras_version} ({package})",
         keras_version.startswith("2."),
         "" if keras_version.startswith("2.") else "Horovod's optimizer wrapper needs Keras 2",
@@ -139,16 +139,16 @@ def check_tensorflow() -> Iterator[Result]:
     )
     built = _horovod_build_record().get("tensorflow")
     if built is None:
-        yield Result("Horovod's build record", True, "none: Horovod was not built by ci/setup.sh")
+        yield Check("Horovod's build record", True, "none: Horovod was not built by ci/setup.sh")
     elif built != tf.__version__:
-        yield Result(
+        yield Check(
             f"Horovod was built against TensorFlow {built}, not the installed {tf.__version__}",
             False,
             str(Path(sys.prefix) / BUILD_RECORD),
             rebuild_horovod(f"TensorFlow {tf.__version__}"),
         )
     else:
-        yield Result(f"Horovod built against TensorFlow {built}", True)
+        yield Check(f"Horovod built against TensorFlow {built}", True)
 
 
 def _horovod_build_record() -> dict[str, str]:
@@ -160,7 +160,7 @@ def _horovod_build_record() -> dict[str, str]:
     return dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
 
 
-def check_horovod() -> Iterator[Result]:
+def check_horovod() -> Iterator[Check]:
     """Horovod's version and what it was built with, read from its TensorFlow extension."""
     try:
         import horovod
@@ -168,14 +168,14 @@ def check_horovod() -> Iterator[Result]:
         from horovod.common.util import check_extension
     except Exception as e:
         # Typically an undefined symbol: Horovod was built against another TensorFlow or MPI.
-        yield Result(
+        yield Check(
             "Horovod cannot be imported with TensorFlow",
             False,
             _first_line(e),
             rebuild_horovod("HOROVOD_WITH_TENSORFLOW=1 against this TensorFlow"),
         )
         return
-    yield Result(f"Horovod {horovod.__version__}", True)
+    yield Check(f"Horovod {horovod.__version__}", True)
 
     # Horovod's own test of a framework's extension (horovodrun --check-build imports each one
     # instead, and horovod.torch swallows its missing extension, so it wrongly lists PyTorch).
@@ -190,7 +190,7 @@ def check_horovod() -> Iterator[Result]:
             frameworks[framework] = True
         except ImportError:
             frameworks[framework] = False
-    yield Result(
+    yield Check(
         f"Horovod frameworks: {_built(frameworks)}",
         frameworks["TensorFlow"],
         "" if frameworks["TensorFlow"] else "TensorFlow missing",
@@ -199,7 +199,7 @@ def check_horovod() -> Iterator[Result]:
 
     controllers = {"MPI": hvd.mpi_built(), "Gloo": hvd.gloo_built()}
     missing = [name for name, built in controllers.items() if not built]
-    yield Result(
+    yield Check(
         f"Horovod controllers: {_built(controllers)}",
         not missing,
         f"{' and '.join(missing)} missing" if missing else "",
@@ -209,7 +209,7 @@ def check_horovod() -> Iterator[Result]:
     # Only informative: on CPUs the tensors travel over MPI or Gloo, checked just above.
     operations = {"NCCL": hvd.nccl_built(), "DDL": hvd.ddl_built(), "CCL": hvd.ccl_built()}
     gpus = {"CUDA": hvd.cuda_built(), "ROCm": hvd.rocm_built()}
-    yield Result(
+    yield Check(
         f"Horovod tensor operations: {_built({**operations, **controllers})}",
         True,
         f"GPU support: {_built(gpus)}",
@@ -221,21 +221,21 @@ def _built(parts: dict[str, object]) -> str:
     return ", ".join(name for name, built in parts.items() if built) or "none"
 
 
-def check_mpirun(mpirun: str) -> Result:
+def check_mpirun(mpirun: str) -> Check:
     try:
         proc = subprocess.run(
             [mpirun, "--version"], capture_output=True, text=True, timeout=30, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as e:
-        return Result("mpirun does not run", False, _first_line(e), INSTALL_MPI)
+        return Check("mpirun does not run", False, _first_line(e), INSTALL_MPI)
     first = (proc.stdout or proc.stderr).strip().splitlines()[:1]
     if proc.returncode != 0 or not first:
         detail = f"{mpirun}, exit code {proc.returncode}"
-        return Result("mpirun --version failed", False, detail, INSTALL_MPI)
-    return Result(first[0], True, shutil.which(mpirun) or mpirun)
+        return Check("mpirun --version failed", False, detail, INSTALL_MPI)
+    return Check(first[0], True, shutil.which(mpirun) or mpirun)
 
 
-def check_mpi4py() -> Result:
+def check_mpi4py() -> Check:
     try:
         import mpi4py
 
@@ -246,8 +246,8 @@ def check_mpi4py() -> Result:
 
         library = MPI.Get_library_version().strip("\x00 \n").splitlines()[0].split(",")[0]
     except Exception as e:
-        return Result("mpi4py cannot be imported", False, _first_line(e), INSTALL_PACKAGES)
-    return Result(f"mpi4py {mpi4py.__version__}", True, library)
+        return Check("mpi4py cannot be imported", False, _first_line(e), INSTALL_PACKAGES)
+    return Check(f"mpi4py {mpi4py.__version__}", True, library)
 
 
 def mpirun_command(mpirun: str) -> list[str]:
@@ -258,7 +258,7 @@ def mpirun_command(mpirun: str) -> list[str]:
     return [mpirun, *root, *oversubscribe, "-np", str(RANKS)]
 
 
-def check_launch(launcher: list[str], timeout: float) -> Result:
+def check_launch(launcher: list[str], timeout: float) -> Check:
     """Start RANKS ranks with this launcher; they must allreduce and get EXPECTED_SUM."""
     name = os.path.basename(launcher[0])
     command = shlex.join([name, *launcher[1:]])
@@ -278,13 +278,13 @@ def check_launch(launcher: list[str], timeout: float) -> Result:
         )
     except OSError as e:
         fix = INSTALL_MPI if name == "mpirun" else INSTALL_PACKAGES
-        return Result(f"{name} cannot start {RANKS} ranks", False, _first_line(e), fix)
+        return Check(f"{name} cannot start {RANKS} ranks", False, _first_line(e), fix)
     try:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_tree(proc.pid)
         proc.communicate()
-        return Result(
+        return Check(
             f"{name} cannot start {RANKS} ranks",
             False,
             f"timed out after {timeout:g} s",
@@ -295,7 +295,7 @@ def check_launch(launcher: list[str], timeout: float) -> Result:
 
     found = ALLREDUCE_RESULT.search(output)
     if proc.returncode == 0 and found and found.group(1, 2) == (str(RANKS), str(EXPECTED_SUM)):
-        return Result(
+        return Check(
             f"{name} starts {RANKS} ranks",
             True,
             f"{command}: allreduce over {found.group(3)} gave {EXPECTED_SUM} in {took:.1f} s",
@@ -303,7 +303,7 @@ def check_launch(launcher: list[str], timeout: float) -> Result:
     seen, fix = _diagnose(output)
     if found:  # the ranks ran, but not as one job of RANKS
         seen = f"allreduce over {found.group(1)} ranks gave {found.group(2)}"
-    return Result(
+    return Check(
         f"{name} cannot start {RANKS} ranks",
         False,
         f"exit code {proc.returncode}: {seen}",
@@ -333,7 +333,7 @@ def _diagnose(output: str) -> tuple[str, str | None]:
     return (errors or lines or ["no output"])[-1][:200], None
 
 
-def run_checks(mpirun: str, horovodrun: str, timeout: float) -> Iterator[Result]:
+def run_checks(mpirun: str, horovodrun: str, timeout: float) -> Iterator[Check]:
     """Every check in order: versions and builds first, then the real launches."""
     yield check_python()
     yield from check_tensorflow()

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from hvd_linreg.data import Shard
-from hvd_linreg.ranks import Ranks
+from hvd_linreg.ranks import Job
 
 MAX_FEATURES = 4096  # the (F+1)^2 system is allreduced and solved on every rank
 _ILL_CONDITIONED = 1e12
@@ -30,7 +30,7 @@ def normal_equations(shard: Shard) -> tuple[np.ndarray, np.ndarray]:
     return gram, rhs
 
 
-def solve(ranks: Ranks, shard: Shard) -> np.ndarray:
+def solve(job: Job, shard: Shard) -> np.ndarray:
     """The least-squares [w..., b] over the whole dataset, the same on every rank."""
     gram, rhs = normal_equations(shard)
     k = len(rhs)
@@ -41,7 +41,7 @@ def solve(ranks: Ranks, shard: Shard) -> np.ndarray:
     if np.isfinite(cond) and cond < _ILL_CONDITIONED:
         chol = np.linalg.cholesky(gram)
         return np.linalg.solve(chol.T, np.linalg.solve(chol, rhs))
-    ranks.warn(
+    job.warn(
         f"the normal equations are singular or ill-conditioned (condition number {cond:.3g}): "
         "features are collinear or constant; using the minimum-norm least-squares solution"
     )

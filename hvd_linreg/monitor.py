@@ -9,17 +9,17 @@ import numpy as np
 import tensorflow as tf
 
 from hvd_linreg.config import Config
-from hvd_linreg.ranks import Ranks
+from hvd_linreg.ranks import Job
 
 _MAX_SCALAR_WEIGHTS = 8  # TensorBoard gets w_j for at most this many features
 
 
 class Monitor:
-    def __init__(self, cfg: Config, ranks: Ranks, first_step: int):
-        self.ranks = ranks
+    def __init__(self, cfg: Config, job: Job, first_step: int):
+        self.job = job
         self.quiet = cfg.quiet
         self.history: list[tuple[int, float]] = []
-        speaks = ranks.is_root
+        speaks = job.is_root
         self.bar = None
         if speaks and not cfg.quiet and sys.stderr.isatty():
             from tqdm import tqdm
@@ -34,7 +34,7 @@ class Monitor:
             self.bar.update(step - self.bar.n)
             self.bar.set_postfix(loss=f"{loss:.4g}", refresh=False)
         elif not self.quiet:
-            self.ranks.log(f"Step: {step} Loss: {loss:.6g}")
+            self.job.log(f"Step: {step} Loss: {loss:.6g}")
         if self.writer is not None:
             with self.writer.as_default(step=step):
                 tf.summary.scalar("loss", loss)

@@ -46,12 +46,14 @@ def say(line: str, *, stream=None) -> None:
 
 
 @dataclass(frozen=True)
-class Ranks:
+class Job:
+    """The job as this process sees it: its rank, how many there are, who speaks, how they
+    agree."""
+
     rank: int
     size: int
-    local_rank: int
-    local_size: int
     controller: str  # "MPI" or "Gloo"
+    stall_limit_s: float  # HOROVOD_STALL_SHUTDOWN_TIME_SECONDS; 0 turns the watchdog off
     verbose: bool = False
 
     @property
@@ -69,7 +71,7 @@ class Ranks:
         if self.is_root:
             say(f"warning: {line}", stream=sys.stderr)
 
-    def share(self, obj):
+    def broadcast(self, obj):
         """Rank 0's value of obj, on every rank."""
         import horovod.tensorflow as hvd
 
@@ -114,13 +116,13 @@ class Watchdog:
     thread is blocked inside an MPI collective waiting for a rank that stopped, so under the
     MPI controller a stuck rank would hang the job forever. This thread notices that the
     training loop has stopped coming back and exits the process; the launcher then ends the
-    others. The limit is HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, or 10 times the slowest stretch
-    of training seen so far if that is longer.
+    others. The limit is limit_s (Job.stall_limit_s), or 10 times the slowest stretch of
+    training seen so far if that is longer; 0 turns it off.
     """
 
-    def __init__(self, rank: int):
+    def __init__(self, rank: int, limit_s: float):
         self.rank = rank
-        self.limit = float(os.environ["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"])
+        self.limit = limit_s
         self._last = time.monotonic()
         self._slowest = 0.0
         self._stop = threading.Event()
@@ -165,17 +167,16 @@ def thread_budget(local_size: int) -> int:
     return max(1, min(share, len(os.sched_getaffinity(0))))
 
 
-def init(verbose: bool = False) -> Ranks:
+def init(verbose: bool = False) -> Job:
     """Start Horovod (and TensorFlow) and describe this process's place in the job."""
     if _launcher_value(_SIZE_VARIABLES, 1) > 1:
-        # Horovod's background thread batches requests every HOROVOD_CYCLE_TIME ms (default 1):
-        # each step's allreduce waited for it. 0 starts it at once (bench/: 2 ranks, seed job,
-        # about 6x fewer us per step). One rank never allreduces, and there the spinning thread
-        # would only take the training's core, so the default stays.
+        # Horovod's background thread batches requests every HOROVOD_CYCLE_TIME ms (default 1),
+        # and each step's allreduce waited for it; 0 starts it at once. One rank never
+        # allreduces, and there the spinning thread would only take the training's core.
+        # (README, Performance: what each of these defaults is worth.)
         os.environ.setdefault("HOROVOD_CYCLE_TIME", "0")
-        # A rank waiting in MPI yields its core instead of busy-polling: to the rank it waits for
-        # when ranks outnumber cores (17 ms -> 1.5 ms a step at 4 ranks on 2 cores), and to the
-        # training and to any other process on a shared machine (bench/: 2 ranks, 2x).
+        # A rank waiting in MPI yields its core instead of busy-polling it: to the rank it waits
+        # for when ranks outnumber cores, and to the training on a shared machine.
         os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
     # A rank that stops taking part (stuck in I/O, SIGSTOPped, a livelock) must end the job,
     # not hang it: Horovod warns after STALL_CHECK seconds and shuts down after
@@ -190,11 +191,10 @@ def init(verbose: bool = False) -> Ranks:
     threads = thread_budget(hvd.local_size())
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
-    return Ranks(
+    return Job(
         rank=hvd.rank(),
         size=hvd.size(),
-        local_rank=hvd.local_rank(),
-        local_size=hvd.local_size(),
         controller="Gloo" if hvd.gloo_enabled() else "MPI",
+        stall_limit_s=float(os.environ["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"]),
         verbose=verbose,
     )

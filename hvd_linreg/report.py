@@ -1,4 +1,5 @@
-"""What rank 0 tells the user at the end: the summary lines and the metrics JSON."""
+"""What rank 0 tells the user: the header before training; after it, the summary lines and
+the metrics JSON (the plot draws from the same Report)."""
 
 from __future__ import annotations
 
@@ -16,25 +17,40 @@ from hvd_linreg.atomic import atomic_write
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard
 from hvd_linreg.exact import MAX_FEATURES
-from hvd_linreg.ranks import Ranks
+from hvd_linreg.ranks import Job
 
 _SHOWN_WEIGHTS = 8  # the summary lists at most this many w's; the JSON has all of them
 
 
 @dataclass
-class Result:
+class TrainingResult:
     initial_params: np.ndarray | None  # [w..., b] as broadcast from rank 0; None: exact solver
     params: np.ndarray  # [w..., b] after training
     loss: float  # mean squared error over the whole dataset (all ranks) at the final params
     steps: int  # the step training ended at
     first_step: int  # the step it started from: 0, or the checkpoint's when resuming
     wall_s: float  # this run's training loop only, from after the broadcast to the last step
-    history: list = field(default_factory=list)  # (step, loss averaged over ranks) as logged
+    history: list[tuple[int, float]] = field(default_factory=list)  # (step, mean loss) logged
 
     @property
     def steps_per_s(self) -> float:
         trained = self.steps - self.first_step
         return trained / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def header_line(cfg: Config, job: Job, shard: Shard) -> str:
+    """What rank 0 says before training: the job, the data and the run."""
+    run = (
+        "exact least squares"
+        if cfg.solver == "exact"
+        else f"batch {cfg.batch_size} per rank ({cfg.batch_size * job.size} global), "
+        f"{cfg.num_steps} steps, {cfg.optimizer}, learning rate {cfg.learning_rate}"
+    )
+    return (
+        f"hvd-linreg: {job.size} rank{'s' * (job.size > 1)} ({job.controller}), "
+        f"{shard.num_samples} samples x {shard.num_features} feature"
+        f"{'s' * (shard.num_features > 1)} from {shard.source}, {run}"
+    )
 
 
 def versions() -> dict[str, str]:
@@ -50,71 +66,93 @@ def versions() -> dict[str, str]:
     }
 
 
-def metrics(
-    cfg: Config, ranks: Ranks, shard: Shard, result: Result, exact_loss: float | None
-) -> dict[str, Any]:
-    """Every value a plain number, string, list or null, so any JSON reader can use it."""
-    initial = result.initial_params
-    return {
-        "size": ranks.size,
-        "controller": ranks.controller,
-        "steps": result.steps,
-        "first_step": result.first_step,
-        "batch_size": cfg.batch_size,
-        "global_batch_size": cfg.batch_size * ranks.size,
-        "learning_rate": cfg.learning_rate,
-        "num_samples": shard.num_samples,
-        "num_features": shard.num_features,
-        "seed": cfg.seed,
-        "data": shard.source,
-        "initial_w": None if initial is None else [float(v) for v in initial[:-1]],
-        "initial_b": None if initial is None else float(initial[-1]),
-        "w": [float(v) for v in result.params[:-1]],
-        "b": float(result.params[-1]),
-        "w_true": shard.w_true,
-        "b_true": shard.b_true,
-        "loss": result.loss,
-        "exact_loss": exact_loss,
-        "optimality_gap": None if exact_loss is None else result.loss - exact_loss,
-        "wall_s": result.wall_s,
-        "steps_per_s": result.steps_per_s,
-        "samples_per_s": result.steps_per_s * cfg.batch_size * ranks.size,
-        "versions": versions(),
-        "config": cfg.as_dict(),
-    }
+@dataclass
+class Report:
+    """What rank 0 reports at the end of a run: the summary, the metrics JSON and the plot."""
 
+    cfg: Config
+    job: Job
+    shard: Shard
+    result: TrainingResult
+    exact_loss: float | None  # None above exact.MAX_FEATURES features
+    versions: dict[str, str] = field(default_factory=versions)
 
-def summary_lines(m: dict[str, Any]) -> list[str]:
-    def vec(values: list) -> str:
-        shown = ", ".join(f"{v:.6g}" for v in values[:_SHOWN_WEIGHTS])
-        more = f", ... ({len(values)} in all)" if len(values) > _SHOWN_WEIGHTS else ""
-        return f"[{shown}{more}]"
+    @property
+    def global_batch_size(self) -> int:
+        return self.cfg.batch_size * self.job.size
 
-    true_w = f"  (true {vec(m['w_true'])})" if m["w_true"] is not None else ""
-    true_b = f"  (true {m['b_true']:.6g})" if m["b_true"] is not None else ""
-    v = m["versions"]
-    return [
-        "Summary:",
-        f"  w: {vec(m['w'])}{true_w}",
-        f"  b: {m['b']:.6g}{true_b}",
-        f"  final loss: {m['loss']:.6g} (mean squared error over all {m['num_samples']} samples)",
-        (
-            f"  exact optimum's loss: {m['exact_loss']:.6g}, optimality gap: "
-            f"{m['optimality_gap']:.3g}"
-            if m["exact_loss"] is not None
-            else f"  exact optimum: skipped (more than {MAX_FEATURES} features)"
-        ),
-        (
-            f"  wall time: {m['wall_s']:.3f} s (one pass and one allreduce)"
-            if m["config"]["solver"] == "exact"
-            else f"  wall time: {m['wall_s']:.3f} s, {m['steps_per_s']:.1f} steps/s, "
-            f"{m['samples_per_s']:.4g} samples/s"
-        ),
-        f"  ranks: {m['size']}, controller: {m['controller']}, "
-        f"global batch: {m['global_batch_size']}",
-        f"  versions: hvd_linreg {v['hvd_linreg']}, Horovod {v['horovod']}, "
-        f"TensorFlow {v['tensorflow']}, NumPy {v['numpy']}, Python {v['python']}",
-    ]
+    @property
+    def optimality_gap(self) -> float | None:
+        return None if self.exact_loss is None else self.result.loss - self.exact_loss
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.result.steps_per_s * self.global_batch_size
+
+    def metrics(self) -> dict[str, Any]:
+        """The metrics JSON: every value a plain number, string, list or null."""
+        cfg, shard, result = self.cfg, self.shard, self.result
+        initial = result.initial_params
+        return {
+            "size": self.job.size,
+            "controller": self.job.controller,
+            "steps": result.steps,
+            "first_step": result.first_step,
+            "batch_size": cfg.batch_size,
+            "global_batch_size": self.global_batch_size,
+            "learning_rate": cfg.learning_rate,
+            "num_samples": shard.num_samples,
+            "num_features": shard.num_features,
+            "seed": cfg.seed,
+            "data": shard.source,
+            "initial_w": None if initial is None else [float(v) for v in initial[:-1]],
+            "initial_b": None if initial is None else float(initial[-1]),
+            "w": [float(v) for v in result.params[:-1]],
+            "b": float(result.params[-1]),
+            "w_true": shard.w_true,
+            "b_true": shard.b_true,
+            "loss": result.loss,
+            "exact_loss": self.exact_loss,
+            "optimality_gap": self.optimality_gap,
+            "wall_s": result.wall_s,
+            "steps_per_s": result.steps_per_s,
+            "samples_per_s": self.samples_per_s,
+            "versions": self.versions,
+            "config": cfg.as_dict(),
+        }
+
+    def summary_lines(self) -> list[str]:
+        def vec(values) -> str:
+            shown = ", ".join(f"{v:.6g}" for v in values[:_SHOWN_WEIGHTS])
+            more = f", ... ({len(values)} in all)" if len(values) > _SHOWN_WEIGHTS else ""
+            return f"[{shown}{more}]"
+
+        shard, result, v = self.shard, self.result, self.versions
+        true_w = f"  (true {vec(shard.w_true)})" if shard.w_true is not None else ""
+        true_b = f"  (true {shard.b_true:.6g})" if shard.b_true is not None else ""
+        return [
+            "Summary:",
+            f"  w: {vec(result.params[:-1])}{true_w}",
+            f"  b: {result.params[-1]:.6g}{true_b}",
+            f"  final loss: {result.loss:.6g} (mean squared error over all "
+            f"{shard.num_samples} samples)",
+            (
+                f"  exact optimum's loss: {self.exact_loss:.6g}, optimality gap: "
+                f"{self.optimality_gap:.3g}"
+                if self.exact_loss is not None
+                else f"  exact optimum: skipped (more than {MAX_FEATURES} features)"
+            ),
+            (
+                f"  wall time: {result.wall_s:.3f} s (one pass and one allreduce)"
+                if self.cfg.solver == "exact"
+                else f"  wall time: {result.wall_s:.3f} s, {result.steps_per_s:.1f} steps/s, "
+                f"{self.samples_per_s:.4g} samples/s"
+            ),
+            f"  ranks: {self.job.size}, controller: {self.job.controller}, "
+            f"global batch: {self.global_batch_size}",
+            f"  versions: hvd_linreg {v['hvd_linreg']}, Horovod {v['horovod']}, "
+            f"TensorFlow {v['tensorflow']}, NumPy {v['numpy']}, Python {v['python']}",
+        ]
 
 
 def check_writable(flag: str, path: str | None) -> None:

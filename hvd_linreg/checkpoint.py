@@ -1,7 +1,7 @@
 """Checkpoints: crash-safe writes by rank 0, and the newest loadable one found again on start.
 
 A checkpoint is `ckpt-<step>.npz` in the checkpoint directory: the parameters, the optimizer's
-variables, and a JSON header with the step, the model's shape, the optimizer, the global batch,
+variables, and a JSON header with the step, the model's shape, the global batch,
 the run's initial parameters and configuration. This module alone writes and reads it.
 It is written atomically (atomic.py), so a crash in the middle of a save leaves the previous
 checkpoints untouched and never a half-written file under a checkpoint's name.
@@ -30,7 +30,6 @@ class Checkpoint:
     step: int
     params: np.ndarray  # float32, [w..., b]
     optimizer: list[np.ndarray]  # the optimizer's variables, in its own order
-    optimizer_name: str  # its class, to name it when a checkpoint does not fit
     global_batch_size: int  # another one changes the trajectory: restore warns
     initial_params: list[float]  # the run's start: metrics of a resumed run report it
     config: dict  # the run's configuration, for whoever reads the file
@@ -66,7 +65,6 @@ def save(directory: Path, ckpt: Checkpoint, keep: int) -> Path:
             "format": FORMAT,
             "step": ckpt.step,
             "num_features": ckpt.num_features,
-            "optimizer": ckpt.optimizer_name,
             "global_batch_size": ckpt.global_batch_size,
             "initial_params": ckpt.initial_params,
             "config": ckpt.config,
@@ -103,7 +101,6 @@ def _load(path: Path) -> Checkpoint:
         step=int(header["step"]),
         params=params,
         optimizer=optimizer,
-        optimizer_name=header["optimizer"],
         global_batch_size=header["global_batch_size"],
         initial_params=header["initial_params"],
         config=header["config"],

@@ -138,11 +138,16 @@ class Trainer:
                 f"the checkpoint in {where} is for {ckpt.num_features} features, "
                 f"this data has {self.shard.num_features}; use another --checkpoint_dir"
             )
+        # By the flag, not the state's shapes: plain SGD and momentum are one Keras class
+        # with the same slots, and momentum would take SGD's last update for its velocity.
+        saved = ckpt.config.get("optimizer")
         current = [v.numpy() for v in self.optimizer.variables]
-        if [a.shape for a in ckpt.optimizer] != [a.shape for a in current]:
+        if saved != self.cfg.optimizer or [a.shape for a in ckpt.optimizer] != [
+            a.shape for a in current
+        ]:
             raise UsageError(
-                f"the checkpoint in {where} holds another optimizer's state "
-                f"({ckpt.optimizer_name}); use another --checkpoint_dir"
+                f"the checkpoint in {where} holds another optimizer's state ({saved}, this run "
+                f"uses {self.cfg.optimizer}); use another --checkpoint_dir"
             )
         self.model.params.assign(ckpt.params.reshape(self.model.params.shape))
         for var, value in zip(self.optimizer.variables, ckpt.optimizer):
@@ -248,7 +253,6 @@ class Trainer:
                 step=step,
                 params=self.model.params.numpy().reshape(-1),
                 optimizer=[v.numpy() for v in self.optimizer.variables],
-                optimizer_name=type(self.optimizer).__name__,
                 global_batch_size=self.cfg.batch_size * self.job.size,
                 initial_params=[float(v) for v in self.initial],
                 config=self.cfg.as_dict(),

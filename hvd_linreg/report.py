@@ -58,6 +58,7 @@ def metrics(
     return {
         "size": ranks.size,
         "controller": ranks.controller,
+        "hosts": list(ranks.hosts),
         "steps": result.steps,
         "first_step": result.first_step,
         "batch_size": cfg.batch_size,

@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         return run(cfg)
     except UsageError as e:
         code = _fail(f"hvd-linreg: error: {e}", 2, e)
-        settle()
+        settle(e)
         return code
     except KeyboardInterrupt:
         return _fail("hvd-linreg: interrupted", 130)

@@ -114,15 +114,24 @@ def quiet_tensorflow() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def settle() -> None:
-    """Before exiting on an error every rank agreed on: wait until all ranks got here.
+# How long the other ranks on a host wait for its first rank to report a HostError: ranks
+# launched one ssh session each (horovodrun --gloo) can start seconds apart.
+HOST_ERROR_GRACE_S = 5.0
+
+
+def settle(error: UsageError) -> None:
+    """Before exiting on a usage error: let the rank that reports it finish first.
 
     Launchers end the whole job when the first rank exits non-zero; without this, a fast
-    rank could get rank 0 killed before its message is out.
+    rank could get the reporting rank killed before its message is out. Ranks that agreed on
+    the error wait for each other; a HostError has no one to agree with, so the host's other
+    ranks give its first rank a head start.
     """
     hvd = sys.modules.get("horovod.tensorflow")  # not imported: the error came before init
     if hvd is not None and hvd.is_initialized() and hvd.size() > 1:
         hvd.join()
+    elif isinstance(error, HostError) and not speaks_for(error):
+        time.sleep(HOST_ERROR_GRACE_S)
 
 
 class Watchdog:

@@ -14,4 +14,11 @@ if { [ -n "${CI:-}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; } 
 fi
 ruff check .
 ruff format --check .
-exec python -m pytest -ra "$@"
+# tests/test_multihost.py brings up ci/cluster.sh's hosts and takes them down itself; should
+# pytest be killed before its clean-up runs, take them down here (root only: only root has them).
+if [ "$(id -u)" = 0 ]; then
+  trap 'bash ci/cluster.sh down' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+fi
+python -m pytest -ra "$@"

@@ -204,32 +204,41 @@ def check_host_name() -> None:
     size = _launcher_value(_SIZE_VARIABLES, 1)
     spans_hosts = _launcher_value(_LOCAL_SIZE_VARIABLES, size) < size
     gloo = "HOROVOD_GLOO_RENDEZVOUS_ADDR" in os.environ
-    if size == 1 or not (spans_hosts or gloo):
-        return  # one host under MPI: the name is never looked up
+    if size > 1:
+        problem = host_name_problem(spans_hosts, gloo)
+        if problem:
+            raise HostError(problem)
+
+
+def host_name_problem(spans_hosts: bool, gloo: bool) -> str | None:
+    """What is wrong with this host's name for a job of several ranks, and how to fix it."""
+    if not (spans_hosts or gloo):
+        return None  # one host under MPI: the name is never looked up
     name = socket.gethostname()
     try:
         address = socket.gethostbyname(name)
     except OSError:
-        raise HostError(
+        return (
             f"this host's name {name!r} does not resolve to an address, and Horovod needs it for "
             f"a job across hosts or under Gloo: add the line '<its address> {name}' to /etc/hosts "
             "on this host (127.0.1.1 will do on one machine), or give it a DNS entry"
-        ) from None
+        )
     if not spans_hosts:
-        return
+        return None
     if ipaddress.ip_address(address).is_loopback:
-        raise HostError(
+        return (
             f"this host's name {name!r} resolves to {address}, a loopback address, but the job "
             f"spans several hosts and the others cannot reach {name} there: in /etc/hosts on "
             f"{name}, put {name} on the line of its network address, not {address}"
         )
     if not _is_own_address(address):
-        raise HostError(
+        return (
             f"this host's name {name!r} resolves to {address}, which is not an address of this "
             "host: another host has the same name (a cloned image or container?) or the entry is "
             "stale. Give each host its own name (hostnamectl set-hostname NAME) and an /etc/hosts "
             "or DNS entry with its own address"
         )
+    return None
 
 
 def _is_own_address(address: str) -> bool:

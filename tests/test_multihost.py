@@ -322,3 +322,31 @@ def test_one_name_on_two_hosts_that_each_resolve_it_is_refused(start_cluster_job
     assert len(errors) == 1, run.output  # rank 0 speaks, once
     assert "two hosts of this job are both called 'node1'" in errors[0]
     assert "Exit code: 2" in run.output
+
+
+def run_doctor_on_node1(*args: str) -> subprocess.CompletedProcess:
+    doctor = [sys.executable, "-m", "hvd_linreg", "doctor", "--hosts", HOSTS, *args]
+    return subprocess.run(
+        ["bash", str(CLUSTER), "exec", "node1", *doctor],
+        capture_output=True,
+        text=True,
+        timeout=LAUNCH_TIMEOUT_S * 3,
+        stdin=subprocess.DEVNULL,
+        env=launcher_env({"PYTHONPATH": str(REPO)}),
+    )
+
+
+def test_doctor_passes_across_the_hosts(cluster):
+    proc = run_doctor_on_node1()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for host in NODES:
+        assert f"ok    {host}: {host}, same Python and packages at {sys.executable}" in proc.stdout
+    assert proc.stdout.count("starts 4 ranks") == 3, proc.stdout  # horovodrun MPI, Gloo; mpirun
+
+
+def test_doctor_finds_two_hosts_with_one_name(cluster):
+    with misnamed("node2", "node1"):
+        proc = run_doctor_on_node1("--timeout", "60")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAIL  node2 and node1 are both called 'node1'" in proc.stdout
+    assert "fix: give each host its own name (hostnamectl set-hostname NAME)" in proc.stdout

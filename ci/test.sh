@@ -7,7 +7,8 @@
 # (ci/cleanroot.sh runs `make run` and `make test` there, Horovod built from source). This
 # machine runs what only it can (SLURM, the namespaced hosts) and the multi-process core on the
 # Python 3.12 stack. Outside CI the suite runs here, and each CI stage can be asked for:
-#   HVD_LINREG_SLURM=1 (a one-node SLURM), HVD_LINREG_PY312=1, HVD_LINREG_CLEANROOT=1.
+#   HVD_LINREG_SLURM=1 (a one-node SLURM), HVD_LINREG_MULTIHOST=1 (tests/test_multihost.py on
+#   ci/cluster.sh's namespaced hosts), HVD_LINREG_PY312=1, HVD_LINREG_CLEANROOT=1.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${VENV:-$repo/.venv}
@@ -16,6 +17,13 @@ cd "$repo"
 
 ci=false
 [ -n "${CI:-}" ] && [ "$(id -u)" = 0 ] && ci=true
+# tests/test_multihost.py brings up ci/cluster.sh's hosts and takes them down itself; should
+# pytest be killed before its clean-up runs, take them down here (root only: only root has them).
+if [ "$(id -u)" = 0 ]; then
+  trap 'bash ci/cluster.sh down' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+fi
 wanted() { $ci || [ "${!1:-}" = 1 ]; }
 
 failed=()

@@ -11,7 +11,14 @@ from dataclasses import fields
 
 from hvd_linreg import __version__
 from hvd_linreg.config import Config, UsageError, field_names
-from hvd_linreg.ranks import launch_rank, quiet_tensorflow, say, settle
+from hvd_linreg.ranks import (
+    check_host_name,
+    launch_rank,
+    quiet_tensorflow,
+    say,
+    settle,
+    speaks_for,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -114,13 +121,14 @@ def main(argv: list[str] | None = None) -> int:
         return doctor.main(argv[1:])
     try:
         cfg = parse_config(argv)
+        check_host_name()  # a bad host name would crash Horovod: refuse it before it starts
         quiet_tensorflow()
         from hvd_linreg.train import run  # imports TensorFlow: after the flags are checked
 
         return run(cfg)
     except UsageError as e:
-        code = _fail(f"hvd-linreg: error: {e}", 2)
-        settle()
+        code = _fail(f"hvd-linreg: error: {e}", 2, e)
+        settle(e)
         return code
     except KeyboardInterrupt:
         return _fail("hvd-linreg: interrupted", 130)
@@ -139,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"hvd-linreg: error: the job lost a rank ({first_line})", 1)
 
 
-def _fail(message: str, code: int) -> int:
-    if launch_rank() == 0:
+def _fail(message: str, code: int, error: BaseException | None = None) -> int:
+    if speaks_for(error):
         say(message, stream=sys.stderr)
     return code
 

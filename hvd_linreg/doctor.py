@@ -9,6 +9,7 @@ failure comes with one line saying how to fix it. Exit code 0 when all is well, 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import re
@@ -53,7 +54,11 @@ if hvd.rank() == 0:
     sys.stdout.flush()
 """
 ALLREDUCE_RESULT = re.compile(r"doctor-allreduce size=(\d+) sum=(\d+) over=(\w+)")
-EXPECTED_SUM = sum(rank + 1 for rank in range(RANKS))
+
+
+def expected_sum(ranks: int) -> int:
+    return sum(rank + 1 for rank in range(ranks))
+
 
 # Launch failures we recognise in the launcher's output: (text, how to fix it).
 KNOWN_LAUNCH_PROBLEMS = (
@@ -250,16 +255,16 @@ def check_mpi4py() -> Check:
     return Check(f"mpi4py {mpi4py.__version__}", True, library)
 
 
-def mpirun_command(mpirun: str) -> list[str]:
-    """The mpirun command line that starts RANKS ranks on this machine."""
+def mpirun_command(mpirun: str, ranks: int = RANKS) -> list[str]:
+    """The mpirun command line that starts this many ranks on this machine."""
     root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     # Open MPI refuses more ranks than cores unless told to share them.
-    oversubscribe = ["--oversubscribe"] if (os.cpu_count() or 1) < RANKS else []
-    return [mpirun, *root, *oversubscribe, "-np", str(RANKS)]
+    oversubscribe = ["--oversubscribe"] if (os.cpu_count() or 1) < ranks else []
+    return [mpirun, *root, *oversubscribe, "-np", str(ranks)]
 
 
-def check_launch(launcher: list[str], timeout: float) -> Check:
-    """Start RANKS ranks with this launcher; they must allreduce and get EXPECTED_SUM."""
+def check_launch(launcher: list[str], timeout: float, ranks: int = RANKS) -> Check:
+    """Start the ranks with this launcher; each adds rank + 1 in a real allreduce."""
     name = os.path.basename(launcher[0])
     command = shlex.join([name, *launcher[1:]])
     by_hand = f"{command} hvd-linreg --num_steps 10"
@@ -278,14 +283,14 @@ def check_launch(launcher: list[str], timeout: float) -> Check:
         )
     except OSError as e:
         fix = INSTALL_MPI if name == "mpirun" else INSTALL_PACKAGES
-        return Check(f"{name} cannot start {RANKS} ranks", False, _first_line(e), fix)
+        return Check(f"{name} cannot start {ranks} ranks", False, _first_line(e), fix)
     try:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_tree(proc.pid)
         proc.communicate()
         return Check(
-            f"{name} cannot start {RANKS} ranks",
+            f"{name} cannot start {ranks} ranks",
             False,
             f"timed out after {timeout:g} s",
             "if this machine is busy, retry with a larger --timeout; otherwise see where it "
@@ -294,17 +299,18 @@ def check_launch(launcher: list[str], timeout: float) -> Check:
     took = time.monotonic() - start
 
     found = ALLREDUCE_RESULT.search(output)
-    if proc.returncode == 0 and found and found.group(1, 2) == (str(RANKS), str(EXPECTED_SUM)):
+    total = expected_sum(ranks)
+    if proc.returncode == 0 and found and found.group(1, 2) == (str(ranks), str(total)):
         return Check(
-            f"{name} starts {RANKS} ranks",
+            f"{name} starts {ranks} ranks",
             True,
-            f"{command}: allreduce over {found.group(3)} gave {EXPECTED_SUM} in {took:.1f} s",
+            f"{command}: allreduce over {found.group(3)} gave {total} in {took:.1f} s",
         )
     seen, fix = _diagnose(output)
-    if found:  # the ranks ran, but not as one job of RANKS
+    if found:  # the ranks ran, but not as one job of all of them
         seen = f"allreduce over {found.group(1)} ranks gave {found.group(2)}"
     return Check(
-        f"{name} cannot start {RANKS} ranks",
+        f"{name} cannot start {ranks} ranks",
         False,
         f"exit code {proc.returncode}: {seen}",
         fix or f"run it by hand to see the whole error: {by_hand}",
@@ -331,6 +337,105 @@ def _diagnose(output: str) -> tuple[str, str | None]:
                 return line[:200], fix
     errors = [line for line in lines if "rror" in line]
     return (errors or lines or ["no output"])[-1][:200], None
+
+
+# What each host says about itself over ssh, in one line: its name, whether that name can carry
+# a job across hosts (the tool's own check), and the versions the tool would report there.
+HOST_SCRIPT = """\
+import json, socket
+from hvd_linreg.ranks import host_name_problem
+from hvd_linreg.report import versions
+problem = host_name_problem(spans_hosts=True, gloo=True)
+report = {"name": socket.gethostname(), "problem": problem, "versions": versions()}
+print("doctor-host " + json.dumps(report), flush=True)
+"""
+SAME_VENV = (
+    "every node needs the same venv at the same path: a shared file system, or `make setup` in "
+    "a checkout at the same path on that node"
+)
+
+
+def parse_hosts(spec: str) -> list[tuple[str, int]]:
+    """'node1:2,node2:2' (horovodrun's -H) as [(host, slots), ...]."""
+    hosts = []
+    for part in spec.split(","):
+        host, _, slots = part.strip().partition(":")
+        if not host or not (slots or "1").isdigit() or int(slots or "1") < 1:
+            raise argparse.ArgumentTypeError(f"expected host:slots,host:slots..., got {spec!r}")
+        hosts.append((host, int(slots or "1")))
+    return hosts
+
+
+def read_hostfile(path: str) -> list[tuple[str, int]]:
+    """A hostfile of 'host slots=N' lines (what horovodrun and mpirun read)."""
+    try:
+        with open(path) as f:
+            lines = [line.split() for line in f if line.strip()]
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {e.strerror}") from None
+    return parse_hosts(
+        ",".join(f"{w[0]}:{w[1].removeprefix('slots=')}" if len(w) > 1 else w[0] for w in lines)
+    )
+
+
+def check_host(host: str, timeout: float) -> tuple[Check, str | None]:
+    """ssh to the host, run this Python there; the result and the name the host reports."""
+    forward = [f"PYTHONPATH={os.environ['PYTHONPATH']}"] if os.environ.get("PYTHONPATH") else []
+    remote = shlex.join(
+        ["env", "TF_CPP_MIN_LOG_LEVEL=2", *forward, sys.executable, "-c", HOST_SCRIPT]
+    )
+    ssh = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={math.ceil(timeout)}", host, remote]
+    try:
+        proc = subprocess.run(ssh, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return Check(f"{host}: no answer", False, f"ssh timed out after {timeout:g} s"), None
+    found = re.search(r"^doctor-host (.*)$", proc.stdout, re.MULTILINE)
+    if proc.returncode == 255 and not found:
+        seen = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        fix = f"password-less ssh from this node: ssh-keygen, then ssh-copy-id {host}"
+        return Check(f"{host}: ssh fails", False, seen, fix), None
+    if not found:
+        seen, _ = _diagnose(proc.stdout + proc.stderr)
+        return Check(f"{host}: cannot run {sys.executable}", False, seen, SAME_VENV), None
+    report = json.loads(found.group(1))
+    name = report["name"]
+    if report["problem"]:
+        return Check(f"{host}: host name {name!r}", False, "", report["problem"]), name
+    from hvd_linreg.report import versions  # imports TensorFlow: only once a host answered
+
+    here = versions()
+    differ = [f"{k} {v} (here {here[k]})" for k, v in report["versions"].items() if here[k] != v]
+    if differ:
+        return Check(f"{host}: other versions", False, ", ".join(differ), SAME_VENV), name
+    return Check(f"{host}: {name}, same Python and packages at {sys.executable}", True), name
+
+
+def check_hosts(
+    hosts: list[tuple[str, int]], mpirun: str, horovodrun: str, timeout: float
+) -> Iterator[Check]:
+    """Each host over ssh, unique names, then a real allreduce across all of them per launcher."""
+    named: dict[str, str] = {}
+    for host, _ in hosts:
+        result, name = check_host(host, timeout)
+        yield result
+        if name is None:
+            continue
+        if name in named:
+            yield Check(
+                f"{host} and {named[name]} are both called {name!r}",
+                False,
+                "",
+                "give each host its own name (hostnamectl set-hostname NAME), with its own "
+                "address in /etc/hosts or DNS",
+            )
+        named.setdefault(name, host)
+    spec = ",".join(f"{host}:{slots}" for host, slots in hosts)
+    ranks = sum(slots for _, slots in hosts)
+    forward = [a for v in ("PATH", "PYTHONPATH") if v in os.environ for a in ("-x", v)]
+    horovodrun_hosts = [horovodrun, "-np", str(ranks), "-H", spec]
+    yield check_launch(horovodrun_hosts, timeout, ranks)
+    yield check_launch([*horovodrun_hosts, "--gloo"], timeout, ranks)
+    yield check_launch([*mpirun_command(mpirun, ranks), "--host", spec, *forward], timeout, ranks)
 
 
 def run_checks(mpirun: str, horovodrun: str, timeout: float) -> Iterator[Check]:
@@ -373,6 +478,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=shutil.which("horovodrun") or "horovodrun",
         help="the horovodrun to check (default: the one on PATH)",
     )
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--hosts",
+        type=parse_hosts,
+        metavar="HOST:SLOTS,...",
+        help="check these hosts instead of this machine: ssh, the same venv, host names, and a "
+        "real allreduce across them under horovodrun (MPI and Gloo) and mpirun",
+    )
+    where.add_argument(
+        "--hostfile", type=read_hostfile, metavar="FILE", help="--hosts from a hostfile"
+    )
     p.add_argument(
         "--timeout",
         type=_positive_seconds,
@@ -390,8 +506,14 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # --help (0), or a bad flag (2) that argparse has explained
         return int(e.code or 0)
     quiet_tensorflow()  # the ranks inherit it too
+    hosts = args.hosts or args.hostfile
+    checks = (
+        check_hosts(hosts, args.mpirun, args.horovodrun, args.timeout)
+        if hosts
+        else run_checks(args.mpirun, args.horovodrun, args.timeout)
+    )
     problems = 0
-    for result in run_checks(args.mpirun, args.horovodrun, args.timeout):
+    for result in checks:
         for line in result.lines():
             say(line)
         problems += not result.ok

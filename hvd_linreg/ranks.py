@@ -5,7 +5,9 @@ This is the only module that reads the launcher's environment or starts Horovod.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
 import sys
 import threading
 import time
@@ -17,6 +19,9 @@ from hvd_linreg.config import UsageError
 # when the command line is rejected before Horovod starts.
 _RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 _SIZE_VARIABLES = ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+# Ranks on this host: fewer than the job's size means the job spans several hosts.
+_LOCAL_SIZE_VARIABLES = ("HOROVOD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS")
+_LOCAL_RANK_VARIABLES = ("HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
 
 
 def _launcher_value(names: tuple[str, ...], default: int) -> int:
@@ -38,6 +43,18 @@ def launch_rank() -> int:
     return _launcher_value(_RANK_VARIABLES, 0)
 
 
+class HostError(UsageError):
+    """A usage error of this host, found before Horovod starts: only the ranks on this host
+    see it and cannot tell the others, so the first rank on the host speaks for it."""
+
+
+def speaks_for(error: BaseException | None = None) -> bool:
+    """Whether this rank prints the job's one error line (rank 0, or the host's first rank)."""
+    if isinstance(error, HostError):
+        return _launcher_value(_LOCAL_RANK_VARIABLES, 0) == 0
+    return launch_rank() == 0
+
+
 def say(line: str, *, stream=None) -> None:
     """Write one whole line: Open MPI's output tagging splits multi-part prints."""
     stream = stream or sys.stdout
@@ -54,6 +71,7 @@ class Job:
     size: int
     controller: str  # "MPI" or "Gloo"
     stall_limit_s: float  # HOROVOD_STALL_SHUTDOWN_TIME_SECONDS; 0 turns the watchdog off
+    hosts: tuple[str, ...] = ()  # each rank's host name, by rank
     verbose: bool = False
 
     @property
@@ -102,15 +120,24 @@ def quiet_tensorflow() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
-def settle() -> None:
-    """Before exiting on an error every rank agreed on: wait until all ranks got here.
+# How long the other ranks on a host wait for its first rank to report a HostError: ranks
+# launched one ssh session each (horovodrun --gloo) can start seconds apart.
+HOST_ERROR_GRACE_S = 5.0
+
+
+def settle(error: UsageError) -> None:
+    """Before exiting on a usage error: let the rank that reports it finish first.
 
     Launchers end the whole job when the first rank exits non-zero; without this, a fast
-    rank could get rank 0 killed before its message is out.
+    rank could get the reporting rank killed before its message is out. Ranks that agreed on
+    the error wait for each other; a HostError has no one to agree with, so the host's other
+    ranks give its first rank a head start.
     """
     hvd = sys.modules.get("horovod.tensorflow")  # not imported: the error came before init
     if hvd is not None and hvd.is_initialized() and hvd.size() > 1:
         hvd.join()
+    elif isinstance(error, HostError) and not speaks_for(error):
+        time.sleep(HOST_ERROR_GRACE_S)
 
 
 class Watchdog:
@@ -171,6 +198,76 @@ def thread_budget(local_size: int) -> int:
     return max(1, min(share, len(os.sched_getaffinity(0))))
 
 
+def check_host_name() -> None:
+    """Refuse, before Horovod starts, a host name that would crash or hang the job.
+
+    Gloo binds each rank to the address its host's name resolves to (not to the interface
+    horovodrun chose): a name that does not resolve kills every rank with SIGSEGV, a loopback
+    address leaves the other hosts connecting to themselves, and another host's address (two
+    hosts with one name) cannot be bound. Open MPI takes two hosts with one name for one host and
+    crashes in its first collective. Each is seen by the ranks on the bad host alone.
+    """
+    size = _launcher_value(_SIZE_VARIABLES, 1)
+    spans_hosts = _launcher_value(_LOCAL_SIZE_VARIABLES, size) < size
+    gloo = "HOROVOD_GLOO_RENDEZVOUS_ADDR" in os.environ
+    if size > 1:
+        problem = host_name_problem(spans_hosts, gloo)
+        if problem:
+            raise HostError(problem)
+
+
+def host_name_problem(spans_hosts: bool, gloo: bool) -> str | None:
+    """What is wrong with this host's name for a job of several ranks, and how to fix it."""
+    if not (spans_hosts or gloo):
+        return None  # one host under MPI: the name is never looked up
+    name = socket.gethostname()
+    try:
+        address = socket.gethostbyname(name)
+    except OSError:
+        return (
+            f"this host's name {name!r} does not resolve to an address, and Horovod needs it for "
+            f"a job across hosts or under Gloo: add the line '<its address> {name}' to /etc/hosts "
+            "on this host (127.0.1.1 will do on one machine), or give it a DNS entry"
+        )
+    if not spans_hosts:
+        return None
+    if ipaddress.ip_address(address).is_loopback:
+        return (
+            f"this host's name {name!r} resolves to {address}, a loopback address, but the job "
+            f"spans several hosts and the others cannot reach {name} there: in /etc/hosts on "
+            f"{name}, put {name} on the line of its network address, not {address}"
+        )
+    if not _is_own_address(address):
+        return (
+            f"this host's name {name!r} resolves to {address}, which is not an address of this "
+            "host: another host has the same name (a cloned image or container?) or the entry is "
+            "stale. Give each host its own name (hostnamectl set-hostname NAME) and an /etc/hosts "
+            "or DNS entry with its own address"
+        )
+    return None
+
+
+def _is_own_address(address: str) -> bool:
+    """Whether this host has the address: only then can a socket be bound to it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.bind((address, 0))
+        except OSError:
+            return False
+    return True
+
+
+def check_distinct_hosts(hosts: list[tuple[str, int]]) -> None:
+    """Refuse two hosts of the job with one name: (name, host index) of every rank."""
+    seen: dict[str, int] = {}
+    for name, host in hosts:
+        if seen.setdefault(name, host) != host:
+            raise UsageError(
+                f"two hosts of this job are both called {name!r}: give each host its own name "
+                "(hostnamectl set-hostname NAME), with its own address in /etc/hosts or DNS"
+            )
+
+
 def init(verbose: bool = False) -> Job:
     """Start Horovod (and TensorFlow) and describe this process's place in the job."""
     if _launcher_value(_SIZE_VARIABLES, 1) > 1:
@@ -195,10 +292,16 @@ def init(verbose: bool = False) -> Job:
     threads = thread_budget(hvd.local_size())
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
+    # Each rank's host once, for the report, and to catch two hosts with one name that got this
+    # far (cross_rank tells hosts apart by the launcher's host list or shared memory, not names).
+    here = (socket.gethostname(), hvd.cross_rank())
+    hosts = hvd.allgather_object(here) if hvd.size() > 1 else [here]
+    check_distinct_hosts(hosts)
     return Job(
         rank=hvd.rank(),
         size=hvd.size(),
         controller="Gloo" if hvd.gloo_enabled() else "MPI",
         stall_limit_s=float(os.environ["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"]),
+        hosts=tuple(name for name, _ in hosts),
         verbose=verbose,
     )

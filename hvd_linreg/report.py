@@ -96,6 +96,7 @@ class Report:
         return {
             "size": self.job.size,
             "controller": self.job.controller,
+            "hosts": list(self.job.hosts),
             "steps": result.steps,
             "first_step": result.first_step,
             "batch_size": cfg.batch_size,

@@ -139,14 +139,17 @@ class Job:
         # A unique path in the command line tells this job's ranks from any other process.
         self.tag = str(tmp_path / "job-tag")
         cmd = [*launch_command(launcher, np_), *args, "--metrics_json", self.tag]
+        self._start(cmd, tmp_path, {**os.environ, **(env or {})})
+
+    def _start(self, cmd: list[str], cwd: Path, env: dict) -> None:
         self.proc = subprocess.Popen(
             cmd,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            cwd=tmp_path,
+            cwd=cwd,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, **(env or {})},
+            env=env,
             start_new_session=True,  # its own process group, like a job started from a shell
         )
         self.lines: list[str] = []

@@ -1,0 +1,358 @@
+"""Across hosts: 2 hosts x 2 slots of the namespaced test cluster (ci/cluster.sh), every launcher.
+
+Jobs are launched from inside node1, as a user logged in on the first node would. The hosts share
+this machine's file system, so the venv, the data and the metrics JSON are at the same paths
+everywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from conftest import LAUNCH_TIMEOUT_S, REPO, Job, Run, launch_command, launcher_env, params_of
+from reference import averaged_sgd
+
+pytestmark = [pytest.mark.multiprocess, pytest.mark.multihost]
+
+CLUSTER = REPO / "ci" / "cluster.sh"
+NODES = ("node1", "node2")
+HOSTS = "node1:2,node2:2"  # ranks 0, 1 on node1 and 2, 3 on node2, under every launcher
+LAUNCHERS = ["horovodrun-mpi", "horovodrun-gloo", "mpirun-host", "mpirun-hostfile"]
+# Open MPI's daemons talk over TCP connections that, by default, notice a lost host only after
+# 8 minutes (keep-alive after 300 s idle, 9 probes 20 s apart): the README's recipe for jobs
+# across hosts shortens that, and these tests use the recipe.
+MPI_KEEPALIVE = {
+    "OMPI_MCA_oob_tcp_keepalive_time": "10",
+    "OMPI_MCA_oob_tcp_keepalive_intvl": "5",
+    "OMPI_MCA_oob_tcp_keepalive_probes": "3",
+}
+
+
+def cluster_or_skip() -> None:
+    """Bring the cluster up. In CI (CI set) a cluster that cannot come up fails the test with
+    the reason; elsewhere it runs when asked (HVD_LINREG_MULTIHOST=1: it installs sshd and
+    builds namespaces on this machine), and skips with the reason when it cannot."""
+    if not (os.environ.get("CI") or os.environ.get("HVD_LINREG_MULTIHOST") == "1"):
+        pytest.skip(
+            "builds a cluster of namespaced hosts on this machine: runs in CI, or with "
+            "HVD_LINREG_MULTIHOST=1"
+        )
+    if os.geteuid() != 0:
+        reason = "the test cluster needs root (network namespaces, sshd)"
+    else:
+        up = subprocess.run(
+            ["bash", str(CLUSTER), "up", str(len(NODES))],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=600,  # may apt-get install iproute2 and openssh-server first
+        )
+        if up.returncode == 0:
+            return
+        reason = f"ci/cluster.sh up {len(NODES)} failed: {(up.stderr or up.stdout).strip()}"
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def cluster_down() -> None:
+    subprocess.run(["bash", str(CLUSTER), "down"], stdin=subprocess.DEVNULL, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """The hosts, up for the whole session and down on every way out: the finalizer, and a
+    SIGTERM or SIGHUP (a CI job cancelled) that would otherwise skip it."""
+
+    def down_and_exit(signum, _frame):
+        cluster_down()
+        sys.exit(128 + signum)
+
+    previous = {s: signal.signal(s, down_and_exit) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        cluster_or_skip()
+        yield
+    finally:
+        cluster_down()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def host_of(pid: int) -> str | None:
+    """The cluster host a process runs on: the one whose network namespace it shares."""
+    try:
+        net = os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+    for node in NODES:
+        sshd = Path(f"/run/hvd-linreg-cluster/{node}.pid").read_text().strip()
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{sshd}/ns/net") == net:
+                return node
+    return None
+
+
+def job_command(launcher: str, tmp_path: Path, env: dict[str, str]) -> list[str]:
+    """The command a user on node1 types, for 2 hosts x 2 slots; env names what to forward."""
+    if launcher.startswith("horovodrun"):
+        # horovodrun forwards the whole environment to every rank itself.
+        return launch_command(launcher, 4, ("-H", HOSTS))
+    if launcher == "mpirun-hostfile":
+        hostfile = tmp_path / "hostfile"
+        hostfile.write_text("".join(f"{node} slots=2\n" for node in NODES))
+        where = ("--hostfile", str(hostfile))
+    else:
+        where = ("--host", HOSTS)
+    # mpirun passes on only the variables named with -x (or already in the remote shell).
+    forward = [arg for name in ["PATH", "PYTHONPATH", *env] for arg in ("-x", name)]
+    return launch_command("mpirun", 4, (*where, *forward))
+
+
+def cluster_env(launcher: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """What each rank needs: this worktree's package first, the venv's tools on PATH."""
+    env = {"PYTHONPATH": str(REPO), **(extra or {})}
+    if "gloo" not in launcher:
+        env.update(MPI_KEEPALIVE)
+    return env
+
+
+class ClusterJob(Job):
+    """A job launched on node1, 2 hosts x 2 slots, to be waited for or disturbed."""
+
+    def __init__(self, launcher: str, args: list[str], tmp_path: Path, env=None):
+        self.tag = str(tmp_path / "metrics.json")  # in every rank's command line: finds them
+        env = cluster_env(launcher, env)
+        cmd = [*job_command(launcher, tmp_path, env), *args, "--metrics_json", self.tag]
+        self._start(["bash", str(CLUSTER), "exec", "node1", *cmd], tmp_path, launcher_env(env))
+
+    def run(self, timeout: float = LAUNCH_TIMEOUT_S) -> Run:
+        """Wait for the end: exit code, output (stdout and stderr as they came), metrics."""
+        code = self.wait(timeout)
+        assert code is not None, f"still running after {timeout} s:\n{self.output}"
+        time.sleep(0.2)  # the reader's last lines
+        path = Path(self.tag)
+        return Run(code, self.output, "", json.loads(path.read_text()) if path.exists() else None)
+
+    def rank_on(self, node: str) -> psutil.Process:
+        on_node = [p for p in self.ranks().values() if host_of(p.pid) == node]
+        assert on_node, f"no rank on {node}:\n{self.output}"
+        return on_node[0]
+
+    def leftovers(self) -> list[str]:
+        """What of this job still runs on any host: its ranks, and Open MPI's daemons."""
+        found = []
+        for p in psutil.process_iter(["cmdline"]):
+            cmd = p.info["cmdline"] or [""]
+            host = host_of(p.pid)
+            if host and (self.tag in cmd or cmd[0] == "orted"):
+                found.append(f"{host}: {' '.join(cmd)[:100]}")
+        return found
+
+
+@pytest.fixture
+def start_cluster_job(cluster, tmp_path):
+    """Start jobs on the cluster; whatever is left of them is killed afterwards."""
+    jobs = []
+
+    def start(launcher: str, args: list[str], env=None) -> ClusterJob:
+        where = tmp_path / f"job{len(jobs)}"
+        where.mkdir()
+        jobs.append(ClusterJob(launcher, args, where, env))
+        return jobs[-1]
+
+    yield start
+    for job in jobs:
+        job.kill()
+
+
+STEPS, LR, BATCH = 200, 0.05, 16
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_two_hosts_equal_averaged_sgd(launcher, start_cluster_job, regression_file):
+    path, X, y = regression_file()
+    args = ["--data", str(path), "--num_steps", str(STEPS), "--learning_rate", str(LR)]
+    run = start_cluster_job(launcher, [*args, "--batch_size", str(BATCH)]).run()
+    assert run.returncode == 0, run.output
+    m = run.metrics
+    assert m["size"] == 4
+    assert m["hosts"] == ["node1", "node1", "node2", "node2"]  # both hosts took part
+    expected = averaged_sgd(
+        X, y, ranks=4, batch_size=BATCH, steps=STEPS, lr=LR, w0=m["initial_w"], b0=m["initial_b"]
+    )
+    np.testing.assert_allclose(params_of(m), expected, rtol=1e-4)
+
+
+def test_bad_data_only_node2_sees_stops_every_rank(start_cluster_job, tmp_path):
+    """Row 3 belongs to rank 3 of 4, on node2: ranks on node1 read clean rows, yet all stop."""
+    data = tmp_path / "d.csv"
+    data.write_text("a,b\n" + "".join(f"{i},{i}\n" if i != 3 else "3,inf\n" for i in range(8)))
+    run = start_cluster_job("mpirun-host", ["--data", str(data), "--batch_size", "1"]).run()
+    assert run.returncode == 2, run.output
+    errors = [line for line in run.output.splitlines() if "hvd-linreg: error:" in line]
+    assert len(errors) == 1, run.output  # rank 0 speaks, once
+    assert "data row 3 (0-based) holds NaN or inf" in errors[0]
+    assert errors[0].endswith("(seen on rank 3)")
+    assert "Traceback" not in run.output
+
+
+FOREVER = ["--num_steps", "100000000", "--log_every", "100"]  # hours: only a fault ends it
+# The tool's stall limit in these tests (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS). It must exceed the
+# time Open MPI's keep-alives take to find a lost host (MPI_KEEPALIVE: at most 10 + 3 x 5 s): a
+# rank that ended first would make mpirun send to the lost host, and a TCP connection with data in
+# flight no longer sends keep-alives; it waits for the host for 15 minutes.
+STALL_S = 40
+STALL = {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": str(STALL_S)}
+
+
+def ended_clean_within(job: ClusterJob, seconds: float) -> tuple[int | None, list[str]]:
+    """The launcher's exit code and what of the job still runs on any host, `seconds` after
+    now at the latest (None: the launcher still ran)."""
+    start = time.monotonic()
+    code = job.wait(seconds)
+    while job.leftovers() and time.monotonic() - start < seconds:
+        time.sleep(0.5)
+    print(f"job ended {time.monotonic() - start:.1f} s after the fault (exit {code})")
+    return code, job.leftovers()
+
+
+@pytest.mark.parametrize("launcher", ["horovodrun-mpi", "horovodrun-gloo", "mpirun-host"])
+def test_killed_rank_on_node2_ends_the_job(launcher, start_cluster_job):
+    job = start_cluster_job(launcher, FOREVER)
+    job.wait_for("Step: 100 ")
+    job.rank_on("node2").kill()
+    code, left = ended_clean_within(job, 30)
+    assert code is not None, f"still running 30 s after a rank was killed:\n{job.output}"
+    assert code != 0
+    assert not left, f"left running: {left}"
+
+
+@contextlib.contextmanager
+def off_the_network(node: str):
+    """The host's only interface down, as a pulled cable or a dead switch port would do."""
+    subprocess.run(["ip", "-n", f"hvdl-{node}", "link", "set", "eth0", "down"], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["ip", "-n", f"hvdl-{node}", "link", "set", "eth0", "up"], check=True)
+
+
+@pytest.mark.parametrize("launcher", ["horovodrun-mpi", "horovodrun-gloo", "mpirun-host"])
+def test_node2_off_the_network_ends_the_job(launcher, start_cluster_job):
+    """Every rank, and the launcher, end within the stall limit + 30 s; nothing stays behind on
+    either host, node2 included, while it is still cut off."""
+    job = start_cluster_job(launcher, FOREVER, STALL)
+    job.wait_for("Step: 100 ")
+    with off_the_network("node2"):
+        code, left = ended_clean_within(job, STALL_S + 30)
+    assert code is not None, f"still running {STALL_S + 30} s after node2 was cut:\n{job.output}"
+    assert code != 0
+    assert not left, f"left running: {left}"
+
+
+def set_hostname(node: str, name: str) -> None:
+    subprocess.run(["bash", str(CLUSTER), "exec", node, "hostname", name], check=True)
+
+
+@contextlib.contextmanager
+def misnamed(node: str, name: str | None = None, hosts: str | None = None):
+    """The host under another name and/or with another /etc/hosts, restored afterwards."""
+    # Written in place: the host sees this very file (a bind mount), not a new one.
+    hosts_file = Path(f"/etc/netns/hvdl-{node}/hosts")
+    saved = hosts_file.read_text()
+    try:
+        if name:
+            set_hostname(node, name)
+        if hosts is not None:
+            hosts_file.write_text(hosts)
+        yield
+    finally:
+        set_hostname(node, node)
+        hosts_file.write_text(saved)
+
+
+LOCALHOST = "127.0.0.1 localhost\n"
+# (node2's name, node2's /etc/hosts, what rank 2, node2's first rank, must say)
+HOST_NAME_CASES = {
+    "two hosts with one name": ("node1", None, "which is not an address of this host"),
+    "name resolving to loopback": (
+        None,
+        f"{LOCALHOST}127.0.1.1 node2\n198.18.0.1 node1\n",  # Debian's default line
+        "resolves to 127.0.1.1, a loopback address",
+    ),
+    "name that does not resolve": (
+        None,
+        f"{LOCALHOST}198.18.0.1 node1\n",
+        "does not resolve to an address",
+    ),
+}
+
+
+@pytest.mark.parametrize("launcher", ["horovodrun-gloo", "mpirun-host"])
+@pytest.mark.parametrize("case", HOST_NAME_CASES)
+def test_bad_host_name_is_refused_before_horovod_starts(case, launcher, start_cluster_job):
+    name, hosts, message = HOST_NAME_CASES[case]
+    with misnamed("node2", name, hosts):
+        run = start_cluster_job(launcher, ["--num_steps", "50"]).run(timeout=90)
+    errors = [line for line in run.output.splitlines() if "hvd-linreg: error:" in line]
+    assert len(errors) == 1, run.output  # node2's first rank speaks for it, once
+    assert message in errors[0]
+    # Every rank on node2 exits 2; the launcher ends node1's, which wait in Horovod's start.
+    if launcher.startswith("mpirun"):
+        assert run.returncode == 2, run.output
+    else:  # horovodrun --gloo exits 1 and names the ranks' exit code
+        assert "Exit code: 2" in run.output
+    assert "Step:" not in run.output
+    assert "Segmentation fault" not in run.output
+    assert "]<stderr>:Traceback" not in run.output  # no rank printed one (horovodrun may)
+
+
+def test_one_name_on_two_hosts_that_each_resolve_it_is_refused(start_cluster_job):
+    """Each host maps the shared name to its own address (containers do): nothing looks wrong
+    on either host alone, so the ranks compare names once Horovod has started."""
+    hosts = f"{LOCALHOST}198.18.0.2 node1\n"
+    with misnamed("node2", "node1", hosts):
+        run = start_cluster_job("horovodrun-gloo", ["--num_steps", "50"]).run(timeout=90)
+    errors = [line for line in run.output.splitlines() if "hvd-linreg: error:" in line]
+    assert len(errors) == 1, run.output  # rank 0 speaks, once
+    assert "two hosts of this job are both called 'node1'" in errors[0]
+    assert "Exit code: 2" in run.output
+
+
+def run_doctor_on_node1(*args: str) -> subprocess.CompletedProcess:
+    doctor = [sys.executable, "-m", "hvd_linreg", "doctor", "--hosts", HOSTS, *args]
+    return subprocess.run(
+        ["bash", str(CLUSTER), "exec", "node1", *doctor],
+        capture_output=True,
+        text=True,
+        timeout=LAUNCH_TIMEOUT_S * 3,
+        stdin=subprocess.DEVNULL,
+        env=launcher_env({"PYTHONPATH": str(REPO)}),
+    )
+
+
+def test_doctor_passes_across_the_hosts(cluster):
+    proc = run_doctor_on_node1()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for host in NODES:
+        assert f"ok    {host}: {host}, same Python and packages at {sys.executable}" in proc.stdout
+    assert proc.stdout.count("starts 4 ranks") == 3, proc.stdout  # horovodrun MPI, Gloo; mpirun
+
+
+def test_doctor_finds_two_hosts_with_one_name(cluster):
+    with misnamed("node2", "node1"):
+        proc = run_doctor_on_node1("--timeout", "60")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAIL  node2 and node1 are both called 'node1'" in proc.stdout
+    assert "fix: give each host its own name (hostnamectl set-hostname NAME)" in proc.stdout

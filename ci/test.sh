@@ -78,6 +78,10 @@ if wanted HVD_LINREG_PY312; then
 fi
 
 if wanted HVD_LINREG_CLEANROOT; then
+  # Debian 13's only Python is 3.13, which no stack serves: set-up must stop at once and say so.
+  stage "clean Debian 13 root" bash ci/cleanroot.sh trixie -- \
+    'if make setup 2>setup.err; then exit 1; fi; cat setup.err
+     grep -q "The stacks here are for Python 3.12" setup.err'
   stage "clean Debian 12 root" bash ci/cleanroot.sh bookworm
 fi
 

@@ -86,6 +86,18 @@ def test_checkpoint_of_another_optimizer_is_refused(tmp_path, capsys):
     )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: plain SGD and momentum both save Keras SGD's state (same class, same shapes), "
+    "so a plain-SGD checkpoint is resumed by --optimizer momentum without a word",
+)
+def test_plain_sgd_checkpoint_is_refused_by_momentum(tmp_path, capsys):
+    ckpt = str(tmp_path / "ckpt")
+    assert main(["--num_steps", "20", "--checkpoint_dir", ckpt]) == 0
+    assert main(["--num_steps", "30", "--checkpoint_dir", ckpt, "--optimizer", "momentum"]) == 2
+    assert "holds another optimizer's state" in capsys.readouterr().err
+
+
 def test_corrupt_newest_checkpoint_is_skipped_with_a_warning(tmp_path, capsys):
     ckpt = tmp_path / "ckpt"
     args = ["--checkpoint_dir", str(ckpt), "--checkpoint_every", "10"]

@@ -177,6 +177,8 @@ def two_rank_runs(tmp_path_factory):
         "fp16": ["--fp16_allreduce"],
         "scale_lr": ["--scale_lr"],
         "double_lr": ["--learning_rate", "0.02"],
+        # 2 passes of 50 rows per update, 400 passes: the updates of "base" (batch 100)
+        "k2": ["--backward_passes_per_step", "2", "--batch_size", "50", "--num_steps", "400"],
     }
     runs = {k: launch("mpirun", 2, [*common, *v], tmp) for k, v in variants.items()}
     for run in runs.values():
@@ -197,6 +199,20 @@ def test_scale_lr_multiplies_the_rate_by_the_ranks(two_rank_runs):
         params_of(two_rank_runs["scale_lr"]), params_of(two_rank_runs["double_lr"]), rtol=1e-6
     )
     assert not np.allclose(params_of(two_rank_runs["scale_lr"]), params_of(two_rank_runs["base"]))
+
+
+@pytest.mark.multiprocess
+def test_k_backward_passes_equal_one_pass_with_k_times_the_batch_on_two_ranks(two_rank_runs):
+    np.testing.assert_allclose(
+        params_of(two_rank_runs["k2"]), params_of(two_rank_runs["base"]), rtol=1e-6
+    )
+
+
+def test_log_and_checkpoint_intervals_must_be_multiples_of_the_backward_passes():
+    with pytest.raises(UsageError, match="must be multiples of --backward_passes_per_step 4"):
+        parse_config(["--backward_passes_per_step", "4", "--log_every", "10"])
+    with pytest.raises(UsageError, match="must be multiples of --backward_passes_per_step 3"):
+        parse_config(["--backward_passes_per_step", "3", "--checkpoint_every", "100"])
 
 
 def test_config_file_values_and_command_line_override(tmp_path):

@@ -208,9 +208,10 @@ class Job:
     def output(self) -> str:
         return "".join(self.lines)
 
-    def wait_for(self, text: str, timeout: float = LAUNCH_TIMEOUT_S) -> None:
+    def wait_for(self, text: str, timeout: float = LAUNCH_TIMEOUT_S, after: int = 0) -> None:
+        """Wait until a line (from line number `after` on) contains text."""
         deadline = time.monotonic() + timeout
-        while text not in self.output:
+        while text not in "".join(self.lines[after:]):
             assert self.proc.poll() is None, f"ended before {text!r}:\n{self.output}"
             assert time.monotonic() < deadline, f"no {text!r} after {timeout} s:\n{self.output}"
             time.sleep(0.1)

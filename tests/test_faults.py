@@ -87,3 +87,20 @@ def test_ctrl_c_ends_every_rank(launcher, start_job):
     os.killpg(job.proc.pid, signal.SIGINT)
     assert job.wait(ENDS_WITHIN_S) == CTRL_C[launcher], job.output
     assert not job.ranks(), "ranks outlived Ctrl-C"
+
+
+def test_stall_shutdown_time_0_turns_the_watchdog_off(start_job):
+    """A paused rank then only pauses the job: nothing ends it, and it trains on when the
+    rank is continued."""
+    env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "2", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "0"}
+    job = start_job("mpirun", 2, FOREVER, env)
+    job.wait_for("Step: 500 ")
+    # Longer than a watchdog that took 0 for its limit would wait: 10 x the slowest stretch.
+    window = 10 * job.slowest_stretch() + ENDS_WITHIN_S
+    stuck = job.ranks()[1]
+    stuck.send_signal(signal.SIGSTOP)
+    assert job.wait(window) is None, f"the job ended with the watchdog off:\n{job.output}"
+    assert "no training progress" not in job.output
+    logged = len(job.lines)
+    stuck.send_signal(signal.SIGCONT)
+    job.wait_for("Step: ", after=logged)

@@ -26,6 +26,11 @@ LAUNCH_TIMEOUT_S = 180
 # The launchers and hvd-linreg live next to this Python (the venv's bin/): found there even
 # when the tests run as `.venv/bin/python -m pytest` without `make test`'s PATH.
 os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+# A run started in the background (`make test &`, or `cmd &` in a script) inherits SIGINT
+# ignored, and so would every job it starts, which would then shrug off the Ctrl-C that the
+# fault tests send. A handler here makes the jobs start with the default disposition again.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @dataclass

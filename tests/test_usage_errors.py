@@ -141,12 +141,13 @@ def test_every_rank_exits_2_before_importing_tensorflow(tmp_path):
     assert not re.search(r"\|\s+tensorflow\s*$", run.stderr, re.M), "a rank imported TensorFlow"
 
 
-# What each rank's environment holds once the tool has started Horovod.
+# What each rank's environment holds once the tool has started Horovod. Flushed at once: left
+# to the exit, the line was once lost (Horovod's MPI shutdown at exit races the flush).
 _SHOW_ENVIRONMENT = (
     "import os; from hvd_linreg import ranks; r = ranks.init(); "
     "print('rank', r.rank, *(f'{k}={os.environ.get(k)}' for k in ("
     "'HOROVOD_CYCLE_TIME', 'OMPI_MCA_mpi_yield_when_idle', "
-    "'HOROVOD_STALL_CHECK_TIME_SECONDS', 'HOROVOD_STALL_SHUTDOWN_TIME_SECONDS')))"
+    "'HOROVOD_STALL_CHECK_TIME_SECONDS', 'HOROVOD_STALL_SHUTDOWN_TIME_SECONDS')), flush=True)"
 )
 
 

@@ -43,10 +43,17 @@ stage() {
 
 stage lint bash -c 'ruff check . && ruff format --check .'
 
-# In CI, or when asked, start a one-node SLURM for tests/test_slurm.py.
+# In CI, or when asked, start a one-node SLURM for tests/test_slurm.py. In CI a SLURM that
+# cannot start fails the run (else the SLURM promise would go untested without anyone
+# noticing); elsewhere that test skips with the reason.
 if wanted HVD_LINREG_SLURM; then
   if ! bash ci/slurm.sh; then
-    echo "warning: ci/slurm.sh failed; tests/test_slurm.py will skip" >&2
+    if $ci; then
+      echo "error: ci/slurm.sh failed (above): CI must run tests/test_slurm.py" >&2
+      failed+=("SLURM start")
+    else
+      echo "warning: ci/slurm.sh failed; tests/test_slurm.py will skip" >&2
+    fi
   fi
 fi
 

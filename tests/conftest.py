@@ -5,13 +5,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +26,11 @@ LAUNCH_TIMEOUT_S = 180
 # The launchers and hvd-linreg live next to this Python (the venv's bin/): found there even
 # when the tests run as `.venv/bin/python -m pytest` without `make test`'s PATH.
 os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+# A run started in the background (`make test &`, or `cmd &` in a script) inherits SIGINT
+# ignored, and so would every job it starts, which would then shrug off the Ctrl-C that the
+# fault tests send. A handler here makes the jobs start with the default disposition again.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @dataclass
@@ -32,6 +39,7 @@ class Run:
     stdout: str
     stderr: str
     metrics: dict | None
+    codes: dict[int, int] = field(default_factory=dict)  # launch_each_rank_reporting only
 
     @property
     def output(self) -> str:
@@ -46,13 +54,15 @@ def launcher_env(extra: dict | None = None) -> dict:
     return {**env, **(extra or {})}
 
 
-def launch_command(launcher: str, np_: int, extra: tuple[str, ...] = ()) -> list[str]:
+def launch_command(
+    launcher: str, np_: int, extra: tuple[str, ...] = (), program: tuple[str, ...] = ("hvd-linreg",)
+) -> list[str]:
     """The command line a user would type for each launcher (root on a 2-core machine)."""
     if launcher == "python":
         return [sys.executable, "-m", "hvd_linreg"]
     if launcher in ("horovodrun-mpi", "horovodrun-gloo"):
         controller = "--mpi" if launcher.endswith("mpi") else "--gloo"
-        return [shutil.which("horovodrun"), "-np", str(np_), controller, *extra, "hvd-linreg"]
+        return [shutil.which("horovodrun"), "-np", str(np_), controller, *extra, *program]
     if launcher == "mpirun":
         root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
         return [
@@ -64,7 +74,7 @@ def launch_command(launcher: str, np_: int, extra: tuple[str, ...] = ()) -> list
             "-np",
             str(np_),
             *extra,
-            "hvd-linreg",
+            *program,
         ]
     raise ValueError(launcher)
 
@@ -78,10 +88,11 @@ def launch(
     launcher_args: tuple[str, ...] = (),
     timeout: float = LAUNCH_TIMEOUT_S,
     metrics: bool = True,
+    program: tuple[str, ...] = ("hvd-linreg",),
 ) -> Run:
     """Run to the end; with metrics=True the tool also writes its metrics JSON, read back."""
     metrics_path = tmp_path / f"metrics-{launcher}-{np_}-{len(list(tmp_path.iterdir()))}.json"
-    cmd = [*launch_command(launcher, np_, launcher_args), *args]
+    cmd = [*launch_command(launcher, np_, launcher_args, program), *args]
     if metrics:
         cmd += ["--metrics_json", str(metrics_path)]
     proc = subprocess.Popen(
@@ -99,8 +110,42 @@ def launch(
         kill_tree(proc.pid)  # Open MPI gives ranks their own process groups: kill them all
         proc.communicate()
         raise
-    metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else None
-    return Run(proc.returncode, stdout, stderr, metrics)
+    metrics = read_metrics(metrics_path) if metrics_path.exists() else None
+    codes = {
+        int(r): int(c) for r, c in re.findall(r"^(?:\S*:)?rank (\d+) exited (\d+)$", stdout, re.M)
+    }
+    return Run(proc.returncode, stdout, stderr, metrics, codes)
+
+
+# Each rank runs the tool under a shell that then says how it exited: what the launcher's own
+# exit code (the first failure it saw) does not tell.
+_REPORTING = '{tool} "$@"; echo "rank ${{HOROVOD_RANK:-$OMPI_COMM_WORLD_RANK}} exited $?"'
+
+
+def launch_each_rank_reporting(
+    launcher: str, np_: int, args: list[str], tmp_path: Path, tool: str = "hvd-linreg"
+) -> Run:
+    """launch(), with every rank's exit code in Run.codes (rank -> code)."""
+    program = ("sh", "-c", _REPORTING.format(tool=tool), "sh")
+    return launch(launcher, np_, args, tmp_path, metrics=False, program=program)
+
+
+def _not_json(constant: str):
+    raise ValueError(f"{constant} in the metrics JSON: not a JSON number")
+
+
+def read_metrics(path: Path) -> dict:
+    """The tool's metrics JSON, refusing NaN and Infinity: Python writes them, JSON has none."""
+    return json.loads(Path(path).read_text(), parse_constant=_not_json)
+
+
+def unavailable(reason: str) -> None:
+    """A test that needs something this machine lacks (SLURM, several hosts, a clean root):
+    outside CI skip with the reason; in CI (CI set), which is meant to provide it, fail with it,
+    so that a promise never goes silently untested."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is meant to run this, but: {reason}", pytrace=False)
+    pytest.skip(reason)
 
 
 def kill_tree(pid: int) -> None:
@@ -153,19 +198,28 @@ class Job:
             start_new_session=True,  # its own process group, like a job started from a shell
         )
         self.lines: list[str] = []
+        self.arrived: list[float] = []  # time.monotonic() at which each line was read
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         for line in self.proc.stdout:
             self.lines.append(line)
+            self.arrived.append(time.monotonic())
+
+    def slowest_stretch(self, marker: str = "Step: ") -> float:
+        """The longest time between two log lines so far: how long one stretch of training
+        took, as the watchdog's 10 x rule measures it (seen from here, a bit later)."""
+        times = [t for t, line in zip(self.arrived, self.lines) if marker in line]
+        return max((b - a for a, b in zip(times, times[1:])), default=0.0)
 
     @property
     def output(self) -> str:
         return "".join(self.lines)
 
-    def wait_for(self, text: str, timeout: float = LAUNCH_TIMEOUT_S) -> None:
+    def wait_for(self, text: str, timeout: float = LAUNCH_TIMEOUT_S, after: int = 0) -> None:
+        """Wait until a line (from line number `after` on) contains text."""
         deadline = time.monotonic() + timeout
-        while text not in self.output:
+        while text not in "".join(self.lines[after:]):
             assert self.proc.poll() is None, f"ended before {text!r}:\n{self.output}"
             assert time.monotonic() < deadline, f"no {text!r} after {timeout} s:\n{self.output}"
             time.sleep(0.1)
@@ -194,6 +248,14 @@ class Job:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
+
+
+@pytest.fixture
+def fault_seed() -> int:
+    """The seed of a test's random fault points: printed, and HVD_LINREG_TEST_SEED=N repeats it."""
+    seed = int(os.environ.get("HVD_LINREG_TEST_SEED") or random.randrange(2**32))
+    print(f"fault points: HVD_LINREG_TEST_SEED={seed}")
+    return seed
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""An independent float64 NumPy simulation of data-parallel SGD, written from the README's
-sharding contract, to check the distributed runs against. It shares no code with hvd_linreg."""
+"""An independent float64 NumPy simulation of data-parallel training, written from the README's
+sharding contract and Keras 2.15's update rules, to check the runs against. It shares no code
+with hvd_linreg."""
 
 from __future__ import annotations
 
@@ -18,26 +19,85 @@ def gradient(theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.append(2.0 * X.T @ residual, 2.0 * residual.sum()) / len(y)
 
 
+def mse(theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+    """Mean squared error of theta = [w..., b] over the given rows, in float64."""
+    X, y = np.asarray(X, np.float64), np.asarray(y, np.float64)
+    residual = X @ np.asarray(theta, np.float64)[:-1] + theta[-1] - y
+    return float(residual @ residual / len(y))
+
+
+def lstsq(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The least-squares [w..., b] in float64."""
+    A = np.c_[np.asarray(X, np.float64), np.ones(len(y))]
+    return np.linalg.lstsq(A, np.asarray(y, np.float64), rcond=None)[0]
+
+
 def batch(X: np.ndarray, y: np.ndarray, step: int, size: int) -> tuple[np.ndarray, np.ndarray]:
     """Step i uses the shard's rows (i * B + j) mod n, j = 0 .. B-1."""
     rows = (step * size + np.arange(size)) % len(y)
     return X[rows], y[rows]
 
 
-def averaged_sgd(X, y, *, ranks, batch_size, steps, lr, w0, b0) -> np.ndarray:
+def constant(lr: float):
+    return lambda k: lr
+
+
+def linear_warmup(lr: float, warmup_steps: int):
+    """Keras' PolynomialDecay(lr / W, W, end_learning_rate=lr, power=1) at update k (from 0):
+    lr / W at the first update, rising in equal steps to lr at update W, then lr."""
+    start = lr / warmup_steps
+    return lambda k: start + (lr - start) * min(k, warmup_steps) / warmup_steps
+
+
+class SGD:
+    """Keras 2.15's SGD: velocity = momentum * velocity - lr * g; theta += velocity.
+    With momentum 0 that is theta -= lr * g."""
+
+    def __init__(self, rate, momentum: float = 0.0):
+        self.rate, self.momentum, self.updates, self.velocity = rate, momentum, 0, 0.0
+
+    def apply(self, theta: np.ndarray, grad: np.ndarray) -> np.ndarray:
+        self.velocity = self.momentum * self.velocity - self.rate(self.updates) * grad
+        self.updates += 1
+        return theta + self.velocity
+
+
+class Adam:
+    """Keras 2.15's Adam: moments updated in place, the bias correction folded into the rate,
+    epsilon added to sqrt(v) (not inside it)."""
+
+    def __init__(self, rate, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
+        self.rate, self.beta_1, self.beta_2, self.epsilon = rate, beta_1, beta_2, epsilon
+        self.updates, self.m, self.v = 0, 0.0, 0.0
+
+    def apply(self, theta: np.ndarray, grad: np.ndarray) -> np.ndarray:
+        t = self.updates + 1
+        alpha = self.rate(self.updates) * np.sqrt(1 - self.beta_2**t) / (1 - self.beta_1**t)
+        self.m = self.m + (grad - self.m) * (1 - self.beta_1)
+        self.v = self.v + (grad**2 - self.v) * (1 - self.beta_2)
+        self.updates = t
+        return theta - self.m * alpha / (np.sqrt(self.v) + self.epsilon)
+
+
+def averaged(X, y, *, ranks, batch_size, steps, optimizer, w0, b0) -> np.ndarray:
     """What a correct run computes: every step applies the mean of the ranks' gradients."""
     parts = shards(np.asarray(X, np.float64), np.asarray(y, np.float64), ranks)
     theta = np.append(np.asarray(w0, np.float64), b0)
     for i in range(steps):
         grads = [gradient(theta, *batch(Xs, ys, i, batch_size)) for Xs, ys in parts]
-        theta = theta - lr * np.mean(grads, axis=0)
+        theta = optimizer.apply(theta, np.mean(grads, axis=0))
     return theta
 
 
-def rank0_local_sgd(X, y, *, ranks, batch_size, steps, lr, w0, b0) -> np.ndarray:
-    """What rank 0 computes if gradients are NOT averaged: SGD on its own shard alone."""
-    Xs, ys = shards(np.asarray(X, np.float64), np.asarray(y, np.float64), ranks)[0]
-    theta = np.append(np.asarray(w0, np.float64), b0)
-    for i in range(steps):
-        theta = theta - lr * gradient(theta, *batch(Xs, ys, i, batch_size))
-    return theta
+def averaged_sgd(X, y, *, ranks, batch_size, steps, lr, w0, b0) -> np.ndarray:
+    """Averaged-gradient plain SGD at a constant rate."""
+    return averaged(
+        X,
+        y,
+        ranks=ranks,
+        batch_size=batch_size,
+        steps=steps,
+        optimizer=SGD(constant(lr)),
+        w0=w0,
+        b0=b0,
+    )

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -12,8 +15,16 @@ import time
 import numpy as np
 import pytest
 
-from conftest import launch, launcher_env, params_of
+from conftest import (
+    LAUNCH_TIMEOUT_S,
+    launch,
+    launch_each_rank_reporting,
+    launcher_env,
+    params_of,
+    read_metrics,
+)
 from hvd_linreg.cli import main
+from reference import batch, gradient, shards
 
 
 def _checkpoints(directory):
@@ -27,13 +38,35 @@ def _assert_all_loadable_and_finite(directory):
             json.loads(str(z["header"]))
 
 
-def test_divergence_stops_at_the_step_with_a_clear_message(tmp_path, capsys):
+@pytest.mark.multiprocess
+def test_divergence_stops_every_rank_at_the_step_with_a_clear_message(tmp_path, regression_file):
+    """Checkpoints every step: the newest one is the step before, finite, and one more step
+    of plain SGD from it (float32, as the tool trains) overflows."""
+    path, X, y = regression_file(num_rows=1000, num_features=3)
     ckpt = tmp_path / "ckpt"
-    code = main(["--learning_rate", "10", "--checkpoint_dir", str(ckpt), "--checkpoint_every", "1"])
-    assert code == 2
-    err = capsys.readouterr().err
-    assert "training diverged at step" in err and "try 1 or less" in err
+    args = ["--data", str(path), "--batch_size", "10", "--learning_rate", "10"]
+    args += ["--checkpoint_dir", str(ckpt), "--checkpoint_every", "1"]
+    run = launch_each_rank_reporting("mpirun", 2, args, tmp_path)
+    assert sorted(run.codes.values()) == [2, 2], run.output
+    errors = [line for line in run.stderr.splitlines() if "hvd-linreg: error:" in line]
+    assert len(errors) == 1, run.output
+    step = int(
+        re.fullmatch(r".*hvd-linreg: error: training diverged at step (\d+): .*", errors[0])[1]
+    )
+    assert errors[0].endswith(
+        f"training diverged at step {step}: w and b became NaN or inf. "
+        "--learning_rate 10.0 is too large for this data; try 1 or less"
+    )
     _assert_all_loadable_and_finite(ckpt)
+    newest = _checkpoints(ckpt)[-1]
+    assert newest.name == f"ckpt-{step - 1:010d}.npz"
+    with np.load(newest) as z:
+        theta = z["params"].astype(np.float32)
+    shard0, shard1 = shards(X, y, 2)
+    with np.errstate(all="ignore"):
+        grads = [gradient(theta, *batch(*s, step - 1, 10)) for s in (shard0, shard1)]
+        after = theta - np.float32(10) * np.mean(grads, axis=0, dtype=np.float32)
+    assert not np.isfinite(after).all()
 
 
 def test_checkpoint_of_another_model_shape_is_refused(tmp_path, capsys):
@@ -43,6 +76,62 @@ def test_checkpoint_of_another_model_shape_is_refused(tmp_path, capsys):
     assert "is for 2 features, this data has 3" in capsys.readouterr().err
 
 
+def test_checkpoint_of_another_optimizer_is_refused(tmp_path, capsys):
+    ckpt = str(tmp_path / "ckpt")
+    assert main(["--num_steps", "20", "--checkpoint_dir", ckpt]) == 0
+    assert main(["--num_steps", "30", "--checkpoint_dir", ckpt, "--optimizer", "adam"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"hvd-linreg: error: the checkpoint in {ckpt} holds another optimizer's state (SGD); "
+        "use another --checkpoint_dir"
+    )
+
+
+def test_plain_sgd_checkpoint_is_refused_by_momentum(tmp_path, capsys):
+    """Plain SGD and momentum are one Keras class with the same slots: only the name tells."""
+    ckpt = str(tmp_path / "ckpt")
+    assert main(["--num_steps", "20", "--checkpoint_dir", ckpt]) == 0
+    assert main(["--num_steps", "30", "--checkpoint_dir", ckpt, "--optimizer", "momentum"]) == 2
+    assert "holds another optimizer's state" in capsys.readouterr().err
+
+
+def test_corrupt_newest_checkpoint_is_skipped_with_a_warning(tmp_path, capsys):
+    ckpt = tmp_path / "ckpt"
+    args = ["--checkpoint_dir", str(ckpt), "--checkpoint_every", "10"]
+    assert main([*args, "--num_steps", "20"]) == 0
+    (ckpt / "ckpt-0000000020.npz").write_bytes(b"half a zip file")
+    capsys.readouterr()
+    assert main([*args, "--num_steps", "30"]) == 0
+    out, err = capsys.readouterr()
+    assert "warning: skipping unreadable checkpoint ckpt-0000000020.npz: " in err
+    assert f"Resuming from {ckpt / 'ckpt-0000000010.npz'} at step 10" in out
+
+
+def test_resuming_with_another_global_batch_warns(tmp_path, capsys):
+    ckpt = str(tmp_path / "ckpt")
+    assert main(["--num_steps", "20", "--checkpoint_dir", ckpt]) == 0
+    capsys.readouterr()
+    assert main(["--num_steps", "30", "--checkpoint_dir", ckpt, "--batch_size", "50"]) == 0
+    assert (
+        "warning: the checkpoint was trained with a global batch of 100, this run uses 50: "
+        "the result will differ from an uninterrupted run"
+    ) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "adam"])
+def test_optimizer_state_is_saved_and_restored(tmp_path, optimizer):
+    """Stopped at step 50 and resumed, momentum's velocity and Adam's moments and step count
+    carry on: the result equals 100 steps in one go (a fresh state would not)."""
+    common = ["--optimizer", optimizer, "--learning_rate", "0.05", "--log_every", "50"]
+    out = [tmp_path / f"{name}.json" for name in ("straight", "first", "resumed")]
+    ckpt = ["--checkpoint_dir", str(tmp_path / "ckpt"), "--checkpoint_every", "50"]
+    assert main([*common, "--num_steps", "100", "--metrics_json", str(out[0])]) == 0
+    assert main([*common, *ckpt, "--num_steps", "50", "--metrics_json", str(out[1])]) == 0
+    assert main([*common, *ckpt, "--num_steps", "100", "--metrics_json", str(out[2])]) == 0
+    straight, _, resumed = (read_metrics(p) for p in out)
+    assert resumed["first_step"] == 50
+    np.testing.assert_allclose(params_of(resumed), params_of(straight), rtol=1e-6)
+
+
 def test_only_the_newest_checkpoints_are_kept(tmp_path):
     ckpt = tmp_path / "ckpt"
     args = ["--num_steps", "70", "--checkpoint_every", "10", "--keep_checkpoints", "2"]
@@ -50,51 +139,55 @@ def test_only_the_newest_checkpoints_are_kept(tmp_path):
     assert [p.name for p in _checkpoints(ckpt)] == ["ckpt-0000000060.npz", "ckpt-0000000070.npz"]
 
 
-def test_kill_during_saves_leaves_a_loadable_checkpoint(tmp_path):
-    """Saves every step of a 100 001-parameter model, killed at random moments, 3 times."""
+def _stop_inside_a_save(proc: subprocess.Popen, ckpt) -> str:
+    """SIGSTOP the writer while a save's temporary file exists (it is between creating and
+    renaming it); return that file's name. A stop that lands just after the rename is undone
+    with SIGCONT and tried again."""
+    deadline = time.monotonic() + LAUNCH_TIMEOUT_S
+    while time.monotonic() < deadline and proc.poll() is None:
+        names = os.listdir(ckpt) if ckpt.exists() else []
+        # a save after the first: one complete checkpoint exists, the next one is on its way
+        if _checkpoints(ckpt) and any(n.startswith(".tmp-ckpt-") for n in names):
+            proc.send_signal(signal.SIGSTOP)
+            inside = [n for n in os.listdir(ckpt) if n.startswith(".tmp-ckpt-")]
+            if inside:
+                return inside[0]
+            proc.send_signal(signal.SIGCONT)
+    raise AssertionError(f"no save caught in the act (exit code {proc.poll()})")
+
+
+def test_kill_inside_a_save_leaves_every_checkpoint_loadable(tmp_path):
+    """Saves every step of a 100 001-parameter model; killed twice while inside a save."""
     ckpt = tmp_path / "ckpt"
-    cmd = [
-        sys.executable,
-        "-m",
-        "hvd_linreg",
-        "--num_features",
-        "100000",
-        "--num_samples",
-        "20",
-        "--batch_size",
-        "10",
-        "--num_steps",
-        "100000",
-        "--checkpoint_every",
-        "1",
-        "--checkpoint_dir",
-        str(ckpt),
-    ]
-    rng = random.Random(0)
-    for _ in range(3):
+    cmd = [sys.executable, "-m", "hvd_linreg", "--num_features", "100000", "--num_samples", "20"]
+    cmd += ["--batch_size", "10", "--checkpoint_every", "1", "--checkpoint_dir", str(ckpt)]
+    for _ in range(2):
         proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=launcher_env()
+            [*cmd, "--num_steps", "100000"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=launcher_env(),
         )
         try:
-            before = {p.name for p in _checkpoints(ckpt)} if ckpt.exists() else set()
-            deadline = time.monotonic() + 120
-            while not (ckpt.exists() and {p.name for p in _checkpoints(ckpt)} - before):
-                assert time.monotonic() < deadline and proc.poll() is None
-                time.sleep(0.05)
-            time.sleep(rng.uniform(0.0, 0.5))  # in the middle of some save, or between two
+            tmp = _stop_inside_a_save(proc, ckpt)
         finally:
             proc.kill()
             proc.wait()
-        assert _checkpoints(ckpt)
+        saving = int(tmp.split("ckpt-")[1][:10])
+        assert _checkpoints(ckpt)[-1].name == f"ckpt-{saving - 1:010d}.npz"
         _assert_all_loadable_and_finite(ckpt)
-    # and the run resumes from what the kills left
+    # The run resumes from the newest checkpoint: none was skipped as unreadable.
     resumed = subprocess.run(
-        [*cmd[:-6], "--num_steps", "1", "--checkpoint_dir", str(ckpt)],
+        [*cmd, "--num_steps", "1"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=LAUNCH_TIMEOUT_S,
+        env=launcher_env(),
     )
-    assert resumed.returncode == 0 and "Resuming from" in resumed.stdout, resumed.stderr
+    assert resumed.returncode == 0, resumed.stderr
+    newest = _checkpoints(ckpt)[-1]
+    assert f"Resuming from {newest} at step {int(newest.stem[5:])}" in resumed.stdout
+    assert "skipping" not in resumed.stderr, resumed.stderr
 
 
 BATCH, STEPS, EVERY = 50, 4000, 100
@@ -102,17 +195,17 @@ COMMON = ["--num_steps", str(STEPS), "--checkpoint_every", str(EVERY), "--learni
 
 
 @pytest.mark.multiprocess
-def test_resume_after_kill_equals_an_uninterrupted_run(tmp_path, start_job):
+def test_resume_after_kill_equals_an_uninterrupted_run(tmp_path, start_job, fault_seed):
     """Killed at a random checkpoint, then resumed on 2 ranks (batch B) and on 1 rank (2B)."""
     straight = launch("mpirun", 2, [*COMMON, "--batch_size", str(BATCH)], tmp_path)
     assert straight.returncode == 0, straight.output
 
+    # The killed run never ends by itself, so the kill always lands; it stops well before STEPS.
+    kill_after = random.Random(fault_seed).randrange(3, STEPS // EVERY - 10) * EVERY
     ckpt = tmp_path / "ckpt"
-    job = start_job(
-        "mpirun", 2, [*COMMON, "--batch_size", str(BATCH), "--checkpoint_dir", str(ckpt)]
-    )
-    kill_after = random.Random().randrange(3, STEPS // EVERY - 3) * EVERY
-    deadline = time.monotonic() + 180
+    forever = [*COMMON, "--num_steps", "100000000", "--batch_size", str(BATCH)]
+    job = start_job("mpirun", 2, [*forever, "--checkpoint_dir", str(ckpt)])
+    deadline = time.monotonic() + LAUNCH_TIMEOUT_S
     while not (ckpt.exists() and any(int(p.stem[5:]) >= kill_after for p in _checkpoints(ckpt))):
         assert time.monotonic() < deadline and job.proc.poll() is None, job.output
         time.sleep(0.01)
@@ -125,7 +218,7 @@ def test_resume_after_kill_equals_an_uninterrupted_run(tmp_path, start_job):
     )
     assert resumed.returncode == 0, resumed.output
     assert "Resuming from" in resumed.stdout
-    assert 0 < resumed.metrics["first_step"] < STEPS
+    assert kill_after <= resumed.metrics["first_step"] < STEPS
     np.testing.assert_allclose(
         params_of(resumed.metrics), params_of(straight.metrics), rtol=1e-5, atol=1e-6
     )
@@ -145,7 +238,7 @@ def test_resume_after_kill_equals_an_uninterrupted_run(tmp_path, start_job):
         )
         == 0
     )
-    one = json.loads(out.read_text())
+    one = read_metrics(out)
     np.testing.assert_allclose(params_of(one), params_of(straight.metrics), rtol=1e-5, atol=1e-6)
 
 

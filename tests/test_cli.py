@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import configparser
+import os
 import re
 import subprocess
 import sys
@@ -10,7 +12,7 @@ from dataclasses import fields
 import pytest
 
 from conftest import REPO, launcher_env
-from hvd_linreg.cli import parse_config
+from hvd_linreg.cli import main, parse_config
 from hvd_linreg.config import Config, UsageError, field_names
 
 
@@ -130,3 +132,32 @@ def test_a_tensorflow_error_that_is_not_a_lost_rank_keeps_its_traceback():
     assert "Traceback (most recent call last)" in proc.stderr
     assert "InvalidArgumentError" in proc.stderr
     assert "lost a rank" not in proc.stdout + proc.stderr
+
+
+def test_version_prints_the_package_version():
+    proc = subprocess.run(
+        [sys.executable, "-m", "hvd_linreg", "--version"], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    version = configparser.ConfigParser()
+    version.read(REPO / "setup.cfg")
+    assert proc.stdout == f"hvd-linreg {version['metadata']['version']}\n"
+
+
+STALL = ("HOROVOD_STALL_CHECK_TIME_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS")
+
+
+def test_one_rank_sets_the_stall_limits_and_leaves_the_cycle_time(monkeypatch):
+    for name in (*STALL, "HOROVOD_CYCLE_TIME", "OMPI_MCA_mpi_yield_when_idle"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["--num_steps", "10", "--quiet"]) == 0
+    assert [os.environ.get(name) for name in STALL] == ["30", "120"]
+    assert "HOROVOD_CYCLE_TIME" not in os.environ
+    assert "OMPI_MCA_mpi_yield_when_idle" not in os.environ
+
+
+def test_your_stall_limits_win(monkeypatch):
+    monkeypatch.setenv("HOROVOD_STALL_CHECK_TIME_SECONDS", "7")
+    monkeypatch.setenv("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "0")
+    assert main(["--num_steps", "10", "--quiet"]) == 0
+    assert [os.environ[name] for name in STALL] == ["7", "0"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -96,3 +98,37 @@ def test_npz_members_of_every_npy_format_version_are_read(tmp_path, version):
     assert rows == 10
     np.testing.assert_array_equal(X1, X[1::2])
     np.testing.assert_array_equal(y1, y[1::2])
+
+
+@pytest.mark.parametrize("shape", [(12,), (12, 1), (3, 4, 2)])
+def test_npy_of_another_shape_is_refused(tmp_path, shape):
+    path = tmp_path / "d.npy"
+    np.save(path, np.zeros(shape, np.float32))
+    with pytest.raises(
+        UsageError,
+        match=re.escape(f"must hold a 2-D array (rows, features + target), got shape {shape}"),
+    ):
+        read_rows(str(path), None, 0, 1)
+
+
+def test_target_on_a_file_that_is_not_csv_is_refused(tmp_path, table):
+    path = tmp_path / "d.npz"
+    np.savez(path, X=table[:, :2], y=table[:, 2])
+    with pytest.raises(UsageError, match="--target names a CSV column; it does not apply to .npz"):
+        read_rows(str(path), "price", 0, 1)
+
+
+def test_csv_blank_lines_are_skipped(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("a,b\n1,2\n\n3,4\n  ,  \n5,6\n\n")
+    X, y, n = read_rows(str(path), None, 0, 1)
+    assert n == 3
+    np.testing.assert_array_equal(X[:, 0], [1, 3, 5])
+    np.testing.assert_array_equal(y, [2, 4, 6])
+
+
+def test_csv_errors_name_the_file_line_counting_blank_lines(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("a,b\n1,2\n\n3,4\n\n5,x\n")
+    with pytest.raises(UsageError, match=re.escape(f"{path} line 6: 'x' is not a number")):
+        read_rows(str(path), None, 0, 1)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import REPO, launch, params_of
-from reference import averaged_sgd, rank0_local_sgd
+from conftest import REPO, launch, params_of, read_metrics
+from hvd_linreg.cli import main
+from reference import averaged_sgd, lstsq, mse, shards
 
 pytestmark = pytest.mark.multiprocess
 
@@ -68,22 +69,42 @@ def test_distributed_run_equals_numpy_averaged_sgd(exact_run, launcher, size):
 
 
 @pytest.mark.parametrize("size", [2, 4])
-def test_rank_local_sgd_would_not_match(exact_run, size):
-    """The exactness check has teeth: without the allreduce, rank 0 would follow this."""
+def test_final_and_exact_loss_are_over_every_rank_s_rows(exact_run, size):
+    """Not rank 0's shard alone: the sums of all ranks, allreduced."""
     X, y, run = exact_run("horovodrun-mpi", size)
     m = run.metrics
-    local = rank0_local_sgd(
-        X, y, ranks=size, batch_size=BATCH, steps=STEPS, lr=LR, w0=m["initial_w"], b0=m["initial_b"]
+    loss, exact_loss = mse(params_of(m), X, y), mse(lstsq(X, y), X, y)
+    assert m["loss"] == pytest.approx(loss, rel=1e-9)
+    assert m["exact_loss"] == pytest.approx(exact_loss, rel=1e-9)
+    assert m["optimality_gap"] == pytest.approx(loss - exact_loss, rel=1e-6)
+    rank0_only = mse(params_of(m), *shards(X, y, size)[0])
+    assert abs(rank0_only - loss) > 1000 * 1e-9 * loss  # far outside the tolerance above
+
+
+def test_a_run_without_the_allreduce_fails_the_exactness_check(exact_run, tmp_path):
+    """The check has teeth: what rank 0 computes when gradients are never averaged (the
+    tool on rank 0's shard alone, 1 rank, same start) is rejected by the comparison above."""
+    X, y, run = exact_run("horovodrun-mpi", 2)
+    m = run.metrics
+    X0, y0 = shards(X, y, 2)[0]
+    np.savez(tmp_path / "rank0.npz", X=X0, y=y0)
+    out = tmp_path / "alone.json"
+    args = ["--data", str(tmp_path / "rank0.npz"), "--num_steps", str(STEPS)]
+    args += ["--learning_rate", str(LR), "--batch_size", str(BATCH), "--metrics_json", str(out)]
+    assert main(args) == 0
+    alone = read_metrics(out)
+    assert alone["initial_w"] == m["initial_w"]  # rank 0 draws the same start either way
+    expected = averaged_sgd(
+        X, y, ranks=2, batch_size=BATCH, steps=STEPS, lr=LR, w0=m["initial_w"], b0=m["initial_b"]
     )
-    assert not np.allclose(params_of(m), local, rtol=1e-4)
+    with pytest.raises(AssertionError):
+        np.testing.assert_allclose(params_of(alone), expected, rtol=1e-4)
 
 
 @pytest.mark.core
 def test_four_ranks_batch_b_equal_one_rank_batch_4b(exact_run):
-    four, one = (
-        exact_run("horovodrun-mpi", 4)[2].metrics,
-        exact_run("horovodrun-mpi", 1, 4 * BATCH)[2].metrics,
-    )
+    four = exact_run("horovodrun-mpi", 4)[2].metrics
+    one = exact_run("horovodrun-mpi", 1, 4 * BATCH)[2].metrics
     np.testing.assert_allclose(four["initial_w"], one["initial_w"])
     np.testing.assert_allclose(params_of(four), params_of(one), rtol=1e-4)
 

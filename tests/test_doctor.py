@@ -68,14 +68,19 @@ def test_missing_launchers_fail_with_a_fix_each():
 
 
 @pytest.mark.multiprocess
-def test_a_launch_that_hangs_times_out_and_leaves_no_rank_behind():
-    # Real mpirun, real ranks that never finish: each is a shell sleeping, tagged to be found.
+def test_a_launch_that_hangs_times_out_and_leaves_no_rank_behind(tmp_path):
+    # Real mpirun, real ranks that never finish: each is a shell that says it started, then
+    # sleeps, tagged to be found. The timeout leaves mpirun time to start them even on a busy
+    # machine: the check below is about ranks that ran, not about ranks never started.
     tag = f"doctor-test-{uuid.uuid4().hex}"
-    hanging = [*mpirun_command(shutil.which("mpirun")), "sh", "-c", f"sleep 600; : {tag}"]
-    result = check_launch(hanging, timeout=5)
+    started = tmp_path / "started"
+    rank = f"touch {started}.$OMPI_COMM_WORLD_RANK; sleep 600; : {tag}"
+    hanging = [*mpirun_command(shutil.which("mpirun")), "sh", "-c", rank]
+    result = check_launch(hanging, timeout=20)
     assert not result.ok
-    assert result.detail == "timed out after 5 s"
+    assert result.detail == "timed out after 20 s"
     assert "larger --timeout" in result.fix
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["started.0", "started.1"]
     left = [p for p in psutil.process_iter(["cmdline"]) if tag in " ".join(p.info["cmdline"] or [])]
     assert left == []
 

@@ -9,10 +9,11 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from conftest import launcher_env
+from conftest import launch, launcher_env, read_metrics
 from hvd_linreg.cli import main
 
 
@@ -68,11 +69,94 @@ def test_tensorboard_scalars(tmp_path):
     assert last_w == np.float32(json.loads(out.read_text())["w"][0])
 
 
-def test_plot_is_a_png_figure(tmp_path):
+# matplotlib's colours the figure uses: the loss curve (C0), the optimum and the true line
+# (black), the fitted line (tab:red).
+C0, BLACK, RED = (0.122, 0.467, 0.706), (0.0, 0.0, 0.0), (0.839, 0.153, 0.157)
+
+
+def _where(image: np.ndarray, colour) -> np.ndarray:
+    """Rows and columns of the pixels of this colour (RGB within 0.03)."""
+    return np.nonzero(np.all(np.abs(image[..., :3] - colour) < 0.03, axis=-1))
+
+
+def _curve_row(rows: np.ndarray, cols: np.ndarray, col: int) -> float:
+    """The curve's row at a column: the lowest run of its colour there (the legend, whose
+    handle has the same colour, sits above the curve)."""
+    here = np.sort(rows[np.abs(cols - col) <= 1])
+    run = here[np.searchsorted(np.diff(here) > 3, True, side="left") :] if len(here) else here
+    return float(np.mean(here[here >= run[-1] - 12])) if len(here) else np.nan
+
+
+def test_plot_draws_the_logged_loss_on_a_log_scale_the_optimum_and_the_fit(tmp_path, capsys):
     import matplotlib.image
 
-    path = tmp_path / "run.png"
-    assert main(["--num_steps", "300", "--plot", str(path)]) == 0
+    path, out = tmp_path / "run.png", tmp_path / "m.json"
+    args = ["--num_steps", "300", "--log_every", "20", "--metrics_json", str(out)]
+    assert main([*args, "--plot", str(path)]) == 0
+    history = [
+        (int(line.split()[1]), float(line.split()[3]))
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("Step: ")
+    ]
+    m = read_metrics(out)
     image = matplotlib.image.imread(path)
-    assert image.shape[0] > 300 and image.shape[1] > 800  # two panels side by side
-    assert image.std() > 0.05  # something is drawn
+    half = image.shape[1] // 2
+
+    # Left panel: the curve passes through every logged (step, loss), y on a log scale.
+    rows, cols = _where(image[:, :half], C0)
+    assert len(cols), "no loss curve"
+    first, last = cols.min(), cols.max()  # the markers of the first and last logged step
+    steps = np.array([s for s, _ in history])
+    at = first + (last - first) * (steps - steps[0]) / (steps[-1] - steps[0])
+    curve = np.array([_curve_row(rows, cols, round(c)) for c in at])
+    log_loss = np.log10([loss for _, loss in history])
+    slope, offset = np.polyfit(log_loss, curve, 1)
+    assert slope < 0 and np.max(np.abs(curve - (slope * log_loss + offset))) < 4, curve
+    # ... and the exact optimum is a dashed black line at its loss on that scale.
+    optimum = round(slope * np.log10(m["exact_loss"]) + offset)
+    black_cols = _where(image[optimum - 2 : optimum + 3, first:last], BLACK)[1]
+    assert 0.4 < len(np.unique(black_cols)) / (last - first) < 0.95  # dashes, not a solid line
+
+    # Right panel: the fitted line across the data.
+    red_cols = _where(image[:, half:], RED)[1]
+    assert len(red_cols) and np.ptp(red_cols) > 0.6 * half, "no fitted line"
+
+
+@pytest.fixture(scope="module")
+def verbose_two_ranks(tmp_path_factory):
+    """2 ranks with --verbose on 1001 samples: one does not split evenly."""
+    args = ["--num_steps", "200", "--num_samples", "1001", "--verbose"]
+    run = launch("mpirun", 2, args, tmp_path_factory.mktemp("verbose"), metrics=False)
+    assert run.returncode == 0, run.output
+    return run
+
+
+@pytest.mark.multiprocess
+def test_verbose_lets_every_rank_log_tagged_with_its_rank(verbose_two_ranks):
+    lines = verbose_two_ranks.stdout.splitlines()
+    rank1 = [line for line in lines if line.startswith("[rank 1] ")]
+    assert rank1[0].startswith("[rank 1] hvd-linreg: 2 ranks (MPI), 1000 samples"), lines
+    assert [line.split(" Loss: ")[0] for line in rank1[1:]] == [
+        "[rank 1] Step: 100",
+        "[rank 1] Step: 200",
+    ]
+    assert sum(line.startswith("Step: ") for line in lines) == 2  # rank 0, untagged
+    assert not any(line.startswith("[rank 0]") for line in lines)
+
+
+@pytest.mark.multiprocess
+def test_rows_that_do_not_split_evenly_are_dropped_with_a_warning(verbose_two_ranks):
+    warnings = [line for line in verbose_two_ranks.stderr.splitlines() if "warning:" in line]
+    assert warnings == [
+        "warning: 1001 samples do not split evenly over 2 ranks; the last 1 are not used"
+    ]
+
+
+def test_unwritable_plot_is_refused_before_training(capsys):
+    assert main(["--plot", "/nonexistent/dir/p.png", "--num_steps", "10"]) == 2
+    out, err = capsys.readouterr()
+    assert err.strip() == (
+        "hvd-linreg: error: cannot write --plot /nonexistent/dir/p.png: "
+        "/nonexistent/dir is not a writable directory"
+    )
+    assert "Step:" not in out

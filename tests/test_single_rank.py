@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-import json
+import platform
+import re
 
+import horovod
 import numpy as np
 import pytest
+import tensorflow as tf
 
+import hvd_linreg
+from conftest import REPO, read_metrics
 from hvd_linreg.cli import main
+from hvd_linreg.config import field_names
 from reference import averaged_sgd
 
 pytestmark = pytest.mark.core
@@ -18,7 +24,7 @@ def seed_run(tmp_path_factory):
     """The seed program's job with its defaults, run once for the tests below."""
     out = tmp_path_factory.mktemp("seed") / "metrics.json"
     assert main(["--metrics_json", str(out)]) == 0
-    return json.loads(out.read_text())
+    return read_metrics(out)
 
 
 def test_single_rank_recovers_the_seed_model(seed_run):
@@ -27,21 +33,41 @@ def test_single_rank_recovers_the_seed_model(seed_run):
     assert seed_run["size"] == 1 and seed_run["steps"] == 1000
 
 
-def test_metrics_json_has_plain_numbers(seed_run):
-    for key in (
-        "size",
-        "steps",
-        "batch_size",
-        "learning_rate",
-        "initial_b",
-        "b",
-        "loss",
-        "wall_s",
-        "steps_per_s",
-    ):
-        assert isinstance(seed_run[key], (int, float)), key
-    assert isinstance(seed_run["initial_w"], list) and isinstance(seed_run["w"], list)
-    assert seed_run["controller"] in ("MPI", "Gloo")
+def _documented_metrics_keys() -> set[str]:
+    """The keys the README's "Metrics JSON" section names, in backquotes."""
+    section = (REPO / "README.md").read_text().split("### Metrics JSON")[1].split("\n#")[0]
+    return set(re.findall(r"`([a-z_]+)`", section))
+
+
+def test_metrics_json_holds_every_documented_key_and_no_other(seed_run):
+    assert set(seed_run) == _documented_metrics_keys()
+
+
+def test_metrics_json_values_describe_the_run(seed_run):
+    m = seed_run  # read by read_metrics: NaN or Infinity anywhere would have failed already
+    assert (m["size"], m["controller"], m["steps"], m["first_step"]) == (1, "MPI", 1000, 0)
+    assert (m["batch_size"], m["global_batch_size"], m["learning_rate"]) == (100, 100, 0.01)
+    assert (m["num_samples"], m["num_features"], m["seed"], m["data"]) == (1000, 1, 0, "synthetic")
+    assert (m["w_true"], m["b_true"]) == ([5.0], 2.0)
+    for key in ("initial_w", "w"):
+        assert isinstance(m[key], list) and len(m[key]) == 1 and isinstance(m[key][0], float)
+    for key in ("initial_b", "b", "loss", "exact_loss", "optimality_gap", "wall_s"):
+        assert isinstance(m[key], float), key
+    # the data's noise has variance 0.01: the optimum's loss is about that, SGD's a bit above
+    assert 0.009 < m["exact_loss"] <= m["loss"] < 0.012
+    assert m["optimality_gap"] == pytest.approx(m["loss"] - m["exact_loss"])
+    assert m["wall_s"] > 0
+    assert m["steps_per_s"] == pytest.approx(1000 / m["wall_s"])
+    assert m["samples_per_s"] == pytest.approx(100 * m["steps_per_s"])
+    assert m["versions"] == {
+        "hvd_linreg": hvd_linreg.__version__,
+        "horovod": horovod.__version__,
+        "tensorflow": tf.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
+    assert m["config"]["num_steps"] == 1000 and m["config"]["metrics_json"].endswith(".json")
+    assert set(m["config"]) == set(field_names())
 
 
 def test_single_rank_matches_numpy_sgd(tmp_path, regression_file):
@@ -60,7 +86,7 @@ def test_single_rank_matches_numpy_sgd(tmp_path, regression_file):
         str(out),
     ]
     assert main(args) == 0
-    m = json.loads(out.read_text())
+    m = read_metrics(out)
     expected = averaged_sgd(
         X, y, ranks=1, batch_size=32, steps=150, lr=0.05, w0=m["initial_w"], b0=m["initial_b"]
     )

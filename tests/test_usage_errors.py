@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import sys
+
 import numpy as np
 import pytest
 
-from conftest import launch
+from conftest import launch, launch_each_rank_reporting
 
 pytestmark = pytest.mark.multiprocess
 
@@ -127,3 +130,46 @@ def test_problem_only_one_rank_sees_stops_all_ranks(tmp_path):
     assert errors[0].endswith("(seen on rank 1)")
     assert "Exit code: 2" in run.output  # horovodrun names the ranks' exit code
     assert "]<stderr>:Traceback" not in run.stderr  # no rank printed one (horovodrun may)
+
+
+def test_every_rank_exits_2_before_importing_tensorflow(tmp_path):
+    """-X importtime lists every module each rank imports, on its stderr."""
+    tool = f"{sys.executable} -X importtime -m hvd_linreg"
+    run = launch_each_rank_reporting("mpirun", 2, ["--num_steps", "0"], tmp_path, tool=tool)
+    assert run.codes == {0: 2, 1: 2}, run.output
+    assert "hvd_linreg.cli" in run.stderr  # importtime did list the imports
+    assert not re.search(r"\|\s+tensorflow\s*$", run.stderr, re.M), "a rank imported TensorFlow"
+
+
+# What each rank's environment holds once the tool has started Horovod. Flushed at once: left
+# to the exit, the line was once lost (Horovod's MPI shutdown at exit races the flush).
+_SHOW_ENVIRONMENT = (
+    "import os; from hvd_linreg import ranks; r = ranks.init(); "
+    "print('rank', r.rank, *(f'{k}={os.environ.get(k)}' for k in ("
+    "'HOROVOD_CYCLE_TIME', 'OMPI_MCA_mpi_yield_when_idle', "
+    "'HOROVOD_STALL_CHECK_TIME_SECONDS', 'HOROVOD_STALL_SHUTDOWN_TIME_SECONDS')), flush=True)"
+)
+
+
+def _environments(tmp_path, launcher_args=()) -> list[str]:
+    program = (sys.executable, "-c", _SHOW_ENVIRONMENT)
+    run = launch(
+        "mpirun", 2, [], tmp_path, launcher_args=launcher_args, metrics=False, program=program
+    )
+    assert run.returncode == 0, run.output
+    return sorted(line for line in run.stdout.splitlines() if line.startswith("rank "))
+
+
+def test_several_ranks_get_the_documented_environment(tmp_path):
+    values = (
+        "HOROVOD_CYCLE_TIME=0 OMPI_MCA_mpi_yield_when_idle=1 "
+        "HOROVOD_STALL_CHECK_TIME_SECONDS=30 HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=120"
+    )
+    assert _environments(tmp_path) == [f"rank 0 {values}", f"rank 1 {values}"]
+
+
+def test_your_environment_wins_on_every_rank(tmp_path):
+    yours = ("HOROVOD_CYCLE_TIME=5", "OMPI_MCA_mpi_yield_when_idle=0")
+    yours += ("HOROVOD_STALL_CHECK_TIME_SECONDS=7", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=9")
+    flags = tuple(f for pair in yours for f in ("-x", pair))
+    assert _environments(tmp_path, flags) == [f"rank {r} {' '.join(yours)}" for r in (0, 1)]

@@ -143,8 +143,11 @@ def main(argv: list[str] | None = None) -> int:
             raise  # a bug: keep the traceback
         # Another rank died or stalled and Horovod shut down: say so in one line, not a
         # TensorFlow traceback on every rank.
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return _fail(f"hvd-linreg: error: the job lost a rank ({first_line})", 1)
+        # TensorFlow's first line is often only "Graph execution error:"; Horovod's says more.
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        detail = next((line for line in lines if "Horovod" in line), None)
+        detail = (detail or (lines[0] if lines else type(e).__name__))[:300]
+        return _fail(f"hvd-linreg: error: the job lost a rank ({detail})", 1)
 
 
 def _fail(message: str, code: int, error: BaseException | None = None) -> int:

@@ -81,8 +81,8 @@ def test_checkpoint_of_another_optimizer_is_refused(tmp_path, capsys):
     assert main(["--num_steps", "20", "--checkpoint_dir", ckpt]) == 0
     assert main(["--num_steps", "30", "--checkpoint_dir", ckpt, "--optimizer", "adam"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        f"hvd-linreg: error: the checkpoint in {ckpt} holds another optimizer's state (SGD); "
-        "use another --checkpoint_dir"
+        f"hvd-linreg: error: the checkpoint in {ckpt} holds another optimizer's state (sgd, "
+        "this run uses adam); use another --checkpoint_dir"
     )
 
 

@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
+import subprocess
+import time
 
+import psutil
 import pytest
+
+from conftest import kill_tree, launch_command, launcher_env
 
 pytestmark = pytest.mark.multiprocess
 
@@ -105,3 +111,35 @@ def test_stall_shutdown_time_0_turns_the_watchdog_off(start_job):
     logged = len(job.lines)
     stuck.send_signal(signal.SIGCONT)
     job.wait_for("Step: ", after=logged)
+
+
+def test_output_into_head_under_mpirun_ends_every_rank(tmp_path):
+    """`mpirun ... hvd-linreg | head`: mpirun reads the ranks' output, so it is mpirun that
+    meets the closed pipe; it dies (Open MPI 4.1 crashes on it: exit 139 and its backtrace)
+    and takes every rank with it. The ranks train no further, and none is left."""
+    tag = str(tmp_path / "head-tag")  # tells this job's ranks from any other process
+    tool = [*launch_command("mpirun", 2), "--num_steps", "100000000", "--log_every", "1"]
+    codes = tmp_path / "codes"
+    script = f"{shlex.join([*tool, '--metrics_json', tag])} 2>/dev/null | head -n 3; "
+    script += f"echo ${{PIPESTATUS[*]}} >{codes}"
+    proc = subprocess.Popen(
+        ["bash", "-c", script], stdout=subprocess.PIPE, text=True, env=launcher_env()
+    )
+    try:
+        out, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        raise
+    lines = out.splitlines()
+    assert lines[0].startswith("hvd-linreg: 2 ranks (MPI)"), lines
+    assert [line.split(" Loss: ")[0] for line in lines[1:]] == ["Step: 1", "Step: 2"], lines
+    mpirun_code, head_code = codes.read_text().split()
+    assert head_code == "0" and mpirun_code != "0", codes.read_text()
+    deadline = time.monotonic() + ENDS_WITHIN_S
+    while _processes_with(tag) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _processes_with(tag), "ranks outlived mpirun"
+
+
+def _processes_with(text: str) -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["cmdline"]) if text in (p.info["cmdline"] or [])]

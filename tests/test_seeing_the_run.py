@@ -79,6 +79,16 @@ def _where(image: np.ndarray, colour) -> np.ndarray:
     return np.nonzero(np.all(np.abs(image[..., :3] - colour) < 0.03, axis=-1))
 
 
+def _robust_slope(rows: np.ndarray, cols: np.ndarray, keep: float = 5) -> float:
+    """The slope (rows per column) of a line fitted to pixels, refitted without those farther
+    than keep rows from it (the legend's handle, its markers)."""
+    slope, offset = np.polyfit(cols, rows, 1)
+    for _ in range(5):
+        near = np.abs(rows - (slope * cols + offset)) < keep
+        slope, offset = np.polyfit(cols[near], rows[near], 1)
+    return slope
+
+
 def _curve_row(rows: np.ndarray, cols: np.ndarray, col: int) -> float:
     """The curve's row at a column: the lowest run of its colour there (the legend, whose
     handle has the same colour, sits above the curve)."""
@@ -117,9 +127,16 @@ def test_plot_draws_the_logged_loss_on_a_log_scale_the_optimum_and_the_fit(tmp_p
     black_cols = _where(image[optimum - 2 : optimum + 3, first:last], BLACK)[1]
     assert 0.4 < len(np.unique(black_cols)) / (last - first) < 0.95  # dashes, not a solid line
 
-    # Right panel: the fitted line across the data.
-    red_cols = _where(image[:, half:], RED)[1]
+    # Right panel: the fitted line across the data...
+    red_rows, red_cols = _where(image[:, half:], RED)
     assert len(red_cols) and np.ptp(red_cols) > 0.6 * half, "no fitted line"
+    # ... with the data's slope: a line through its pixels and one through the scatter's
+    # (blue, drawn translucent) agree in the image's own coordinates.
+    right = image[:, half:, :3]
+    scatter = np.nonzero((right[..., 2] - right[..., 0] > 0.15) & (right[..., 2] > 0.5))
+    assert _robust_slope(red_rows, red_cols) == pytest.approx(
+        _robust_slope(*scatter, keep=15), rel=0.05
+    )
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,9 @@
 #   bash ci/cluster.sh exec NODE CMD  # run CMD on a host (launch jobs from inside one)
 #   bash ci/cluster.sh down           # remove everything `up` made; safe to run any time
 #
+# HVD_LINREG_CLUSTER=NAME gives a cluster of another name (namespaces, state, ssh drop-in of its
+# own), so that two can run side by side; the default name is "hvdl".
+#
 # Each host is a network namespace with one interface (eth0) on a bridge that lives in a
 # namespace of its own, an address in 198.18.0.0/15 (the benchmarking range: never a real
 # network), its own hostname (a UTS namespace around its sshd), its own /etc/hosts
@@ -15,11 +18,13 @@
 # as a cluster with a shared FS does: the same venv and data paths everywhere.
 set -euo pipefail
 
-PREFIX=hvdl-                          # every namespace and file of the cluster carries it
+NAME=${HVD_LINREG_CLUSTER:-hvdl}
+[[ $NAME =~ ^[a-z][a-z0-9]{0,7}$ ]] || { echo "cluster.sh: HVD_LINREG_CLUSTER: 1-8 of a-z0-9" >&2; exit 1; }
+PREFIX=$NAME-                         # every namespace of the cluster carries it
 SWITCH=${PREFIX}switch                # the namespace holding the bridge
-SUBNET=198.18.0                       # host i is $SUBNET.i/24
-STATE=/run/hvd-linreg-cluster         # the cluster's key, sshd configs and pid files
-DROPIN=/etc/ssh/ssh_config.d/hvd-linreg-cluster.conf
+SUBNET=198.18.0                       # host i is $SUBNET.i/24 (each cluster has its own bridge)
+STATE=/run/hvd-linreg-cluster-$NAME   # the cluster's key, sshd configs and pid files
+DROPIN=/etc/ssh/ssh_config.d/hvd-linreg-cluster-$NAME.conf
 
 die() {
   echo "cluster.sh: $*" >&2

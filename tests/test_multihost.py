@@ -35,6 +35,8 @@ from reference import averaged_sgd
 pytestmark = [pytest.mark.multiprocess, pytest.mark.multihost]
 
 CLUSTER = REPO / "ci" / "cluster.sh"
+CLUSTER_NAME = os.environ.get("HVD_LINREG_CLUSTER", "hvdl")  # as ci/cluster.sh names it
+CLUSTER_STATE = Path(f"/run/hvd-linreg-cluster-{CLUSTER_NAME}")
 NODES = ("node1", "node2")
 HOSTS = "node1:2,node2:2"  # ranks 0, 1 on node1 and 2, 3 on node2, under every launcher
 LAUNCHERS = ["horovodrun-mpi", "horovodrun-gloo", "mpirun-host", "mpirun-hostfile"]
@@ -104,7 +106,7 @@ def host_of(pid: int) -> str | None:
     except OSError:
         return None
     for node in NODES:
-        sshd = Path(f"/run/hvd-linreg-cluster/{node}.pid").read_text().strip()
+        sshd = (CLUSTER_STATE / f"{node}.pid").read_text().strip()
         with contextlib.suppress(OSError):
             if os.readlink(f"/proc/{sshd}/ns/net") == net:
                 return node
@@ -249,11 +251,12 @@ def test_killed_rank_on_node2_ends_the_job(launcher, start_cluster_job):
 @contextlib.contextmanager
 def off_the_network(node: str):
     """The host's only interface down, as a pulled cable or a dead switch port would do."""
-    subprocess.run(["ip", "-n", f"hvdl-{node}", "link", "set", "eth0", "down"], check=True)
+    ns = f"{CLUSTER_NAME}-{node}"
+    subprocess.run(["ip", "-n", ns, "link", "set", "eth0", "down"], check=True)
     try:
         yield
     finally:
-        subprocess.run(["ip", "-n", f"hvdl-{node}", "link", "set", "eth0", "up"], check=True)
+        subprocess.run(["ip", "-n", ns, "link", "set", "eth0", "up"], check=True)
 
 
 @pytest.mark.parametrize("launcher", ["horovodrun-mpi", "horovodrun-gloo", "mpirun-host"])
@@ -277,7 +280,7 @@ def set_hostname(node: str, name: str) -> None:
 def misnamed(node: str, name: str | None = None, hosts: str | None = None):
     """The host under another name and/or with another /etc/hosts, restored afterwards."""
     # Written in place: the host sees this very file (a bind mount), not a new one.
-    hosts_file = Path(f"/etc/netns/hvdl-{node}/hosts")
+    hosts_file = Path(f"/etc/netns/{CLUSTER_NAME}-{node}/hosts")
     saved = hosts_file.read_text()
     try:
         if name:

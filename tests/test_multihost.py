@@ -113,11 +113,13 @@ def host_of(pid: int) -> str | None:
     return None
 
 
-def job_command(launcher: str, tmp_path: Path, env: dict[str, str]) -> list[str]:
+def job_command(
+    launcher: str, tmp_path: Path, env: dict[str, str], launcher_args: tuple[str, ...] = ()
+) -> list[str]:
     """The command a user on node1 types, for 2 hosts x 2 slots; env names what to forward."""
     if launcher.startswith("horovodrun"):
         # horovodrun forwards the whole environment to every rank itself.
-        return launch_command(launcher, 4, ("-H", HOSTS))
+        return launch_command(launcher, 4, ("-H", HOSTS, *launcher_args))
     if launcher == "mpirun-hostfile":
         hostfile = tmp_path / "hostfile"
         hostfile.write_text("".join(f"{node} slots=2\n" for node in NODES))
@@ -140,10 +142,11 @@ def cluster_env(launcher: str, extra: dict[str, str] | None = None) -> dict[str,
 class ClusterJob(Job):
     """A job launched on node1, 2 hosts x 2 slots, to be waited for or disturbed."""
 
-    def __init__(self, launcher: str, args: list[str], tmp_path: Path, env=None):
+    def __init__(self, launcher: str, args: list[str], tmp_path: Path, env=None, launcher_args=()):
         self.tag = str(tmp_path / "metrics.json")  # in every rank's command line: finds them
         env = cluster_env(launcher, env)
-        cmd = [*job_command(launcher, tmp_path, env), *args, "--metrics_json", self.tag]
+        command = job_command(launcher, tmp_path, env, launcher_args)
+        cmd = [*command, *args, "--metrics_json", self.tag]
         self._start(["bash", str(CLUSTER), "exec", "node1", *cmd], tmp_path, launcher_env(env))
 
     def run(self, timeout: float = LAUNCH_TIMEOUT_S) -> Run:
@@ -175,10 +178,10 @@ def start_cluster_job(cluster, tmp_path):
     """Start jobs on the cluster; whatever is left of them is killed afterwards."""
     jobs = []
 
-    def start(launcher: str, args: list[str], env=None) -> ClusterJob:
+    def start(launcher: str, args: list[str], env=None, launcher_args=()) -> ClusterJob:
         where = tmp_path / f"job{len(jobs)}"
         where.mkdir()
-        jobs.append(ClusterJob(launcher, args, where, env))
+        jobs.append(ClusterJob(launcher, args, where, env, launcher_args))
         return jobs[-1]
 
     yield start
@@ -189,11 +192,7 @@ def start_cluster_job(cluster, tmp_path):
 STEPS, LR, BATCH = 200, 0.05, 16
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_two_hosts_equal_averaged_sgd(launcher, start_cluster_job, regression_file):
-    path, X, y = regression_file()
-    args = ["--data", str(path), "--num_steps", str(STEPS), "--learning_rate", str(LR)]
-    run = start_cluster_job(launcher, [*args, "--batch_size", str(BATCH)]).run()
+def assert_two_hosts_equal_averaged_sgd(run: Run, X: np.ndarray, y: np.ndarray) -> None:
     assert run.returncode == 0, run.output
     m = run.metrics
     assert m["size"] == 4
@@ -202,6 +201,69 @@ def test_two_hosts_equal_averaged_sgd(launcher, start_cluster_job, regression_fi
         X, y, ranks=4, batch_size=BATCH, steps=STEPS, lr=LR, w0=m["initial_w"], b0=m["initial_b"]
     )
     np.testing.assert_allclose(params_of(m), expected, rtol=1e-4)
+
+
+def reference_job(regression_file) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Flags of a job on a data file, and the file's X and y for the reference."""
+    path, X, y = regression_file()
+    args = ["--data", str(path), "--num_steps", str(STEPS), "--learning_rate", str(LR)]
+    return [*args, "--batch_size", str(BATCH)], X, y
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_two_hosts_equal_averaged_sgd(launcher, start_cluster_job, regression_file):
+    args, X, y = reference_job(regression_file)
+    assert_two_hosts_equal_averaged_sgd(start_cluster_job(launcher, args).run(), X, y)
+
+
+# A second interface on every host with one same address on each (as a docker0 bridge has):
+# no network between the hosts, though it looks like one to Open MPI.
+DECOY = ("docker0", "198.19.0.1/24")
+NIC = "eth0"  # the interface the hosts reach each other on
+# The README's one interface setting, as each launcher takes it.
+NIC_FOR_MPIRUN = {"OMPI_MCA_btl_tcp_if_include": NIC, "OMPI_MCA_oob_tcp_if_include": NIC}
+NIC_FOR_HOROVODRUN = ("--network-interfaces", NIC)
+
+
+@contextlib.contextmanager
+def decoy_interfaces():
+    """DECOY on every host, removed afterwards (cluster.sh down removes it with the host)."""
+    name, address = DECOY
+    try:
+        for node in NODES:
+            ns = f"{CLUSTER_NAME}-{node}"
+            subprocess.run(["ip", "-n", ns, "link", "add", name, "type", "bridge"], check=True)
+            subprocess.run(["ip", "-n", ns, "addr", "add", address, "dev", name], check=True)
+            subprocess.run(["ip", "-n", ns, "link", "set", name, "up"], check=True)
+        yield
+    finally:
+        for node in NODES:
+            ns = f"{CLUSTER_NAME}-{node}"
+            subprocess.run(["ip", "-n", ns, "link", "del", name], stderr=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize(
+    "launcher, env, launcher_args",
+    [("mpirun-host", NIC_FOR_MPIRUN, ()), ("horovodrun-gloo", None, NIC_FOR_HOROVODRUN)],
+    ids=["mpirun-host", "horovodrun-gloo"],
+)
+def test_interface_setting_trains_across_hosts_with_a_decoy_interface(
+    launcher, env, launcher_args, start_cluster_job, regression_file
+):
+    args, X, y = reference_job(regression_file)
+    with decoy_interfaces():
+        run = start_cluster_job(launcher, args, env, launcher_args).run()
+    assert_two_hosts_equal_averaged_sgd(run, X, y)
+
+
+def test_without_the_interface_setting_mpirun_connects_to_the_decoy(start_cluster_job):
+    """What the setting prevents: a rank connects to the decoy address (its own host's) and the
+    job hangs. Open MPI warns either "Open MPI failed to TCP connect to a peer MPI process" or
+    "Open MPI accepted a TCP connection from what appears to be a another Open MPI process"."""
+    with decoy_interfaces():
+        job = start_cluster_job("mpirun-host", ["--num_steps", "50"])
+        job.wait_for("TCP connect", timeout=90)
+    assert "Step:" not in job.output
 
 
 def test_bad_data_only_node2_sees_stops_every_rank(start_cluster_job, tmp_path):
@@ -367,3 +429,39 @@ def test_doctor_finds_two_hosts_with_one_name(cluster):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAIL  node2 and node1 are both called 'node1'" in proc.stdout
     assert "fix: give each host its own name (hostnamectl set-hostname NAME)" in proc.stdout
+
+
+@contextlib.contextmanager
+def without_venv(node: str):
+    """The venv gone from one host only: an empty tmpfs over its path in that host's mount
+    namespace (its sshd's, which every ssh session to it shares), unmounted afterwards."""
+    venv = sys.prefix
+    mount = ["mount", "-t", "tmpfs", "none", venv]
+    subprocess.run(["bash", str(CLUSTER), "exec", node, *mount], check=True)
+    try:
+        assert Path(sys.executable).exists(), "the mount reached this machine's namespace"
+        yield
+    finally:
+        subprocess.run(["bash", str(CLUSTER), "exec", node, "umount", venv])
+
+
+def test_doctor_finds_a_host_without_the_venv(cluster):
+    with without_venv("node2"):
+        proc = run_doctor_on_node1()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"ok    node1: node1, same Python and packages at {sys.executable}" in proc.stdout
+    assert f"FAIL  node2: cannot run {sys.executable}" in proc.stdout
+    assert "fix: every node needs the same venv at the same path" in proc.stdout
+    assert "skip  launches across the hosts" in proc.stdout
+
+
+def test_doctor_finds_an_address_that_every_host_has(cluster):
+    with decoy_interfaces():
+        proc = run_doctor_on_node1()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    name, address = DECOY
+    assert f"FAIL  the same address {address.split('/')[0]} ({name}, " in proc.stdout
+    setting = " ".join(f"{k}={v}" for k, v in NIC_FOR_MPIRUN.items())
+    assert f"fix: name the interface the hosts share: export {setting} (mpirun), " in proc.stdout
+    assert f"horovodrun {' '.join(NIC_FOR_HOROVODRUN)}" in proc.stdout
+    assert "skip  launches across the hosts" in proc.stdout

@@ -391,6 +391,36 @@ def test_bad_host_name_is_refused_before_horovod_starts(case, launcher, start_cl
     assert "]<stderr>:Traceback" not in run.output  # no rank printed one (horovodrun may)
 
 
+# What srun gives the first rank on node2 of a 4-task step on 2 nodes: no local size, the nodes.
+SRUN_RANK_2_OF_4 = {"SLURM_PROCID": "2", "SLURM_LOCALID": "0", "SLURM_NTASKS": "4"}
+
+
+@pytest.mark.parametrize("step_nodes, refused", [("2", True), ("1", False)])
+def test_srun_step_across_hosts_has_its_host_name_checked(step_nodes, refused, cluster):
+    """srun starts each rank itself, with no local size, only the step's node count: a loopback
+    host name is refused on a step of 2 nodes (before Horovod starts), not on a step of 1."""
+    env = {**SRUN_RANK_2_OF_4, "SLURM_STEP_NUM_NODES": step_nodes, "PYTHONPATH": str(REPO)}
+    tool = [sys.executable, "-m", "hvd_linreg", "--num_steps", "10", "--quiet"]
+    _, hosts, message = HOST_NAME_CASES["name resolving to loopback"]
+    with misnamed("node2", hosts=hosts):
+        proc = subprocess.run(
+            ["bash", str(CLUSTER), "exec", "node2", *tool],
+            capture_output=True,
+            text=True,
+            timeout=LAUNCH_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            env=launcher_env(env),
+        )
+    output = proc.stdout + proc.stderr
+    if refused:
+        assert proc.returncode == 2, output
+        assert message in output
+        assert "Traceback" not in output
+    else:  # outside srun the one process trains alone
+        assert proc.returncode == 0, output
+        assert "this host's name" not in output
+
+
 def test_one_name_on_two_hosts_that_each_resolve_it_is_refused(start_cluster_job):
     """Each host maps the shared name to its own address (containers do): nothing looks wrong
     on either host alone, so the ranks compare names once Horovod has started."""

@@ -40,6 +40,9 @@ CLUSTER_STATE = Path(f"/run/hvd-linreg-cluster-{CLUSTER_NAME}")
 NODES = ("node1", "node2")
 HOSTS = "node1:2,node2:2"  # ranks 0, 1 on node1 and 2, 3 on node2, under every launcher
 LAUNCHERS = ["horovodrun-mpi", "horovodrun-gloo", "mpirun-host", "mpirun-hostfile"]
+# The README's srun recipe, 2 nodes x 2 tasks: Open MPI's PMIx start, and the whole step ended
+# when a rank fails (else the others wait for it in MPI_Init for ever).
+SRUN = ["srun", "--mpi=pmix", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks-per-node=2"]
 # Open MPI's daemons talk over TCP connections that, by default, notice a lost host only after
 # 8 minutes (keep-alive after 300 s idle, 9 probes 20 s apart): the README's recipe for jobs
 # across hosts shortens that, and these tests use the recipe.
@@ -99,6 +102,21 @@ def cluster():
             signal.signal(s, handler)
 
 
+@pytest.fixture(scope="session")
+def slurm_cluster(cluster):
+    """SLURM on the hosts (ci/cluster.sh slurm): slurmctld on node1, a slurmd on each; it goes
+    with the cluster."""
+    started = subprocess.run(
+        ["bash", str(CLUSTER), "slurm"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=600,  # may apt-get install SLURM first
+    )
+    if started.returncode != 0:
+        unavailable(f"ci/cluster.sh slurm failed: {(started.stderr or started.stdout).strip()}")
+
+
 def host_of(pid: int) -> str | None:
     """The cluster host a process runs on: the one whose network namespace it shares."""
     try:
@@ -120,6 +138,8 @@ def job_command(
     if launcher.startswith("horovodrun"):
         # horovodrun forwards the whole environment to every rank itself.
         return launch_command(launcher, 4, ("-H", HOSTS, *launcher_args))
+    if launcher == "srun":  # srun too; the cluster's SLURM (slurm_cluster) places the ranks
+        return [*SRUN, "hvd-linreg"]
     if launcher == "mpirun-hostfile":
         hostfile = tmp_path / "hostfile"
         hostfile.write_text("".join(f"{node} slots=2\n" for node in NODES))
@@ -391,36 +411,6 @@ def test_bad_host_name_is_refused_before_horovod_starts(case, launcher, start_cl
     assert "]<stderr>:Traceback" not in run.output  # no rank printed one (horovodrun may)
 
 
-# What srun gives the first rank on node2 of a 4-task step on 2 nodes: no local size, the nodes.
-SRUN_RANK_2_OF_4 = {"SLURM_PROCID": "2", "SLURM_LOCALID": "0", "SLURM_NTASKS": "4"}
-
-
-@pytest.mark.parametrize("step_nodes, refused", [("2", True), ("1", False)])
-def test_srun_step_across_hosts_has_its_host_name_checked(step_nodes, refused, cluster):
-    """srun starts each rank itself, with no local size, only the step's node count: a loopback
-    host name is refused on a step of 2 nodes (before Horovod starts), not on a step of 1."""
-    env = {**SRUN_RANK_2_OF_4, "SLURM_STEP_NUM_NODES": step_nodes, "PYTHONPATH": str(REPO)}
-    tool = [sys.executable, "-m", "hvd_linreg", "--num_steps", "10", "--quiet"]
-    _, hosts, message = HOST_NAME_CASES["name resolving to loopback"]
-    with misnamed("node2", hosts=hosts):
-        proc = subprocess.run(
-            ["bash", str(CLUSTER), "exec", "node2", *tool],
-            capture_output=True,
-            text=True,
-            timeout=LAUNCH_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-            env=launcher_env(env),
-        )
-    output = proc.stdout + proc.stderr
-    if refused:
-        assert proc.returncode == 2, output
-        assert message in output
-        assert "Traceback" not in output
-    else:  # outside srun the one process trains alone
-        assert proc.returncode == 0, output
-        assert "this host's name" not in output
-
-
 def test_one_name_on_two_hosts_that_each_resolve_it_is_refused(start_cluster_job):
     """Each host maps the shared name to its own address (containers do): nothing looks wrong
     on either host alone, so the ranks compare names once Horovod has started."""
@@ -495,3 +485,52 @@ def test_doctor_finds_an_address_that_every_host_has(cluster):
     assert f"fix: name the interface the hosts share: export {setting} (mpirun), " in proc.stdout
     assert f"horovodrun {' '.join(NIC_FOR_HOROVODRUN)}" in proc.stdout
     assert "skip  launches across the hosts" in proc.stdout
+
+
+def test_srun_across_two_nodes_equals_averaged_sgd(
+    slurm_cluster, start_cluster_job, regression_file
+):
+    args, X, y = reference_job(regression_file)
+    assert_two_hosts_equal_averaged_sgd(start_cluster_job("srun", args).run(), X, y)
+
+
+def test_srun_step_on_two_hosts_with_one_name_is_refused(slurm_cluster, start_cluster_job):
+    """srun gives a rank no ranks-per-host count, only its step's nodes: enough to refuse, before
+    Horovod starts, what would otherwise crash the job (a rank's SIGSEGV in Open MPI)."""
+    name, hosts, message = HOST_NAME_CASES["two hosts with one name"]
+    with misnamed("node2", name, hosts):
+        run = start_cluster_job("srun", ["--num_steps", "50"]).run(timeout=90)
+    errors = [line for line in run.output.splitlines() if "hvd-linreg: error:" in line]
+    assert len(errors) == 1, run.output  # node2's first rank speaks for it, once
+    assert message in errors[0]
+    assert "node2: task 2: Exited with exit code 2" in run.output
+    assert run.returncode != 0
+    assert "Step:" not in run.output
+
+
+def test_slurm_job_script_across_two_nodes(slurm_cluster, regression_file, tmp_path):
+    """hostfiles/slurm_job.sh submitted on node1 for 2 nodes x 2 tasks: its hostfile, then
+    horovodrun across both."""
+    args, X, y = reference_job(regression_file)
+    out, metrics = tmp_path / "out.txt", tmp_path / "m.json"
+    sbatch = ["sbatch", "--wait", "--nodes=2", "--ntasks-per-node=2", "--chdir", str(REPO)]
+    sbatch += [
+        "--output",
+        str(out),
+        "hostfiles/slurm_job.sh",
+        *args,
+        "--metrics_json",
+        str(metrics),
+    ]
+    proc = subprocess.run(
+        ["bash", str(CLUSTER), "exec", "node1", *sbatch],
+        capture_output=True,
+        text=True,
+        timeout=LAUNCH_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+        env=launcher_env(),
+    )
+    log = out.read_text() if out.exists() else ""
+    metrics = json.loads(metrics.read_text()) if metrics.exists() else None
+    run = Run(proc.returncode, proc.stdout + proc.stderr + log, "", metrics)
+    assert_two_hosts_equal_averaged_sgd(run, X, y)

@@ -20,7 +20,7 @@ test-fast: setup
 	@bash ci/test.sh -m "not multiprocess"
 
 # hvd-linreg vs a NumPy + mpi4py floor and MultiWorkerMirroredStrategy, side by side: prints a
-# table, writes bench/results/latest.json (about 9 minutes on 2 cores).
+# table, writes bench/results/latest.json (about 12 minutes on 2 cores; as root also across 2 namespaced hosts).
 bench: setup
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/python bench/run.py
 

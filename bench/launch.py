@@ -4,6 +4,7 @@ time limit."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -20,6 +22,8 @@ LAUNCH_TIMEOUT_S = 240  # a safety net: the slowest launch (4 ranks, 8 M rows) t
 # What horovodrun passes to mpirun on one host: the ob1 messaging layer (shared memory between
 # local ranks), no InfiniBand probing.
 MCA = ["--mca", "pml", "ob1", "--mca", "btl", "^openib"]
+# The namespaced test cluster of the multihost tests: hosts node1..N on this machine.
+CLUSTER = REPO / "ci" / "cluster.sh"
 
 
 class LaunchError(RuntimeError):
@@ -44,26 +48,64 @@ def _run(cmd: list[str], env: dict[str, str] | None = None) -> None:
         raise LaunchError(f"exit code {proc.returncode}: {' '.join(cmd)}\n{tail}")
 
 
-def launcher(np_: int, controller: str = "mpi", cpus: str | None = None) -> list[str]:
+def launcher(
+    np_: int, controller: str = "mpi", cpus: str | None = None, hosts: str | None = None
+) -> list[str]:
     """The command that starts np_ ranks: plain `mpirun` for the MPI controller (horovodrun's
     own start-up costs about 10 s a launch here and changes nothing else: its MCA settings are
     repeated), `horovodrun --gloo` for Gloo. With cpus, under `taskset -c CPUS`: every rank
-    inherits that affinity."""
+    inherits that affinity. With hosts ("node1:2,node2:2"), mpirun started on node1 of the test
+    cluster (see cluster()) places the ranks on those hosts."""
     pin = ["taskset", "-c", cpus] if cpus else []
     if controller == "gloo":
         return [*pin, shutil.which("horovodrun") or "horovodrun", "-np", str(np_), "--gloo"]
     root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     mpirun = shutil.which("mpirun") or "mpirun"
-    return [*pin, mpirun, *root, "--oversubscribe", "--bind-to", "none", *MCA, "-np", str(np_)]
+    command = [mpirun, *root, "--oversubscribe", "--bind-to", "none", *MCA, "-np", str(np_)]
+    if hosts:  # the remote ranks get only what -x names (and OMPI_MCA_* settings)
+        return ["bash", str(CLUSTER), "exec", "node1", *command, "--host", hosts, "-x", "PATH"]
+    return [*pin, *command]
+
+
+def cluster_unavailable() -> str | None:
+    """Why the test cluster cannot be built here, or None."""
+    if os.geteuid() != 0:
+        return "the test cluster needs root (network namespaces, sshd)"
+    return None
+
+
+@contextlib.contextmanager
+def cluster(nodes: int) -> Iterator[None]:
+    """The test cluster up (ci/cluster.sh up N), and down on every way out."""
+    try:
+        up = subprocess.run(
+            ["bash", str(CLUSTER), "up", str(nodes)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=600,  # may apt-get install iproute2 and openssh-server first
+        )
+        if up.returncode != 0:
+            raise LaunchError(
+                f"ci/cluster.sh up {nodes} failed: {(up.stderr or up.stdout).strip()}"
+            )
+        yield
+    finally:
+        subprocess.run(["bash", str(CLUSTER), "down"], stdin=subprocess.DEVNULL, timeout=120)
 
 
 def tool(
-    np_: int, args: list[str], env: dict[str, str] | None = None, controller: str = "mpi"
+    np_: int,
+    args: list[str],
+    env: dict[str, str] | None = None,
+    controller: str = "mpi",
+    hosts: str | None = None,
 ) -> dict:
     """Run the real `hvd-linreg` command; return its --metrics_json."""
     with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
         metrics = Path(tmp) / "metrics.json"
-        _run([*launcher(np_, controller), "hvd-linreg", *args, "--metrics_json", str(metrics)], env)
+        command = [*launcher(np_, controller, hosts=hosts), "hvd-linreg", *args]
+        _run([*command, "--metrics_json", str(metrics)], env)
         return json.loads(metrics.read_text())
 
 
@@ -83,12 +125,13 @@ def script(
     args: list[str],
     controller: str = "mpi",
     env: dict[str, str] | None = None,
+    hosts: str | None = None,
 ) -> dict:
     """`LAUNCHER -np N python bench/NAME ARGS --out PATH`; return rank 0's JSON."""
     with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
         out = Path(tmp) / "result.json"
         program = [sys.executable, str(BENCH / name), *args, "--out", str(out)]
-        _run([*launcher(np_, controller), *program], env)
+        _run([*launcher(np_, controller, hosts=hosts), *program], env)
         return json.loads(out.read_text())
 
 

@@ -12,6 +12,10 @@
 3. Allreduce bandwidth of a 16 MB gradient: Horovod as the tool calls it, with the MPI
    controller (also with glibc's malloc on huge pages) and with Gloo, vs mpi4py's
    `Allreduce` (bench/allreduce.py).
+5. Across hosts, on the namespaced test cluster (ci/cluster.sh, brought up and down here; root
+   only, else skipped with the reason): the seed job at 2 hosts x 2 ranks next to the floor on
+   the same hosts, and the 16 MB allreduce between 2 hosts (1 rank each). `--hosts-only` runs
+   only these.
 
 The machine is shared and noisy: every figure is a median of repeated runs, and the targets
 are ratios of figures measured in this same invocation. The tool runs with its defaults plus
@@ -70,6 +74,11 @@ LEVERS = {
 # The allreduce with glibc's malloc asking for transparent huge pages (glibc >= 2.35): fewer
 # page faults on the fresh tensor TensorFlow allocates for each result.
 HUGE_PAGES = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+# Across hosts: 2 hosts x 2 ranks for the seed job; 1 rank a host for the allreduce, so that
+# every byte crosses between the hosts.
+CLUSTER_NODES = 2
+SEED_JOB_HOSTS = "node1:2,node2:2"
+ALLREDUCE_HOSTS = "node1:1,node2:1"
 
 
 def params(result: dict) -> np.ndarray:
@@ -169,6 +178,62 @@ def allreduce() -> dict:
     }
 
 
+def across_hosts(rounds: int) -> dict:
+    """Section 5 on the test cluster, or why it was skipped."""
+    reason = launch.cluster_unavailable()
+    if reason:
+        return {"skipped": reason}
+    try:
+        with launch.cluster(CLUSTER_NODES):
+            return {
+                "latency": step_latency_across_hosts(rounds),
+                "allreduce": allreduce_across_hosts(),
+            }
+    except launch.LaunchError as e:
+        if "cluster.sh up" not in str(e):
+            raise
+        return {"skipped": str(e)}
+
+
+def step_latency_across_hosts(rounds: int) -> dict:
+    """The seed job at 2 hosts x 2 ranks: the tool `rounds` times, then the floor (which
+    times several runs itself), both from the tool's initial w and b."""
+    ranks, steps = 4, int(LATENCY_STEPS[1])
+    tool_runs = [
+        launch.tool(ranks, SEED_JOB + LATENCY_STEPS, hosts=SEED_JOB_HOSTS) for _ in range(rounds)
+    ]
+    start = [*tool_runs[0]["initial_w"], tool_runs[0]["initial_b"]]
+    job = SEED_JOB + LATENCY_STEPS + ["--initial", *map(str, start)]
+    floor = launch.script(ranks, "floor.py", job, env=FLOOR_ENV, hosts=SEED_JOB_HOSTS)
+    tool_us = [us_per_step(m["wall_s"], m["steps"]) for m in tool_runs]
+    floor_us = [us_per_step(t, steps) for t in floor["times_s"]]
+    gap = relative_gap(floor, tool_runs[0])
+    return {
+        "hosts": SEED_JOB_HOSTS,
+        "tool_us": statistics.median(tool_us),
+        "floor_us": statistics.median(floor_us),
+        "runs_us": {"tool": tool_us, "floor": floor_us},
+        "tool_hosts": tool_runs[0]["hosts"],
+        "relative_gap": gap,
+        "agree": bool(gap <= AGREE_RTOL),
+    }
+
+
+def allreduce_across_hosts() -> dict:
+    """The 16 MB allreduce between 2 hosts: mpi4py, then Horovod (MPI controller, as the tool
+    calls it)."""
+    floor = launch.script(
+        2, "allreduce.py", ["--program", "mpi4py"], env=FLOOR_ENV, hosts=ALLREDUCE_HOSTS
+    )
+    horovod = launch.script(2, "allreduce.py", ["--program", "horovod"], hosts=ALLREDUCE_HOSTS)
+    return {
+        "hosts": ALLREDUCE_HOSTS,
+        "bytes": floor["bytes"],
+        "mpi4py_s": floor["median_s"]["mpi4py"],
+        "horovod_s": horovod["median_s"],
+    }
+
+
 def machine() -> dict:
     return {
         "cores": os.cpu_count(),
@@ -179,21 +244,11 @@ def machine() -> dict:
     }
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--rounds", type=int, default=3, help="tool launches per rank count (latency)")
-    p.add_argument("--out", default=str(launch.BENCH / "results" / "latest.json"))
-    args = p.parse_args()
-    started = time.monotonic()
-    results: dict = {"machine": machine()}
-
-    def progress(what: str) -> None:
-        print(f"  {time.monotonic() - started:4.0f} s  {what}", flush=True)
-
-    print("hvd-linreg benchmark: about 9 minutes on 2 cores", flush=True)
-    results["latency"] = []
+def on_this_host(rounds: int, progress) -> dict:
+    """Sections 1 to 4, on this machine."""
+    results: dict = {"latency": []}
     for np_ in RANKS:
-        results["latency"].append(step_latency(np_, args.rounds))
+        results["latency"].append(step_latency(np_, rounds))
         progress(f"step latency, {np_} rank(s)")
         if np_ == 2:  # the levers right after, so that they see the same machine
             results["levers"] = levers(results["latency"][-1]["tool_us"])
@@ -205,6 +260,26 @@ def main() -> int:
     progress("large job")
     results["allreduce"] = allreduce()
     progress("allreduce")
+    return results
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--rounds", type=int, default=3, help="tool launches per rank count (latency)")
+    p.add_argument("--out", default=str(launch.BENCH / "results" / "latest.json"))
+    p.add_argument("--hosts-only", action="store_true", help="only section 5, across hosts")
+    args = p.parse_args()
+    started = time.monotonic()
+    results: dict = {"machine": machine()}
+
+    def progress(what: str) -> None:
+        print(f"  {time.monotonic() - started:4.0f} s  {what}", flush=True)
+
+    if not args.hosts_only:
+        print("hvd-linreg benchmark: about 12 minutes on 2 cores", flush=True)
+        results.update(on_this_host(args.rounds, progress))
+    results["hosts"] = across_hosts(args.rounds)
+    progress("across hosts")
     results["machine"]["load_average_at_end"] = os.getloadavg()
     results["wall_s"] = time.monotonic() - started
     results["targets"] = table.targets(results)

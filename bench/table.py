@@ -31,6 +31,32 @@ def targets(results: dict) -> list[dict]:
 
     A latency ratio counts only if the three programs reached the same w and b.
     """
+    rows = _targets_here(results) if "latency" in results else []
+    hosts = results["hosts"].get("latency")
+    if hosts:
+        rows.append(
+            (
+                "step latency, 2 hosts x 2 ranks: hvd-linreg / floor",
+                hosts["tool_us"] / hosts["floor_us"],
+                "<=",
+                2,
+            )
+        )
+    verdicts = []
+    for name, ratio, sense, limit in rows:
+        met = bool(ratio <= limit if sense == "<=" else ratio >= limit)
+        if name.startswith("step latency, 2 ranks") and not _at(results["latency"], 2)["agree"]:
+            met = False  # a fast wrong answer is no result
+        if name.startswith("step latency, 2 hosts") and not hosts["agree"]:
+            met = False
+        verdicts.append(
+            {"target": name, "ratio": float(ratio), "limit": f"{sense} {limit}", "met": met}
+        )
+    return verdicts
+
+
+def _targets_here(results: dict) -> list[tuple]:
+    """The targets of sections 1 to 4: (name, ratio, sense, limit)."""
     two = _at(results["latency"], 2)
     ar = results["allreduce"]
     rows = [
@@ -45,15 +71,7 @@ def targets(results: dict) -> list[dict]:
         ),
         ("peak RSS per rank, large job: 4 ranks / 1 rank", rss_ratio(results), "<=", 0.35),
     ]
-    verdicts = []
-    for name, ratio, sense, limit in rows:
-        met = bool(ratio <= limit if sense == "<=" else ratio >= limit)
-        if name.startswith("step latency") and not two["agree"]:
-            met = False  # a fast wrong answer is no result
-        verdicts.append(
-            {"target": name, "ratio": float(ratio), "limit": f"{sense} {limit}", "met": met}
-        )
-    return verdicts
+    return rows
 
 
 def _grid(header: list[str], rows: list[list]) -> list[str]:
@@ -126,29 +144,47 @@ def _large_job(results: dict) -> list[str]:
     return out
 
 
+def _allreduce_grid(floor_s: float, nbytes: int, horovod_s: dict[str, float]) -> list[str]:
+    """mpi4py's time per allreduce, then each Horovod one's: ms, GB/s and ratio to mpi4py."""
+    timed = {"mpi4py Allreduce (floor)": floor_s, **horovod_s}
+    rows = [
+        [name, f"{t * 1e3:.2f}", f"{nbytes / t / 1e9:.2f}", f"{floor_s / t:.2f}"]
+        for name, t in timed.items()
+    ]
+    return _grid(["allreduce", "ms", "GB/s", "vs mpi4py"], rows)
+
+
 def _allreduce(results: dict) -> list[str]:
     ar = results["allreduce"]
-    floor_s = ar["mpi4py_s"]
-    rows = [
-        [
-            "mpi4py Allreduce (floor)",
-            f"{floor_s * 1e3:.2f}",
-            f"{ar['bytes'] / floor_s / 1e9:.2f}",
-            "1.00",
-        ]
-    ]
-    for controller, times in ar["horovod_s"].items():
-        for op, seconds in times.items():
-            rows.append(
-                [
-                    f"Horovod {op}, {CONTROLLER_NAMES[controller]}",
-                    f"{seconds * 1e3:.2f}",
-                    f"{ar['bytes'] / seconds / 1e9:.2f}",
-                    f"{floor_s / seconds:.2f}",
-                ]
-            )
+    horovod = {
+        f"Horovod {op}, {CONTROLLER_NAMES[controller]}": seconds
+        for controller, times in ar["horovod_s"].items()
+        for op, seconds in times.items()
+    }
     out = ["3. Allreduce of a 16 MB gradient, 2 ranks (ms per allreduce; GB/s = bytes / time)"]
-    return out + _grid(["allreduce", "ms", "GB/s", "vs mpi4py"], rows)
+    return out + _allreduce_grid(ar["mpi4py_s"], ar["bytes"], horovod)
+
+
+def _across_hosts(hosts: dict) -> list[str]:
+    title = "5. Across 2 hosts (the namespaced test cluster, ci/cluster.sh; launched from node1)"
+    if "skipped" in hosts:
+        return [title, f"   skipped: {hosts['skipped']}"]
+    lat, ar = hosts["latency"], hosts["allreduce"]
+    out = [title, f"   Seed job, {lat['hosts']} (microseconds per step)"]
+    out += _grid(
+        ["hvd-linreg", "floor NumPy+mpi4py", "tool/floor", "same w, b (rel. gap)"],
+        [
+            [
+                f"{lat['tool_us']:.0f}",
+                f"{lat['floor_us']:.0f}",
+                f"{lat['tool_us'] / lat['floor_us']:.2f}",
+                f"{'yes' if lat['agree'] else 'NO'} ({lat['relative_gap']:.0e})",
+            ]
+        ],
+    )
+    horovod = {f"Horovod {op}, MPI controller": t for op, t in ar["horovod_s"].items()}
+    out += ["", f"   Allreduce of a 16 MB gradient, {ar['hosts']} (ms per allreduce)"]
+    return out + _allreduce_grid(ar["mpi4py_s"], ar["bytes"], horovod)
 
 
 def render(results: dict) -> list[str]:
@@ -160,7 +196,9 @@ def render(results: dict) -> list[str]:
         "medians of repeated runs; tool controller: MPI unless noted",
         "",
     ]
-    out += _latency(results) + [""] + _large_job(results) + [""] + _allreduce(results)
+    if "latency" in results:
+        out += _latency(results) + [""] + _large_job(results) + [""] + _allreduce(results) + [""]
+    out += _across_hosts(results["hosts"])
     out += ["", "Targets (ratios of figures measured in this run)"]
     out += _grid(
         ["target", "measured", "goal", "verdict"],

@@ -3,7 +3,9 @@
 #
 #   bash ci/cluster.sh up N           # hosts node1..nodeN (root)
 #   bash ci/cluster.sh exec NODE CMD  # run CMD on a host (launch jobs from inside one)
-#   bash ci/cluster.sh down           # remove everything `up` made; safe to run any time
+#   bash ci/cluster.sh slurm          # after up: SLURM on the hosts (slurmctld on node1, a slurmd
+#                                     # on each); exec then finds it (SLURM_CONF)
+#   bash ci/cluster.sh down           # remove everything up and slurm made; safe to run any time
 #
 # HVD_LINREG_CLUSTER=NAME gives a cluster of another name (namespaces, state, ssh drop-in of its
 # own), so that two can run side by side; the default name is "hvdl".
@@ -25,6 +27,7 @@ SWITCH=${PREFIX}switch                # the namespace holding the bridge
 SUBNET=198.18.0                       # host i is $SUBNET.i/24 (each cluster has its own bridge)
 STATE=/run/hvd-linreg-cluster-$NAME   # the cluster's key, sshd configs and pid files
 DROPIN=/etc/ssh/ssh_config.d/hvd-linreg-cluster-$NAME.conf
+SLURM_DIR=$STATE/slurm                # the cluster's SLURM: a config per host, spools, logs
 
 die() {
   echo "cluster.sh: $*" >&2
@@ -38,6 +41,7 @@ host_ns() { echo "${PREFIX}$1"; }
 enter() {
   local pid
   pid=$(cat "$STATE/$1.pid" 2>/dev/null) || die "no host $1 (is the cluster up?)"
+  if [ -f "$SLURM_DIR/$1/slurm.conf" ]; then export SLURM_CONF=$SLURM_DIR/$1/slurm.conf; fi
   shift
   exec nsenter --target "$pid" --net --uts --mount --wd="$PWD" -- "$@"
 }
@@ -133,6 +137,68 @@ EOF
   echo "cluster.sh: up: $names($SUBNET.1-$n); run jobs with: bash ci/cluster.sh exec node1 CMD"
 }
 
+slurm_conf() {
+  local i
+  cat <<EOF
+# Written by hvd_linreg's ci/cluster.sh slurm. A test cluster only: no authentication (auth/none).
+ClusterName=$NAME
+SlurmctldHost=node1($SUBNET.1)
+SlurmUser=root
+AuthType=auth/none
+CredType=cred/none
+$(cat "$(dirname "$0")/slurm-base.conf")
+StateSaveLocation=$SLURM_DIR/state
+SlurmctldPidFile=$SLURM_DIR/slurmctld.pid
+SlurmctldLogFile=$SLURM_DIR/slurmctld.log
+SlurmdSpoolDir=$SLURM_DIR/%n/spool
+SlurmdPidFile=$SLURM_DIR/%n/slurmd.pid
+SlurmdLogFile=$SLURM_DIR/%n/slurmd.log
+EOF
+  for i in $(seq 1 "$1"); do echo "NodeName=node$i NodeAddr=$SUBNET.$i CPUs=$(nproc) State=UNKNOWN"; done
+  echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
+}
+
+# slurmd needs the cgroup file systems, which a host's own /sys (ip netns exec mounts a fresh
+# one) lacks: the commands that mount there what this machine has, hierarchy by hierarchy (a
+# bind mount from another mount namespace is refused).
+cgroup_mounts() {
+  awk '$2 == "/sys/fs/cgroup" && $3 == "tmpfs" { print "mount -t tmpfs -o mode=755 tmpfs " $2 }
+    $2 ~ "^/sys/fs/cgroup" && $3 ~ "^cgroup" { print "mkdir -p " $2 "; mount -t " $3 " -o " $4 " cgroup " $2 }' \
+    /proc/self/mounts
+}
+
+# SLURM on the hosts: slurmctld on node1, a slurmd on each host, each with a config directory of
+# its own, for an mpi.conf of its own: in the shared /tmp the hosts' PMIx directories clash.
+slurm() {
+  [ -d "$STATE" ] || die "the cluster is not up (cluster.sh up N first)"
+  if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v sbatch >/dev/null; then
+    command -v apt-get >/dev/null || die "install slurmctld slurmd slurm-client (no apt-get here)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      -o DPkg::Lock::Timeout=300 slurmctld slurmd slurm-client >/dev/null
+  fi
+  local n i node tries=0
+  n=$(find "$STATE" -maxdepth 1 -name 'node*.pid' | wc -l)
+  mkdir -p "$SLURM_DIR/state"
+  for i in $(seq 1 "$n"); do
+    node=node$i
+    mkdir -p "$SLURM_DIR/$node/spool" "$SLURM_DIR/$node/pmix"
+    slurm_conf "$n" >"$SLURM_DIR/$node/slurm.conf"
+    echo "PMIxCliTmpDirBase=$SLURM_DIR/$node/pmix" >"$SLURM_DIR/$node/mpi.conf"
+  done
+  (enter node1 slurmctld) # each daemon forks into the background, inside its host
+  for i in $(seq 1 "$n"); do
+    (enter "node$i" sh -c "$(cgroup_mounts)")
+    (enter "node$i" slurmd -N "node$i")
+  done
+  until [ "$( (enter node1 sinfo -h -o %t) 2>/dev/null)" = idle ]; do
+    tries=$((tries + 1))
+    [ $tries -lt 60 ] || die "SLURM nodes not idle after 30 s (see $SLURM_DIR/)"
+    sleep 0.5
+  done
+  echo "cluster.sh: slurm: node1-$n idle; submit with: bash ci/cluster.sh exec node1 sbatch ..."
+}
+
 # Remove everything up made, whatever state it is in: every step tolerates what is missing.
 down() {
   local ns pid
@@ -155,11 +221,12 @@ down() {
 
 case "${1:-}" in
 up) up "${2:-}" ;;
+slurm) slurm ;;
 down) down ;;
 exec)
   [ $# -ge 3 ] || die "usage: cluster.sh exec NODE CMD..."
   shift
   enter "$@"
   ;;
-*) die "usage: cluster.sh up N | exec NODE CMD... | down" ;;
+*) die "usage: cluster.sh up N | slurm | exec NODE CMD... | down" ;;
 esac

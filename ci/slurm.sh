@@ -10,21 +10,12 @@ logs=/var/log/slurm
 # At least 4 CPUs whatever the machine has, so that 2-4 tasks fit on a 2-core runner
 # (SlurmdParameters=config_overrides makes slurmd trust this number instead of draining the node).
 cpus=$(($(nproc) > 4 ? $(nproc) : 4))
+# Settings shared by every SLURM of the tests: ci/slurm-base.conf (ci/cluster.sh reads it too).
 config="ClusterName=hvdci
 SlurmctldHost=localhost
 SlurmUser=root
 AuthType=auth/munge
-MpiDefault=none
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/builtin
-SlurmdParameters=config_overrides
-ReturnToService=2
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
+$(cat "$(dirname "$0")/slurm-base.conf")
 StateSaveLocation=/var/spool/slurmctld
 SlurmdSpoolDir=/var/spool/slurmd
 SlurmctldPidFile=/run/slurmctld.pid

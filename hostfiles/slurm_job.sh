@@ -26,5 +26,6 @@ trap 'rm -f "$hostfile"' EXIT
 horovodrun -np "$SLURM_NTASKS" -hostfile "$hostfile" hvd-linreg "$@"
 
 # Alternative without horovodrun or ssh between nodes: let SLURM start the ranks itself
-# (needs an Open MPI built with SLURM's PMIx/PMI2 support, as cluster modules usually are):
-#   srun --mpi=pmix hvd-linreg "$@"
+# (needs an Open MPI built with SLURM's PMIx/PMI2 support, as cluster modules usually are;
+# --kill-on-bad-exit ends every rank when one fails, instead of leaving them waiting for it):
+#   srun --mpi=pmix --kill-on-bad-exit=1 hvd-linreg "$@"

@@ -9,6 +9,7 @@ failure comes with one line saying how to fix it. Exit code 0 when all is well, 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import math
 import os
@@ -29,6 +30,8 @@ from hvd_linreg.ranks import quiet_tensorflow, say
 RANKS = 2
 DEFAULT_TIMEOUT_S = 90.0
 BUILD_RECORD = "horovod-build.txt"  # written by ci/setup.sh into the venv
+# Open MPI settings of the network (interfaces, keep-alives), which the launch checks keep.
+USER_MCA = ("OMPI_MCA_btl_", "OMPI_MCA_oob_")
 
 INSTALL_PACKAGES = (
     "run `make setup` in the repository (it installs the pinned packages into .venv), "
@@ -83,9 +86,10 @@ class Check:
     ok: bool
     detail: str = ""
     fix: str = ""
+    skipped: bool = False  # not run, because of failures before it (which count, not this)
 
     def lines(self) -> list[str]:
-        status = "ok" if self.ok else "FAIL"
+        status = "skip" if self.skipped else "ok" if self.ok else "FAIL"
         detail = f" ({self.detail})" if self.detail else ""
         fix = [f"      fix: {self.fix}"] if self.fix and not self.ok else []
         return [f"{status:<6}{self.name}{detail}", *fix]
@@ -270,7 +274,12 @@ def check_launch(launcher: list[str], timeout: float, ranks: int = RANKS) -> Che
     by_hand = f"{command} hvd-linreg --num_steps 10"
     # OMPI_*/PMIX_* variables that a launcher or an MPI_Init left here (doctor run as a rank,
     # from a test) would make the new mpirun join that old job instead of starting its own.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
+    # Launchers never set the network's (btl_*, oob_*): those are the user's, and kept.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OMPI_", "PMIX_")) or k.startswith(USER_MCA)
+    }
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -339,16 +348,8 @@ def _diagnose(output: str) -> tuple[str, str | None]:
     return (errors or lines or ["no output"])[-1][:200], None
 
 
-# What each host says about itself over ssh, in one line: its name, whether that name can carry
-# a job across hosts (the tool's own check), and the versions the tool would report there.
-HOST_SCRIPT = """\
-import json, socket
-from hvd_linreg.ranks import host_name_problem
-from hvd_linreg.report import versions
-problem = host_name_problem(spans_hosts=True, gloo=True)
-report = {"name": socket.gethostname(), "problem": problem, "versions": versions()}
-print("doctor-host " + json.dumps(report), flush=True)
-"""
+# What each host says about itself over ssh, in one line (host_report).
+HOST_SCRIPT = "from hvd_linreg.doctor import host_report; host_report()"
 SAME_VENV = (
     "every node needs the same venv at the same path: a shared file system, or `make setup` in "
     "a checkout at the same path on that node"
@@ -378,8 +379,38 @@ def read_hostfile(path: str) -> list[tuple[str, int]]:
     )
 
 
-def check_host(host: str, timeout: float) -> tuple[Check, str | None]:
-    """ssh to the host, run this Python there; the result and the name the host reports."""
+def host_report() -> None:
+    """Print what this host is, for the node that runs the doctor: its name, whether that name
+    can carry a job across hosts (the tool's own check), the address the name resolves to, its
+    IPv4 networks and the versions the tool would report here."""
+    import socket
+
+    from hvd_linreg.ranks import host_name_problem
+    from hvd_linreg.report import versions
+
+    name = socket.gethostname()
+    try:
+        address = socket.gethostbyname(name)
+    except OSError:
+        address = None
+    networks = [
+        (nic, f"{a.address}/{a.netmask}")
+        for nic, addresses in psutil.net_if_addrs().items()
+        for a in addresses
+        if a.family == socket.AF_INET and not ipaddress.ip_address(a.address).is_loopback
+    ]
+    report = {
+        "name": name,
+        "problem": host_name_problem(spans_hosts=True, gloo=True),
+        "address": address,
+        "networks": networks,
+        "versions": versions(),
+    }
+    say("doctor-host " + json.dumps(report))
+
+
+def check_host(host: str, timeout: float) -> tuple[Check, dict | None]:
+    """ssh to the host, run this Python there; the result and what the host reported."""
     forward = [f"PYTHONPATH={os.environ['PYTHONPATH']}"] if os.environ.get("PYTHONPATH") else []
     remote = shlex.join(
         ["env", "TF_CPP_MIN_LOG_LEVEL=2", *forward, sys.executable, "-c", HOST_SCRIPT]
@@ -400,27 +431,97 @@ def check_host(host: str, timeout: float) -> tuple[Check, str | None]:
     report = json.loads(found.group(1))
     name = report["name"]
     if report["problem"]:
-        return Check(f"{host}: host name {name!r}", False, "", report["problem"]), name
+        return Check(f"{host}: host name {name!r}", False, "", report["problem"]), report
     from hvd_linreg.report import versions  # imports TensorFlow: only once a host answered
 
     here = versions()
     differ = [f"{k} {v} (here {here[k]})" for k, v in report["versions"].items() if here[k] != v]
     if differ:
-        return Check(f"{host}: other versions", False, ", ".join(differ), SAME_VENV), name
-    return Check(f"{host}: {name}, same Python and packages at {sys.executable}", True), name
+        return Check(f"{host}: other versions", False, ", ".join(differ), SAME_VENV), report
+    return Check(f"{host}: {name}, same Python and packages at {sys.executable}", True), report
+
+
+def interface_setting(nic: str) -> str:
+    """The one setting that names the hosts' network interface, as each launcher takes it."""
+    return (
+        f"export OMPI_MCA_btl_tcp_if_include={nic} OMPI_MCA_oob_tcp_if_include={nic} "
+        f"(mpirun), horovodrun --network-interfaces {nic}"
+    )
+
+
+def check_network(reports: dict[str, dict]) -> Check:
+    """The hosts share an IPv4 network on which each has its own address, their names resolve
+    to addresses on it, and no other network looks shared to Open MPI when it is not."""
+    seen: dict[ipaddress.IPv4Network, dict[str, tuple[str, str]]] = {}
+    for host, report in reports.items():
+        for nic, address in report["networks"]:
+            interface = ipaddress.ip_interface(address)
+            seen.setdefault(interface.network, {})[host] = (nic, str(interface.ip))
+    own = {net: on for net, on in seen.items() if len({ip for _, ip in on.values()}) == len(on)}
+    shared = [net for net, on in own.items() if len(on) == len(reports)]
+    if not shared:
+        where = "; ".join(
+            f"{host} {', '.join(f'{a} ({nic})' for nic, a in r['networks']) or 'none'}"
+            for host, r in reports.items()
+        )
+        return Check(
+            "the hosts share no network",
+            False,
+            where,
+            "connect every host to one IPv4 network (one subnet), then name its interface: "
+            + interface_setting("NIC"),
+        )
+    nics = sorted({nic for net in shared for nic, _ in seen[net].values()})
+    named = ", ".join(
+        f"{net} ({'/'.join(sorted({n for n, _ in seen[net].values()}))})" for net in shared
+    )
+    for host, report in reports.items():
+        address = report["address"]
+        if address and not any(ipaddress.ip_address(address) in net for net in shared):
+            return Check(
+                f"{host}'s name {report['name']!r} resolves to {address}, not on {named}",
+                False,
+                "Gloo ranks bind to that address, and the other hosts cannot reach it",
+                f"map {report['name']} to its address on {named} in /etc/hosts or DNS",
+            )
+    # The same address on several hosts (a docker0 bridge on each, say): Open MPI takes it for a
+    # network between them, connects there to itself and hangs, unless told the interface.
+    clashes = [net for net, on in seen.items() if len(on) > 1 and net not in own]
+    if clashes and not _mpi_interface_named():
+        net = clashes[0]
+        hosts = sorted(seen[net])
+        nic, address = seen[net][hosts[0]]
+        return Check(
+            f"the same address {address} ({nic}, {net}) on {' and '.join(hosts)}",
+            False,
+            f"not a network between them, but mpirun may try it and hang; they share {named}",
+            "name the interface the hosts share: " + interface_setting(nics[0]),
+        )
+    return Check(f"the hosts share {named}", True, "each host with its own address there")
+
+
+def _mpi_interface_named() -> bool:
+    return bool(os.environ.get("OMPI_MCA_btl_tcp_if_include"))
 
 
 def check_hosts(
     hosts: list[tuple[str, int]], mpirun: str, horovodrun: str, timeout: float
 ) -> Iterator[Check]:
-    """Each host over ssh, unique names, then a real allreduce across all of them per launcher."""
+    """Each host over ssh, unique names, a shared network, then a real allreduce across all of
+    them per launcher (only when the hosts passed: else the launches could only fail, slowly)."""
+    reports: dict[str, dict] = {}
     named: dict[str, str] = {}
+    passed = True
     for host, _ in hosts:
-        result, name = check_host(host, timeout)
+        result, report = check_host(host, timeout)
         yield result
-        if name is None:
+        passed &= result.ok
+        if report is None:
             continue
+        reports[host] = report
+        name = report["name"]
         if name in named:
+            passed = False
             yield Check(
                 f"{host} and {named[name]} are both called {name!r}",
                 False,
@@ -429,6 +530,13 @@ def check_hosts(
                 "address in /etc/hosts or DNS",
             )
         named.setdefault(name, host)
+    if len(reports) == len(hosts):
+        network = check_network(reports)
+        yield network
+        passed &= network.ok
+    if not passed:
+        yield Check("launches across the hosts", True, "fix the problems above first", skipped=True)
+        return
     spec = ",".join(f"{host}:{slots}" for host, slots in hosts)
     ranks = sum(slots for _, slots in hosts)
     forward = [a for v in ("PATH", "PYTHONPATH") if v in os.environ for a in ("-x", v)]

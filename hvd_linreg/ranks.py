@@ -21,7 +21,16 @@ _RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RAN
 _SIZE_VARIABLES = ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
 # Ranks on this host: fewer than the job's size means the job spans several hosts.
 _LOCAL_SIZE_VARIABLES = ("HOROVOD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS")
-_LOCAL_RANK_VARIABLES = ("HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
+_LOCAL_RANK_VARIABLES = (
+    "HOROVOD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "MPI_LOCALRANKID",
+    "SLURM_LOCALID",
+)
+# srun starts the ranks itself and tells each the nodes of its step, not the ranks per node.
+# Only a step's tasks have it: a batch script's SLURM_NNODES is the allocation's, which a job
+# that horovodrun or mpirun starts inside it may not span.
+_SLURM_STEP_NODES = ("SLURM_STEP_NUM_NODES",)
 
 
 def _launcher_value(names: tuple[str, ...], default: int) -> int:
@@ -208,7 +217,11 @@ def check_host_name() -> None:
     crashes in its first collective. Each is seen by the ranks on the bad host alone.
     """
     size = _launcher_value(_SIZE_VARIABLES, 1)
-    spans_hosts = _launcher_value(_LOCAL_SIZE_VARIABLES, size) < size
+    local_size = _launcher_value(_LOCAL_SIZE_VARIABLES, 0)
+    if local_size:
+        spans_hosts = local_size < size
+    else:  # srun, or no launcher
+        spans_hosts = _launcher_value(_SLURM_STEP_NODES, 1) > 1
     gloo = "HOROVOD_GLOO_RENDEZVOUS_ADDR" in os.environ
     if size > 1:
         problem = host_name_problem(spans_hosts, gloo)

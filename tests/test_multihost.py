@@ -40,6 +40,9 @@ CLUSTER_STATE = Path(f"/run/hvd-linreg-cluster-{CLUSTER_NAME}")
 NODES = ("node1", "node2")
 HOSTS = "node1:2,node2:2"  # ranks 0, 1 on node1 and 2, 3 on node2, under every launcher
 LAUNCHERS = ["horovodrun-mpi", "horovodrun-gloo", "mpirun-host", "mpirun-hostfile"]
+# The README's srun recipe, 2 nodes x 2 tasks: Open MPI's PMIx start, and the whole step ended
+# when a rank fails (else the others wait for it in MPI_Init for ever).
+SRUN = ["srun", "--mpi=pmix", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks-per-node=2"]
 # Open MPI's daemons talk over TCP connections that, by default, notice a lost host only after
 # 8 minutes (keep-alive after 300 s idle, 9 probes 20 s apart): the README's recipe for jobs
 # across hosts shortens that, and these tests use the recipe.
@@ -99,6 +102,21 @@ def cluster():
             signal.signal(s, handler)
 
 
+@pytest.fixture(scope="session")
+def slurm_cluster(cluster):
+    """SLURM on the hosts (ci/cluster.sh slurm): slurmctld on node1, a slurmd on each; it goes
+    with the cluster."""
+    started = subprocess.run(
+        ["bash", str(CLUSTER), "slurm"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=600,  # may apt-get install SLURM first
+    )
+    if started.returncode != 0:
+        unavailable(f"ci/cluster.sh slurm failed: {(started.stderr or started.stdout).strip()}")
+
+
 def host_of(pid: int) -> str | None:
     """The cluster host a process runs on: the one whose network namespace it shares."""
     try:
@@ -113,11 +131,15 @@ def host_of(pid: int) -> str | None:
     return None
 
 
-def job_command(launcher: str, tmp_path: Path, env: dict[str, str]) -> list[str]:
+def job_command(
+    launcher: str, tmp_path: Path, env: dict[str, str], launcher_args: tuple[str, ...] = ()
+) -> list[str]:
     """The command a user on node1 types, for 2 hosts x 2 slots; env names what to forward."""
     if launcher.startswith("horovodrun"):
         # horovodrun forwards the whole environment to every rank itself.
-        return launch_command(launcher, 4, ("-H", HOSTS))
+        return launch_command(launcher, 4, ("-H", HOSTS, *launcher_args))
+    if launcher == "srun":  # srun too; the cluster's SLURM (slurm_cluster) places the ranks
+        return [*SRUN, "hvd-linreg"]
     if launcher == "mpirun-hostfile":
         hostfile = tmp_path / "hostfile"
         hostfile.write_text("".join(f"{node} slots=2\n" for node in NODES))
@@ -140,10 +162,11 @@ def cluster_env(launcher: str, extra: dict[str, str] | None = None) -> dict[str,
 class ClusterJob(Job):
     """A job launched on node1, 2 hosts x 2 slots, to be waited for or disturbed."""
 
-    def __init__(self, launcher: str, args: list[str], tmp_path: Path, env=None):
+    def __init__(self, launcher: str, args: list[str], tmp_path: Path, env=None, launcher_args=()):
         self.tag = str(tmp_path / "metrics.json")  # in every rank's command line: finds them
         env = cluster_env(launcher, env)
-        cmd = [*job_command(launcher, tmp_path, env), *args, "--metrics_json", self.tag]
+        command = job_command(launcher, tmp_path, env, launcher_args)
+        cmd = [*command, *args, "--metrics_json", self.tag]
         self._start(["bash", str(CLUSTER), "exec", "node1", *cmd], tmp_path, launcher_env(env))
 
     def run(self, timeout: float = LAUNCH_TIMEOUT_S) -> Run:
@@ -175,10 +198,10 @@ def start_cluster_job(cluster, tmp_path):
     """Start jobs on the cluster; whatever is left of them is killed afterwards."""
     jobs = []
 
-    def start(launcher: str, args: list[str], env=None) -> ClusterJob:
+    def start(launcher: str, args: list[str], env=None, launcher_args=()) -> ClusterJob:
         where = tmp_path / f"job{len(jobs)}"
         where.mkdir()
-        jobs.append(ClusterJob(launcher, args, where, env))
+        jobs.append(ClusterJob(launcher, args, where, env, launcher_args))
         return jobs[-1]
 
     yield start
@@ -189,11 +212,7 @@ def start_cluster_job(cluster, tmp_path):
 STEPS, LR, BATCH = 200, 0.05, 16
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_two_hosts_equal_averaged_sgd(launcher, start_cluster_job, regression_file):
-    path, X, y = regression_file()
-    args = ["--data", str(path), "--num_steps", str(STEPS), "--learning_rate", str(LR)]
-    run = start_cluster_job(launcher, [*args, "--batch_size", str(BATCH)]).run()
+def assert_two_hosts_equal_averaged_sgd(run: Run, X: np.ndarray, y: np.ndarray) -> None:
     assert run.returncode == 0, run.output
     m = run.metrics
     assert m["size"] == 4
@@ -202,6 +221,79 @@ def test_two_hosts_equal_averaged_sgd(launcher, start_cluster_job, regression_fi
         X, y, ranks=4, batch_size=BATCH, steps=STEPS, lr=LR, w0=m["initial_w"], b0=m["initial_b"]
     )
     np.testing.assert_allclose(params_of(m), expected, rtol=1e-4)
+
+
+def reference_job(regression_file) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Flags of a job on a data file, and the file's X and y for the reference."""
+    path, X, y = regression_file()
+    args = ["--data", str(path), "--num_steps", str(STEPS), "--learning_rate", str(LR)]
+    return [*args, "--batch_size", str(BATCH)], X, y
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_two_hosts_equal_averaged_sgd(launcher, start_cluster_job, regression_file):
+    args, X, y = reference_job(regression_file)
+    assert_two_hosts_equal_averaged_sgd(start_cluster_job(launcher, args).run(), X, y)
+
+
+# A second interface on every host with one same address on each (as a docker0 bridge has):
+# no network between the hosts, though it looks like one to Open MPI.
+DECOY = ("docker0", "198.19.0.1/24")
+NIC = "eth0"  # the interface the hosts reach each other on
+# The README's one interface setting, as each launcher takes it.
+NIC_FOR_MPIRUN = {"OMPI_MCA_btl_tcp_if_include": NIC, "OMPI_MCA_oob_tcp_if_include": NIC}
+NIC_FOR_HOROVODRUN = ("--network-interfaces", NIC)
+
+
+@contextlib.contextmanager
+def decoy_interfaces():
+    """DECOY on every host, removed afterwards (cluster.sh down removes it with the host)."""
+    name, address = DECOY
+    try:
+        for node in NODES:
+            ns = f"{CLUSTER_NAME}-{node}"
+            subprocess.run(["ip", "-n", ns, "link", "add", name, "type", "bridge"], check=True)
+            subprocess.run(["ip", "-n", ns, "addr", "add", address, "dev", name], check=True)
+            subprocess.run(["ip", "-n", ns, "link", "set", name, "up"], check=True)
+        yield
+    finally:
+        for node in NODES:
+            ns = f"{CLUSTER_NAME}-{node}"
+            subprocess.run(["ip", "-n", ns, "link", "del", name], stderr=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize(
+    "launcher, env, launcher_args",
+    [("mpirun-host", NIC_FOR_MPIRUN, ()), ("horovodrun-gloo", None, NIC_FOR_HOROVODRUN)],
+    ids=["mpirun-host", "horovodrun-gloo"],
+)
+def test_interface_setting_trains_across_hosts_with_a_decoy_interface(
+    launcher, env, launcher_args, start_cluster_job, regression_file
+):
+    args, X, y = reference_job(regression_file)
+    with decoy_interfaces():
+        run = start_cluster_job(launcher, args, env, launcher_args).run()
+    assert_two_hosts_equal_averaged_sgd(run, X, y)
+
+
+# What Open MPI's TCP layer says when a rank reached the decoy address (its own host's): one of
+# these, from run to run.
+DECOY_COMPLAINTS = (
+    "Open MPI failed to TCP connect to a peer MPI process",
+    "Open MPI accepted a TCP connection from what appears to be a",
+    "mca_btl_tcp_endpoint_recv_connect_ack] received unexpected process identifier",
+)
+
+
+def test_without_the_interface_setting_mpirun_connects_to_the_decoy(start_cluster_job):
+    """What the setting prevents: a rank connects to the decoy address and the job hangs."""
+    with decoy_interfaces():
+        job = start_cluster_job("mpirun-host", ["--num_steps", "50"])
+        deadline = time.monotonic() + 90  # a hang bound: the complaint comes in seconds
+        while not any(complaint in job.output for complaint in DECOY_COMPLAINTS):
+            assert time.monotonic() < deadline, f"no complaint after 90 s:\n{job.output}"
+            time.sleep(0.5)
+    assert "Step:" not in job.output
 
 
 def test_bad_data_only_node2_sees_stops_every_rank(start_cluster_job, tmp_path):
@@ -367,3 +459,88 @@ def test_doctor_finds_two_hosts_with_one_name(cluster):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAIL  node2 and node1 are both called 'node1'" in proc.stdout
     assert "fix: give each host its own name (hostnamectl set-hostname NAME)" in proc.stdout
+
+
+@contextlib.contextmanager
+def without_venv(node: str):
+    """The venv gone from one host only: an empty tmpfs over its path in that host's mount
+    namespace (its sshd's, which every ssh session to it shares), unmounted afterwards."""
+    venv = sys.prefix
+    mount = ["mount", "-t", "tmpfs", "none", venv]
+    subprocess.run(["bash", str(CLUSTER), "exec", node, *mount], check=True)
+    try:
+        assert Path(sys.executable).exists(), "the mount reached this machine's namespace"
+        yield
+    finally:
+        subprocess.run(["bash", str(CLUSTER), "exec", node, "umount", venv])
+
+
+def test_doctor_finds_a_host_without_the_venv(cluster):
+    with without_venv("node2"):
+        proc = run_doctor_on_node1()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"ok    node1: node1, same Python and packages at {sys.executable}" in proc.stdout
+    assert f"FAIL  node2: cannot run {sys.executable}" in proc.stdout
+    assert "fix: every node needs the same venv at the same path" in proc.stdout
+    assert "skip  launches across the hosts" in proc.stdout
+
+
+def test_doctor_finds_an_address_that_every_host_has(cluster):
+    with decoy_interfaces():
+        proc = run_doctor_on_node1()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    name, address = DECOY
+    assert f"FAIL  the same address {address.split('/')[0]} ({name}, " in proc.stdout
+    setting = " ".join(f"{k}={v}" for k, v in NIC_FOR_MPIRUN.items())
+    assert f"fix: name the interface the hosts share: export {setting} (mpirun), " in proc.stdout
+    assert f"horovodrun {' '.join(NIC_FOR_HOROVODRUN)}" in proc.stdout
+    assert "skip  launches across the hosts" in proc.stdout
+
+
+def test_srun_across_two_nodes_equals_averaged_sgd(
+    slurm_cluster, start_cluster_job, regression_file
+):
+    args, X, y = reference_job(regression_file)
+    assert_two_hosts_equal_averaged_sgd(start_cluster_job("srun", args).run(), X, y)
+
+
+def test_srun_step_on_two_hosts_with_one_name_is_refused(slurm_cluster, start_cluster_job):
+    """srun gives a rank no ranks-per-host count, only its step's nodes: enough to refuse, before
+    Horovod starts, what would otherwise crash the job (a rank's SIGSEGV in Open MPI)."""
+    name, hosts, message = HOST_NAME_CASES["two hosts with one name"]
+    with misnamed("node2", name, hosts):
+        run = start_cluster_job("srun", ["--num_steps", "50"]).run(timeout=90)
+    errors = [line for line in run.output.splitlines() if "hvd-linreg: error:" in line]
+    assert len(errors) == 1, run.output  # node2's first rank speaks for it, once
+    assert message in errors[0]
+    assert "node2: task 2: Exited with exit code 2" in run.output
+    assert run.returncode != 0
+    assert "Step:" not in run.output
+
+
+def test_slurm_job_script_across_two_nodes(slurm_cluster, regression_file, tmp_path):
+    """hostfiles/slurm_job.sh submitted on node1 for 2 nodes x 2 tasks: its hostfile, then
+    horovodrun across both."""
+    args, X, y = reference_job(regression_file)
+    out, metrics = tmp_path / "out.txt", tmp_path / "m.json"
+    sbatch = ["sbatch", "--wait", "--nodes=2", "--ntasks-per-node=2", "--chdir", str(REPO)]
+    sbatch += [
+        "--output",
+        str(out),
+        "hostfiles/slurm_job.sh",
+        *args,
+        "--metrics_json",
+        str(metrics),
+    ]
+    proc = subprocess.run(
+        ["bash", str(CLUSTER), "exec", "node1", *sbatch],
+        capture_output=True,
+        text=True,
+        timeout=LAUNCH_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+        env=launcher_env(),
+    )
+    log = out.read_text() if out.exists() else ""
+    metrics = json.loads(metrics.read_text()) if metrics.exists() else None
+    run = Run(proc.returncode, proc.stdout + proc.stderr + log, "", metrics)
+    assert_two_hosts_equal_averaged_sgd(run, X, y)

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from hvd_linreg.config import UsageError
 
@@ -104,7 +105,8 @@ class Job:
         import horovod.tensorflow as hvd
 
         message = None if error is None else str(error)
-        messages = hvd.allgather_object(message) if self.size > 1 else [message]
+        # One name on every rank: by default it is the object's type, None on some, str on others.
+        messages = hvd.allgather_object(message, name="agree") if self.size > 1 else [message]
         for rank, text in enumerate(messages):
             if text is not None:
                 where = f" (seen on rank {rank})" if self.size > 1 and rank != 0 else ""
@@ -257,9 +259,19 @@ def _is_own_address(address: str) -> bool:
     return True
 
 
-def check_distinct_hosts(hosts: list[tuple[str, int]]) -> None:
-    """Refuse two hosts of the job with one name: (name, host index) of every rank."""
-    seen: dict[str, int] = {}
+def machine_id() -> str:
+    """What tells this host from another whatever their names: the kernel's boot id (one per
+    machine) and the network namespace (one per container or namespaced host)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}/{os.readlink('/proc/self/ns/net')}"
+    except OSError:  # not Linux: names are all there is
+        return socket.gethostname()
+
+
+def check_distinct_hosts(hosts: list[tuple[str, str]]) -> None:
+    """Refuse two hosts of the job with one name: (name, machine_id()) of every rank."""
+    seen: dict[str, str] = {}
     for name, host in hosts:
         if seen.setdefault(name, host) != host:
             raise UsageError(
@@ -293,9 +305,11 @@ def init(verbose: bool = False) -> Job:
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
     # Each rank's host once, for the report, and to catch two hosts with one name that got this
-    # far (cross_rank tells hosts apart by the launcher's host list or shared memory, not names).
-    here = (socket.gethostname(), hvd.cross_rank())
-    hosts = hvd.allgather_object(here) if hvd.size() > 1 else [here]
+    # far. Not by Horovod's cross_rank: it numbers the ranks of each local rank, so on hosts
+    # with unequal slots one host's ranks can have different ones (elastic jobs order their
+    # hosts at random, and node2:1,node1:2 was taken for two hosts called node1).
+    here = (socket.gethostname(), machine_id())
+    hosts = hvd.allgather_object(here, name="hosts") if hvd.size() > 1 else [here]
     check_distinct_hosts(hosts)
     return Job(
         rank=hvd.rank(),

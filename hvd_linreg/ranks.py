@@ -113,6 +113,25 @@ class Job:
                 raise UsageError(text + where)
 
 
+# The ops whose failure means a peer is gone: Horovod's own elastic mode reads a TensorFlow
+# UnknownError naming one of them as "the job lost a rank" (horovod/tensorflow/elastic.py).
+COLLECTIVE_OPS = ("HorovodAllreduce", "HorovodAllgather", "HorovodBroadcast")
+
+
+def is_collective_failure(e: Exception) -> bool:
+    """A collective that failed because another rank died or Horovod shut down; any other
+    TensorFlow error is a bug and keeps its traceback."""
+    from horovod.common.exceptions import HorovodInternalError
+    from tensorflow.errors import UnknownError
+
+    if isinstance(e, HorovodInternalError):
+        return True
+    message = getattr(e, "message", "")
+    return isinstance(e, UnknownError) and (
+        any(op in message for op in COLLECTIVE_OPS) or "Horovod has been shut down" in message
+    )
+
+
 def quiet_tensorflow() -> None:
     """Call before importing TensorFlow: its start-up chatter on every rank buries the log.
 
@@ -280,8 +299,27 @@ def check_distinct_hosts(hosts: list[tuple[str, str]]) -> None:
             )
 
 
-def init(verbose: bool = False) -> Job:
-    """Start Horovod (and TensorFlow) and describe this process's place in the job."""
+def check_elastic_launch(elastic: bool) -> None:
+    """Refuse --elastic without an elastic launch, and an elastic launch without --elastic:
+    either way a lost rank would end or restart the run instead of the job going on."""
+    launched_elastic = os.environ.get("HOROVOD_ELASTIC") == "1"  # horovodrun's elastic driver
+    if elastic and not launched_elastic:
+        raise UsageError(
+            "--elastic needs Horovod's elastic launcher: horovodrun -np N --min-np M "
+            "--host-discovery-script SCRIPT hvd-linreg --elastic (README, Elastic)"
+        )
+    if launched_elastic and not elastic:
+        raise UsageError(
+            "horovodrun started this job in elastic mode (--host-discovery-script or --min-np): "
+            "add --elastic, so that a lost rank does not end the run"
+        )
+
+
+def init(verbose: bool = False, elastic: bool = False) -> Job:
+    """Start Horovod (and TensorFlow) and describe this process's place in the job.
+
+    Elastic jobs describe it later (current_job, inside hvd.elastic.run): a worker that joins
+    a running job must make no collective call before it has synchronised with the others."""
     if _launcher_value(_SIZE_VARIABLES, 1) > 1:
         # Horovod's background thread batches requests every HOROVOD_CYCLE_TIME ms (default 1),
         # and each step's allreduce waited for it; 0 starts it at once. One rank never
@@ -304,6 +342,15 @@ def init(verbose: bool = False) -> Job:
     threads = thread_budget(hvd.local_size())
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
+    if elastic:
+        return _job(hosts=(), verbose=verbose)
+    return current_job(verbose)
+
+
+def current_job(verbose: bool = False) -> Job:
+    """The job as Horovod now sees it (again after an elastic reset), with every rank's host."""
+    import horovod.tensorflow as hvd
+
     # Each rank's host once, for the report, and to catch two hosts with one name that got this
     # far. Not by Horovod's cross_rank: it numbers the ranks of each local rank, so on hosts
     # with unequal slots one host's ranks can have different ones (elastic jobs order their
@@ -311,11 +358,17 @@ def init(verbose: bool = False) -> Job:
     here = (socket.gethostname(), machine_id())
     hosts = hvd.allgather_object(here, name="hosts") if hvd.size() > 1 else [here]
     check_distinct_hosts(hosts)
+    return _job(tuple(name for name, _ in hosts), verbose)
+
+
+def _job(hosts: tuple[str, ...], verbose: bool) -> Job:
+    import horovod.tensorflow as hvd
+
     return Job(
         rank=hvd.rank(),
         size=hvd.size(),
         controller="Gloo" if hvd.gloo_enabled() else "MPI",
         stall_limit_s=float(os.environ["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"]),
-        hosts=tuple(name for name, _ in hosts),
+        hosts=hosts,
         verbose=verbose,
     )

@@ -297,7 +297,8 @@ def test_too_few_hosts_for_longer_than_the_elastic_timeout_ends_the_job(start_el
     job.wait_for("the hosts changed")
     run = job.run(timeout=ELASTIC_TIMEOUT_S + 60)  # fails if it hangs
     assert run.returncode != 0
-    assert "Timed out waiting for minimum number of slots" in run.output
+    # Horovod 0.28.1 leaves "{activity}" unfilled in this message.
+    assert "enough resources to run at least 2 Horovod processes" in run.output
     assert "Traceback" not in run.output.split("the hosts changed")[0]  # none from the tool
     deadline = time.monotonic() + 30
     while job.leftovers() and time.monotonic() < deadline:
@@ -312,7 +313,8 @@ def test_below_min_np_then_a_new_rank_joins_no_deadlock(start_elastic, regressio
     job hangs. Here node2 leaves, node1 gets a second slot: the new rank on node1 must be
     synchronised with the rank that stayed."""
     path, X, y = regression_file(num_rows=ROWS)
-    args = [*data_args(path, 4000), "--log_every", "500", "--commit_every", "100"]
+    # Seeing a change in the hosts file takes the driver seconds on a loaded machine.
+    args = [*data_args(path, 10000), "--log_every", "500", "--commit_every", "100"]
     job = start_elastic(ElasticJob, "node1:1\nnode2:1\n", 2, 2, args, ("--elastic-timeout", "60"))
     job.wait_for("Step: 500 ")
     job.set_hosts("node1:1\n")

@@ -60,10 +60,10 @@ def _values(trainer: Trainer) -> Values:
 
 
 class TrainingState(State):
-    """Horovod's elastic state for the tool: one Snapshot, broadcast as one object under a
-    fixed name, so old and new ranks always issue the same collectives (horovod#2285 stalled
-    on names that differed between them). The trainer, whose optimizer variables exist before
-    any snapshot is loaded (horovod#2652), is built at a rank's first entry."""
+    """Horovod's elastic state for the tool: one Snapshot, broadcast as one object under one
+    name on old and new ranks alike (horovod#2285 stalled on names that differed between them,
+    in TensorFlow 1's graph mode). The trainer, whose optimizer variables exist before any
+    snapshot is loaded (horovod#2652), is built at a rank's first entry."""
 
     def __init__(self):
         self.trainer: Trainer | None = None

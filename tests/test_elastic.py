@@ -1,8 +1,8 @@
 """--elastic under horovodrun's elastic driver: on one host, what holds there (the start, the
 refusals, the end of a job that cannot start); on the namespaced cluster (ci/cluster.sh), the
 survival: a killed worker, a host leaving and coming back, too few hosts for too long, and the
-upstream failures horovod#3494 and horovod#2285. Every finished run is checked against a float64
-simulation of its segments, from the resets the metrics JSON lists.
+upstream failures horovod#3494 and horovod#2285 (a scale-up). Every finished run is checked
+against a float64 simulation of its segments, from the resets the metrics JSON lists.
 
 The hosts come from a plain file read by hostfiles/discover_hosts.sh, which the tests rewrite
 as an operator would.

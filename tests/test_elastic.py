@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -157,6 +159,32 @@ def test_elastic_outside_an_elastic_launch_is_refused(tmp_path):
     assert len(errors) == 1, run.output  # rank 0 speaks, once
     assert "--elastic needs Horovod's elastic launcher: horovodrun -np N --min-np M" in errors[0]
     assert "Traceback" not in run.output
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--elastic", "--scale_lr"], "--elastic cannot be combined with --scale_lr"),
+        (["--elastic", "--solver", "exact"], "--elastic cannot be combined with --solver exact"),
+        (
+            ["--elastic", "--backward_passes_per_step", "2", "--log_every", "2"],
+            "--elastic cannot be combined with --backward_passes_per_step above 1",
+        ),
+        (["--commit_every", "10"], "--commit_every is for --elastic runs"),
+        (["--elastic", "--commit_every", "0"], "--commit_every must be a positive whole number"),
+    ],
+)
+def test_what_a_reset_cannot_carry_is_refused(flags, message):
+    proc = subprocess.run(
+        [sys.executable, "-m", "hvd_linreg", *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=launcher_env(),
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"hvd-linreg: error: {message}"), proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_an_elastic_launch_without_elastic_is_refused(start_elastic):

@@ -12,7 +12,9 @@ from dataclasses import fields
 from hvd_linreg import __version__
 from hvd_linreg.config import Config, UsageError, field_names
 from hvd_linreg.ranks import (
+    check_elastic_launch,
     check_host_name,
+    is_collective_failure,
     launch_rank,
     quiet_tensorflow,
     say,
@@ -122,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = parse_config(argv)
         check_host_name()  # a bad host name would crash Horovod: refuse it before it starts
+        check_elastic_launch(cfg.elastic)
         quiet_tensorflow()
         from hvd_linreg.train import run  # imports TensorFlow: after the flags are checked
 
@@ -139,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except Exception as e:
-        if not _is_collective_failure(e):
+        if not is_collective_failure(e):
             raise  # a bug: keep the traceback
         # Another rank died or stalled and Horovod shut down: say so in one line, not a
         # TensorFlow traceback on every rank.
@@ -154,25 +157,6 @@ def _fail(message: str, code: int, error: BaseException | None = None) -> int:
     if speaks_for(error):
         say(message, stream=sys.stderr)
     return code
-
-
-# The ops whose failure means a peer is gone: Horovod's own elastic mode reads a TensorFlow
-# UnknownError naming one of them as "the job lost a rank" (horovod/tensorflow/elastic.py).
-_COLLECTIVE_OPS = ("HorovodAllreduce", "HorovodAllgather", "HorovodBroadcast")
-
-
-def _is_collective_failure(e: Exception) -> bool:
-    """A collective that failed because another rank died or Horovod shut down; any other
-    TensorFlow error is a bug and keeps its traceback."""
-    from horovod.common.exceptions import HorovodInternalError
-    from tensorflow.errors import UnknownError
-
-    if isinstance(e, HorovodInternalError):
-        return True
-    message = getattr(e, "message", "")
-    return isinstance(e, UnknownError) and (
-        any(op in message for op in _COLLECTIVE_OPS) or "Horovod has been shut down" in message
-    )
 
 
 if __name__ == "__main__":

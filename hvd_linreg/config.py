@@ -79,6 +79,17 @@ class Config:
     )
     quiet: bool = setting(False, "print only the summary (no progress bar or Step lines)")
     verbose: bool = setting(False, "let every rank log, tagged with its rank")
+    elastic: bool = setting(
+        False,
+        "train under Horovod's elastic mode: go on when ranks are lost or added "
+        "(launch with horovodrun --host-discovery-script; README, Elastic)",
+    )
+    commit_every: int | None = setting(
+        None,
+        "with --elastic: steps between commits of the state a reset goes back to "
+        "(default: --log_every)",
+        "N",
+    )
 
     def __post_init__(self) -> None:
         for name in (
@@ -89,9 +100,10 @@ class Config:
             "log_every",
             "checkpoint_every",
             "keep_checkpoints",
+            "commit_every",
         ):
             value = getattr(self, name)
-            if value is None and name in ("num_samples", "num_features"):
+            if value is None and name in ("num_samples", "num_features", "commit_every"):
                 continue
             if not _is_int(value) or value <= 0:
                 raise UsageError(f"--{name} must be a positive whole number, got {value!r}")
@@ -120,6 +132,7 @@ class Config:
                 f"--checkpoint_every and --log_every must be multiples of "
                 f"--backward_passes_per_step {k}, so that no step is cut in two"
             )
+        self._check_elastic()
         if self.data is not None:
             for name in ("num_samples", "num_features"):
                 if getattr(self, name) is not None:
@@ -128,6 +141,26 @@ class Config:
                     )
         elif self.target is not None:
             raise UsageError("--target names a CSV column, so it needs --data FILE.csv")
+
+    def _check_elastic(self) -> None:
+        """What a reset cannot carry over: a rate scaled by the rank count, gradients
+        accumulated over several passes, and nothing to carry for the exact solver."""
+        if not self.elastic:
+            if self.commit_every is not None:
+                raise UsageError("--commit_every is for --elastic runs")
+            return
+        for flag, conflicts in (
+            ("--scale_lr", self.scale_lr),
+            ("--backward_passes_per_step above 1", self.backward_passes_per_step > 1),
+            ("--solver exact", self.solver == "exact"),
+        ):
+            if conflicts:
+                raise UsageError(f"--elastic cannot be combined with {flag} (README, Elastic)")
+
+    @property
+    def commit_interval(self) -> int:
+        """Steps between elastic commits."""
+        return self.commit_every or self.log_every
 
     @property
     def synthetic(self) -> bool:

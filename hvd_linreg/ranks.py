@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from hvd_linreg.config import UsageError
 
@@ -113,11 +114,31 @@ class Job:
         import horovod.tensorflow as hvd
 
         message = None if error is None else str(error)
-        messages = hvd.allgather_object(message) if self.size > 1 else [message]
+        # One name on every rank: by default it is the object's type, None on some, str on others.
+        messages = hvd.allgather_object(message, name="agree") if self.size > 1 else [message]
         for rank, text in enumerate(messages):
             if text is not None:
                 where = f" (seen on rank {rank})" if self.size > 1 and rank != 0 else ""
                 raise UsageError(text + where)
+
+
+# The ops whose failure means a peer is gone: Horovod's own elastic mode reads a TensorFlow
+# UnknownError naming one of them as "the job lost a rank" (horovod/tensorflow/elastic.py).
+COLLECTIVE_OPS = ("HorovodAllreduce", "HorovodAllgather", "HorovodBroadcast")
+
+
+def is_collective_failure(e: Exception) -> bool:
+    """A collective that failed because another rank died or Horovod shut down; any other
+    TensorFlow error is a bug and keeps its traceback."""
+    from horovod.common.exceptions import HorovodInternalError
+    from tensorflow.errors import UnknownError
+
+    if isinstance(e, HorovodInternalError):
+        return True
+    message = getattr(e, "message", "")
+    return isinstance(e, UnknownError) and (
+        any(op in message for op in COLLECTIVE_OPS) or "Horovod has been shut down" in message
+    )
 
 
 def quiet_tensorflow() -> None:
@@ -270,9 +291,19 @@ def _is_own_address(address: str) -> bool:
     return True
 
 
-def check_distinct_hosts(hosts: list[tuple[str, int]]) -> None:
-    """Refuse two hosts of the job with one name: (name, host index) of every rank."""
-    seen: dict[str, int] = {}
+def machine_id() -> str:
+    """What tells this host from another whatever their names: the kernel's boot id (one per
+    machine) and the network namespace (one per container or namespaced host)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}/{os.readlink('/proc/self/ns/net')}"
+    except OSError:  # not Linux: names are all there is
+        return socket.gethostname()
+
+
+def check_distinct_hosts(hosts: list[tuple[str, str]]) -> None:
+    """Refuse two hosts of the job with one name: (name, machine_id()) of every rank."""
+    seen: dict[str, str] = {}
     for name, host in hosts:
         if seen.setdefault(name, host) != host:
             raise UsageError(
@@ -281,8 +312,27 @@ def check_distinct_hosts(hosts: list[tuple[str, int]]) -> None:
             )
 
 
-def init(verbose: bool = False) -> Job:
-    """Start Horovod (and TensorFlow) and describe this process's place in the job."""
+def check_elastic_launch(elastic: bool) -> None:
+    """Refuse --elastic without an elastic launch, and an elastic launch without --elastic:
+    either way a lost rank would end or restart the run instead of the job going on."""
+    launched_elastic = os.environ.get("HOROVOD_ELASTIC") == "1"  # horovodrun's elastic driver
+    if elastic and not launched_elastic:
+        raise UsageError(
+            "--elastic needs Horovod's elastic launcher: horovodrun -np N --min-np M "
+            "--host-discovery-script SCRIPT hvd-linreg --elastic (README, Elastic)"
+        )
+    if launched_elastic and not elastic:
+        raise UsageError(
+            "horovodrun started this job in elastic mode (--host-discovery-script or --min-np): "
+            "add --elastic, so that a lost rank does not end the run"
+        )
+
+
+def init(verbose: bool = False, elastic: bool = False) -> Job:
+    """Start Horovod (and TensorFlow) and describe this process's place in the job.
+
+    Elastic jobs describe it later (current_job, inside hvd.elastic.run): a worker that joins
+    a running job must make no collective call before it has synchronised with the others."""
     if _launcher_value(_SIZE_VARIABLES, 1) > 1:
         # Horovod's background thread batches requests every HOROVOD_CYCLE_TIME ms (default 1),
         # and each step's allreduce waited for it; 0 starts it at once. One rank never
@@ -305,16 +355,33 @@ def init(verbose: bool = False) -> Job:
     threads = thread_budget(hvd.local_size())
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
+    if elastic:
+        return _job(hosts=(), verbose=verbose)
+    return current_job(verbose)
+
+
+def current_job(verbose: bool = False) -> Job:
+    """The job as Horovod now sees it (again after an elastic reset), with every rank's host."""
+    import horovod.tensorflow as hvd
+
     # Each rank's host once, for the report, and to catch two hosts with one name that got this
-    # far (cross_rank tells hosts apart by the launcher's host list or shared memory, not names).
-    here = (socket.gethostname(), hvd.cross_rank())
-    hosts = hvd.allgather_object(here) if hvd.size() > 1 else [here]
+    # far. Not by Horovod's cross_rank: it numbers the ranks of each local rank, so on hosts
+    # with unequal slots one host's ranks can have different ones (elastic jobs order their
+    # hosts at random, and node2:1,node1:2 was taken for two hosts called node1).
+    here = (socket.gethostname(), machine_id())
+    hosts = hvd.allgather_object(here, name="hosts") if hvd.size() > 1 else [here]
     check_distinct_hosts(hosts)
+    return _job(tuple(name for name, _ in hosts), verbose)
+
+
+def _job(hosts: tuple[str, ...], verbose: bool) -> Job:
+    import horovod.tensorflow as hvd
+
     return Job(
         rank=hvd.rank(),
         size=hvd.size(),
         controller="Gloo" if hvd.gloo_enabled() else "MPI",
         stall_limit_s=float(os.environ["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"]),
-        hosts=tuple(name for name, _ in hosts),
+        hosts=hosts,
         verbose=verbose,
     )

@@ -31,6 +31,8 @@ class TrainingResult:
     first_step: int  # the step it started from: 0, or the checkpoint's when resuming
     wall_s: float  # this run's training loop only, from after the broadcast to the last step
     history: list[tuple[int, float]] = field(default_factory=list)  # (step, mean loss) logged
+    # --elastic: each reset as (step it went on from, ranks before, ranks after), in order
+    resets: list[tuple[int, int, int]] = field(default_factory=list)
 
     @property
     def steps_per_s(self) -> float:
@@ -99,6 +101,7 @@ class Report:
             "hosts": list(self.job.hosts),
             "steps": result.steps,
             "first_step": result.first_step,
+            "resets": [list(event) for event in result.resets],
             "batch_size": cfg.batch_size,
             "global_batch_size": self.global_batch_size,
             "learning_rate": cfg.learning_rate,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from typing import Callable
 
 import horovod.tensorflow as hvd
 import horovod.tensorflow.keras as hvd_keras
@@ -46,8 +47,33 @@ _horovod_functions_without_autograph()
 
 
 def run(cfg: Config) -> int:
-    job = ranks.init(verbose=cfg.verbose)
+    job = ranks.init(verbose=cfg.verbose, elastic=cfg.elastic)
+    if cfg.elastic:
+        from hvd_linreg import elastic
 
+        return elastic.run(cfg, job)
+
+    shard, ckpt_dir = prepare(cfg, job)
+    if not cfg.quiet:
+        job.log(header_line(cfg, job, shard))
+
+    # The exact optimum costs one pass and one allreduce: SGD's result is measured against it.
+    start = time.perf_counter()
+    optimum, exact_loss = solve_exactly(job, shard)
+    if cfg.solver == "exact":
+        if optimum is None:
+            raise UsageError(f"--solver exact handles up to {exact.MAX_FEATURES} features")
+        result = TrainingResult(None, optimum, exact_loss, 0, 0, time.perf_counter() - start)
+    else:
+        trainer = Trainer(cfg, job, shard, ckpt_dir)
+        trainer.start()
+        result = trainer.fit()
+    report(cfg, job, shard, result, exact_loss)
+    return 0
+
+
+def prepare(cfg: Config, job: Job) -> tuple[Shard, Path | None]:
+    """This rank's shard, and rank 0's checked output paths and checkpoint directory."""
     # Each rank reads only its own rows, and rank 0 checks the paths it will write, before any
     # training: a problem any rank sees stops all of them together, with one message.
     shard, ckpt_dir, error = None, None, None
@@ -65,29 +91,28 @@ def run(cfg: Config) -> int:
             f"{shard.num_samples + shard.num_dropped} samples do not split evenly over "
             f"{job.size} ranks; the last {shard.num_dropped} are not used"
         )
-    if not cfg.quiet:
-        job.log(header_line(cfg, job, shard))
+    return shard, ckpt_dir
 
-    # The exact optimum costs one pass and one allreduce: SGD's result is measured against it.
-    start = time.perf_counter()
-    optimum = exact.solve(job, shard) if shard.num_features <= exact.MAX_FEATURES else None
-    exact_loss = global_mse(optimum, shard) if optimum is not None else None
-    if cfg.solver == "exact":
-        if optimum is None:
-            raise UsageError(f"--solver exact handles up to {exact.MAX_FEATURES} features")
-        result = TrainingResult(None, optimum, exact_loss, 0, 0, time.perf_counter() - start)
-    else:
-        result = Trainer(cfg, job, shard, ckpt_dir).fit()
 
+def solve_exactly(job: Job, shard: Shard) -> tuple[np.ndarray | None, float | None]:
+    """The exact optimum and its loss (None, None above exact.MAX_FEATURES features)."""
+    if shard.num_features > exact.MAX_FEATURES:
+        return None, None
+    optimum = exact.solve(job, shard)
+    return optimum, global_mse(optimum, shard)
+
+
+def report(
+    cfg: Config, job: Job, shard: Shard, result: TrainingResult, exact_loss: float | None
+) -> None:
     if job.is_root:  # only rank 0 writes, so ranks never race on the same file
-        report = Report(cfg, job, shard, result, exact_loss)
-        for line in report.summary_lines():
+        summary = Report(cfg, job, shard, result, exact_loss)
+        for line in summary.summary_lines():
             job.log(line)
         if cfg.metrics_json:
-            write_json(cfg.metrics_json, report.metrics())
+            write_json(cfg.metrics_json, summary.metrics())
         if cfg.plot:
-            save_plot(cfg.plot, report)
-    return 0
+            save_plot(cfg.plot, summary)
 
 
 def make_optimizer(cfg: Config, size: int):
@@ -124,15 +149,24 @@ class Trainer:
     the run started, and rank 0's checkpoint directory."""
 
     def __init__(self, cfg: Config, job: Job, shard: Shard, ckpt_dir: Path | None):
-        self.cfg, self.job, self.shard, self.ckpt_dir = cfg, job, shard, ckpt_dir
+        self.cfg = cfg
         self.model = LinearModel(initial_params(cfg.seed, job.rank, shard.num_features))
         self.optimizer = make_optimizer(cfg, job.size)
-        self.optimizer.build([self.model.params])  # its variables exist now: broadcast below
-        self.X, self.y = as_tensor(shard.X), as_tensor(shard.y)
-        self.initial, self.first_step = self._start()
+        # Its variables exist now: start() broadcasts them, an elastic reset restores them.
+        self.optimizer.build([self.model.params])
+        self.initial, self.first_step = self.model.numpy_params(), 0
+        self.use(job, shard, ckpt_dir)
 
-    def _start(self) -> tuple[np.ndarray, int]:
-        """Rank 0's start on every rank: its fresh parameters, or its newest checkpoint."""
+    def use(self, job: Job, shard: Shard, ckpt_dir: Path | None) -> None:
+        """Train with these ranks on this shard (again after an elastic reset)."""
+        self.job, self.shard, self.ckpt_dir = job, shard, ckpt_dir
+        self.X, self.y = as_tensor(shard.X), as_tensor(shard.y)
+        # Traced anew for each job: the rank count is a constant inside the loop.
+        self._train_steps = tf.function(self._steps)
+
+    def start(self) -> None:
+        """Rank 0's start on every rank: its fresh parameters, or its newest checkpoint (sets
+        initial and first_step)."""
         initial, first_step, error = self.model.numpy_params(), 0, None
         if self.ckpt_dir is not None:  # rank 0 only
             try:
@@ -143,7 +177,7 @@ class Trainer:
         # Every rank starts from rank 0's values (fresh or restored), so that identical averaged
         # updates keep all ranks equal from here on.
         hvd.broadcast_variables([self.model.params, *self.optimizer.variables], root_rank=0)
-        return self.job.broadcast((initial, first_step))
+        self.initial, self.first_step = self.job.broadcast((initial, first_step))
 
     def _restore(self) -> tuple[np.ndarray, int]:
         """Load the newest loadable checkpoint into rank 0's model and optimizer.
@@ -186,8 +220,7 @@ class Trainer:
         )
         return np.asarray(ckpt.initial_params, np.float64), ckpt.step
 
-    @tf.function
-    def _train_steps(self, first: tf.Tensor, count: tf.Tensor):
+    def _steps(self, first: tf.Tensor, count: tf.Tensor):
         """count steps from step first, in one call: one Python round trip per log interval."""
         batch_size, n = self.cfg.batch_size, tf.size(self.y, out_type=tf.int64)
         loss, ran = tf.constant(0.0), tf.constant(0, tf.int64)
@@ -219,16 +252,21 @@ class Trainer:
         self.optimizer.minimize(loss_over_ranks, [self.model.params], tape=tape)
         return loss
 
-    def fit(self) -> TrainingResult:
+    def fit(self, commit: Callable[[int], None] | None = None) -> TrainingResult:
         """Train from first_step to num_steps; log the loss, averaged over ranks, every
-        log_every steps; rank 0 saves a checkpoint every checkpoint_every steps."""
+        log_every steps; rank 0 saves a checkpoint every checkpoint_every steps; an elastic
+        run commits its state (commit(step)) every commit_interval steps and at the end."""
         cfg = self.cfg
         # Trace the loop now, so that compiling is not counted as training time.
         self._train_steps.get_concrete_function(tf.constant(0, tf.int64), tf.constant(1, tf.int64))
-        hvd.join()  # and start the clock when every rank is ready, not when the fastest one is
+        # And start the clock when every rank is ready, not when the fastest one is. An allreduce,
+        # not hvd.join(): after an elastic reset, ranks that passed a join ran on without a rank
+        # that had not (joined ranks count as zeros) and then failed in the next broadcast.
+        hvd.allreduce(tf.constant(0.0), op=hvd.Sum, name="all_ready")
 
         monitor = Monitor(cfg, self.job, self.first_step)
         every = [cfg.log_every] + ([cfg.checkpoint_every] if self.ckpt_dir is not None else [])
+        every += [cfg.commit_interval] if commit else []
         start = time.perf_counter()
         done = self.first_step
         with Watchdog(self.job.rank, self.job.stall_limit_s) as watchdog:
@@ -259,6 +297,8 @@ class Trainer:
                     done % cfg.checkpoint_every == 0 or done == cfg.num_steps
                 ):
                     self.save_checkpoint(done)
+                if commit and (done % cfg.commit_interval == 0 or done == cfg.num_steps):
+                    commit(done)
         wall_s = time.perf_counter() - start
         monitor.close()
 

@@ -273,3 +273,60 @@ def start_job(tmp_path):
     yield start
     for job in jobs:
         job.kill()
+
+
+# The namespaced test cluster (ci/cluster.sh) of the multihost tests: one per session, shared by
+# every test file that uses it.
+CLUSTER = REPO / "ci" / "cluster.sh"
+CLUSTER_NAME = os.environ.get("HVD_LINREG_CLUSTER", "hvdl")  # as ci/cluster.sh names it
+CLUSTER_STATE = Path(f"/run/hvd-linreg-cluster-{CLUSTER_NAME}")
+NODES = ("node1", "node2")
+
+
+def cluster_or_skip() -> None:
+    """Bring the cluster up. In CI a cluster that cannot come up fails the test with the
+    reason (conftest.unavailable); elsewhere it runs when asked (HVD_LINREG_MULTIHOST=1: it
+    installs sshd and builds namespaces on this machine), and skips with the reason when it
+    cannot."""
+    if not (os.environ.get("CI") or os.environ.get("HVD_LINREG_MULTIHOST") == "1"):
+        pytest.skip(
+            "builds a cluster of namespaced hosts on this machine: runs in CI, or with "
+            "HVD_LINREG_MULTIHOST=1"
+        )
+    if os.geteuid() != 0:
+        reason = "the test cluster needs root (network namespaces, sshd)"
+    else:
+        up = subprocess.run(
+            ["bash", str(CLUSTER), "up", str(len(NODES))],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=600,  # may apt-get install iproute2 and openssh-server first
+        )
+        if up.returncode == 0:
+            return
+        reason = f"ci/cluster.sh up {len(NODES)} failed: {(up.stderr or up.stdout).strip()}"
+    unavailable(reason)
+
+
+def cluster_down() -> None:
+    subprocess.run(["bash", str(CLUSTER), "down"], stdin=subprocess.DEVNULL, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """The hosts, up for the whole session and down on every way out: the finalizer, and a
+    SIGTERM or SIGHUP (a CI job cancelled) that would otherwise skip it."""
+
+    def down_and_exit(signum, _frame):
+        cluster_down()
+        sys.exit(128 + signum)
+
+    previous = {s: signal.signal(s, down_and_exit) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        cluster_or_skip()
+        yield
+    finally:
+        cluster_down()
+        for s, handler in previous.items():
+            signal.signal(s, handler)

@@ -81,11 +81,22 @@ class Adam:
 
 def averaged(X, y, *, ranks, batch_size, steps, optimizer, w0, b0) -> np.ndarray:
     """What a correct run computes: every step applies the mean of the ranks' gradients."""
-    parts = shards(np.asarray(X, np.float64), np.asarray(y, np.float64), ranks)
+    return averaged_in_segments(
+        X, y, segments=[(0, steps, ranks)], batch_size=batch_size, optimizer=optimizer, w0=w0, b0=b0
+    )
+
+
+def averaged_in_segments(X, y, *, segments, batch_size, optimizer, w0, b0) -> np.ndarray:
+    """A run whose rank count changes (an elastic one): segments are (first step, end step,
+    ranks), in order; each step uses the sharding and batching contract at its segment's ranks,
+    and the optimizer's state carries over from one segment to the next."""
+    X, y = np.asarray(X, np.float64), np.asarray(y, np.float64)
     theta = np.append(np.asarray(w0, np.float64), b0)
-    for i in range(steps):
-        grads = [gradient(theta, *batch(Xs, ys, i, batch_size)) for Xs, ys in parts]
-        theta = optimizer.apply(theta, np.mean(grads, axis=0))
+    for first, end, ranks in segments:
+        parts = shards(X, y, ranks)
+        for i in range(first, end):
+            grads = [gradient(theta, *batch(Xs, ys, i, batch_size)) for Xs, ys in parts]
+            theta = optimizer.apply(theta, np.mean(grads, axis=0))
     return theta
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,7 +20,11 @@ import psutil
 import pytest
 
 from conftest import (
+    CLUSTER,
+    CLUSTER_NAME,
+    CLUSTER_STATE,
     LAUNCH_TIMEOUT_S,
+    NODES,
     REPO,
     Job,
     Run,
@@ -34,10 +37,6 @@ from reference import averaged_sgd
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.multihost]
 
-CLUSTER = REPO / "ci" / "cluster.sh"
-CLUSTER_NAME = os.environ.get("HVD_LINREG_CLUSTER", "hvdl")  # as ci/cluster.sh names it
-CLUSTER_STATE = Path(f"/run/hvd-linreg-cluster-{CLUSTER_NAME}")
-NODES = ("node1", "node2")
 HOSTS = "node1:2,node2:2"  # ranks 0, 1 on node1 and 2, 3 on node2, under every launcher
 LAUNCHERS = ["horovodrun-mpi", "horovodrun-gloo", "mpirun-host", "mpirun-hostfile"]
 # The README's srun recipe, 2 nodes x 2 tasks: Open MPI's PMIx start, and the whole step ended
@@ -51,55 +50,6 @@ MPI_KEEPALIVE = {
     "OMPI_MCA_oob_tcp_keepalive_intvl": "5",
     "OMPI_MCA_oob_tcp_keepalive_probes": "3",
 }
-
-
-def cluster_or_skip() -> None:
-    """Bring the cluster up. In CI a cluster that cannot come up fails the test with the
-    reason (conftest.unavailable); elsewhere it runs when asked (HVD_LINREG_MULTIHOST=1: it
-    installs sshd and builds namespaces on this machine), and skips with the reason when it
-    cannot."""
-    if not (os.environ.get("CI") or os.environ.get("HVD_LINREG_MULTIHOST") == "1"):
-        pytest.skip(
-            "builds a cluster of namespaced hosts on this machine: runs in CI, or with "
-            "HVD_LINREG_MULTIHOST=1"
-        )
-    if os.geteuid() != 0:
-        reason = "the test cluster needs root (network namespaces, sshd)"
-    else:
-        up = subprocess.run(
-            ["bash", str(CLUSTER), "up", str(len(NODES))],
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            timeout=600,  # may apt-get install iproute2 and openssh-server first
-        )
-        if up.returncode == 0:
-            return
-        reason = f"ci/cluster.sh up {len(NODES)} failed: {(up.stderr or up.stdout).strip()}"
-    unavailable(reason)
-
-
-def cluster_down() -> None:
-    subprocess.run(["bash", str(CLUSTER), "down"], stdin=subprocess.DEVNULL, timeout=120)
-
-
-@pytest.fixture(scope="session")
-def cluster():
-    """The hosts, up for the whole session and down on every way out: the finalizer, and a
-    SIGTERM or SIGHUP (a CI job cancelled) that would otherwise skip it."""
-
-    def down_and_exit(signum, _frame):
-        cluster_down()
-        sys.exit(128 + signum)
-
-    previous = {s: signal.signal(s, down_and_exit) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        cluster_or_skip()
-        yield
-    finally:
-        cluster_down()
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,12 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hvd_linreg.config import UsageError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Launchers announce the rank before any MPI call; we need it to keep non-root ranks quiet
 # when the command line is rejected before Horovod starts.
@@ -94,6 +98,23 @@ class Job:
         import horovod.tensorflow as hvd
 
         return hvd.broadcast_object(obj, root_rank=0) if self.size > 1 else obj
+
+    def allgather(self, obj) -> list:
+        """Every rank's value of obj, by rank, on every rank."""
+        import horovod.tensorflow as hvd
+
+        return hvd.allgather_object(obj) if self.size > 1 else [obj]
+
+    def alltoall(self, rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Send counts[r] consecutive rows to rank r (in rank order); return the rows every rank
+        sent here, concatenated by sending rank."""
+        if self.size == 1:
+            return rows
+        import horovod.tensorflow as hvd
+        import tensorflow as tf
+
+        received, _ = hvd.alltoall(tf.constant(rows), splits=tf.constant(counts, tf.int32))
+        return received.numpy()
 
     def agree(self, error: UsageError | None) -> None:
         """Raise the same UsageError on every rank if any rank hit one.

@@ -29,7 +29,7 @@ def run(cfg: Config) -> int:
     # training: a problem any rank sees stops all of them together, with one message.
     shard, ckpt_dir, error = None, None, None
     try:
-        shard = load_shard(cfg, job.rank, job.size)
+        shard = load_shard(cfg, job.rank, job.size, job)
         if job.is_root:
             check_writable("--metrics_json", cfg.metrics_json)
             check_writable("--plot", cfg.plot)
@@ -37,10 +37,12 @@ def run(cfg: Config) -> int:
     except UsageError as e:
         error = e
     job.agree(error)
-    if shard.num_dropped:
+    unbatched = shard.num_samples - shard.layout.num_batched
+    if unbatched and cfg.solver == "sgd":
         job.warn(
-            f"{shard.num_samples + shard.num_dropped} samples do not split evenly over "
-            f"{job.size} ranks; the last {shard.num_dropped} are not used"
+            f"{shard.num_samples} samples are not a whole number of global batches of "
+            f"{shard.layout.global_batch}: SGD uses the first {shard.layout.num_batched}; the "
+            f"last {unbatched} count only in the final loss and the exact solution"
         )
     if not cfg.quiet:
         job.log(header_line(cfg, job, shard))
@@ -102,10 +104,18 @@ class Trainer:
 
     def __init__(self, cfg: Config, job: Job, shard: Shard, ckpt_dir: Path | None):
         self.cfg, self.job, self.shard, self.ckpt_dir = cfg, job, shard, ckpt_dir
-        self.model = LinearModel(initial_params(cfg.seed, job.rank, shard.num_features))
+        self.model = LinearModel(
+            initial_params(cfg.seed, job.rank, shard.num_features), shard.dtype
+        )
+        # Keras keeps the learning rate in its float type: float32 would round a float64 run's.
+        tf.keras.backend.set_floatx(shard.dtype)
         self.optimizer = make_optimizer(cfg, job.size)
         self.optimizer.build([self.model.params])  # its variables exist now: broadcast below
-        self.X, self.y = as_tensor(shard.X), as_tensor(shard.y)
+        # SGD's rows: the first num_train of the shard (data.py's layout contract).
+        self.X, self.y = (
+            as_tensor(shard.X[: shard.num_train]),
+            as_tensor(shard.y[: shard.num_train]),
+        )
         self.initial, self.first_step = self._start()
 
     def _start(self) -> tuple[np.ndarray, int]:
@@ -167,18 +177,13 @@ class Trainer:
     def _train_steps(self, first: tf.Tensor, count: tf.Tensor):
         """count steps from step first, in one call: one Python round trip per log interval."""
         batch_size, n = self.cfg.batch_size, tf.size(self.y, out_type=tf.int64)
-        loss, ran = tf.constant(0.0), tf.constant(0, tf.int64)
+        loss, ran = tf.constant(0.0, self.model.params.dtype), tf.constant(0, tf.int64)
         for step in tf.range(first, first + count):
-            # The README's batching contract: rows (i*B + j) mod n. Unless they wrap around the
-            # shard's end they are one block, and a slice shares the shard's memory where a
-            # gather would copy it.
+            # The README's layout contract: rows (i*B + j) mod n. n is a multiple of B, so they
+            # are one block, and a slice shares the shard's memory where a gather would copy it.
             first_row = (step * batch_size) % n
-            if first_row + batch_size <= n:
-                Xb = self.X[first_row : first_row + batch_size]
-                yb = self.y[first_row : first_row + batch_size]
-            else:
-                rows = (first_row + tf.range(batch_size, dtype=tf.int64)) % n
-                Xb, yb = tf.gather(self.X, rows), tf.gather(self.y, rows)
+            Xb = self.X[first_row : first_row + batch_size]
+            yb = self.y[first_row : first_row + batch_size]
             with tf.GradientTape() as tape:
                 loss = self.model.loss(Xb, yb)
                 # The optimizer sums the ranks' gradients; of this loss they sum to the average.

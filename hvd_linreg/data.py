@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from hvd_linreg.config import SYNTHETIC_FEATURES, SYNTHETIC_SAMPLES, Config, UsageError
-from hvd_linreg.ranks import Job
+from hvd_linreg.ranks import Job, memory_per_rank
 
 TRUE_BIAS = 2.0
 NOISE_STDDEV = 0.1
@@ -99,12 +99,11 @@ class Layout:
         return np.where(batched, (ids % self.global_batch) // self.batch_size, in_tail)
 
     def take(
-        self, table: Table, dtype, batches: range | None = None
+        self, table: Table, dtype, batches: range, tail: bool = False
     ) -> tuple[np.ndarray, np.ndarray]:
         """This rank's rows of table, as dtype, in aligned arrays: its runs of the given global
-        batches, or by default of all of them and then its piece of the tail."""
-        tail = self.tail if batches is None else slice(0, 0)
-        batches = range(self.num_batches) if batches is None else batches
+        batches, then (with tail) its piece of the rows in no batch."""
+        tail = self.tail if tail else slice(0, 0)
         num_rows = len(batches) * self.batch_size + tail.stop - tail.start
         X = aligned_empty((num_rows, table.num_features), dtype)
         y = aligned_empty((num_rows,), dtype)
@@ -232,6 +231,9 @@ class Shard:
     source: str  # "synthetic" or the data file's path
     w_true: list | None = None  # known for synthetic data only
     b_true: float | None = None
+    # Set when the shard is larger than the memory the rank may use: X and y then hold only
+    # its first run, and the rest is read from the file as it is used (blocks, train.py).
+    table: Table | None = None
 
     @property
     def num_features(self) -> int:
@@ -251,6 +253,18 @@ class Shard:
     def dtype(self) -> str:
         return self.X.dtype.name
 
+    def blocks(self, max_rows: int = 1 << 15) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """All of this rank's rows, runs then tail, in blocks of about max_rows."""
+        if self.table is None:
+            for start in range(0, len(self.y), max_rows):
+                yield self.X[start : start + max_rows], self.y[start : start + max_rows]
+            return
+        layout, per_block = self.layout, max(1, max_rows // self.layout.batch_size)
+        for first in range(0, layout.num_batches, per_block):
+            last = min(first + per_block, layout.num_batches)
+            yield layout.take(self.table, self.dtype, range(first, last))
+        yield layout.take(self.table, self.dtype, range(0), tail=True)
+
 
 def load_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Shard:
     """Build or read only this rank's rows; raise UsageError for anything the user can fix.
@@ -261,8 +275,7 @@ def load_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
         layout = _layout(num_samples, rank, size, cfg.batch_size)
         X, y = synthetic_rows(cfg.seed, layout.rows(), num_features, cfg.dtype or "float32")
         return Shard(X, y, layout, "synthetic", true_weights(num_features).tolist(), TRUE_BIAS)
-    X, y, layout = read_rows(cfg, rank, size, job)
-    return Shard(X, y, layout, cfg.data)
+    return read_shard(cfg, rank, size, job)
 
 
 def _layout(num_samples: int, rank: int, size: int, batch_size: int) -> Layout:
@@ -346,11 +359,9 @@ def own_dtype(*dtypes) -> np.dtype:
     return np.dtype(np.float64 if np.result_type(np.float32, *dtypes).itemsize > 4 else np.float32)
 
 
-def read_rows(
-    cfg: Config, rank: int, size: int, job: Job | None = None
-) -> tuple[np.ndarray, np.ndarray, Layout]:
+def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Shard:
     """This rank's rows of the --data file (.npy/.npz/.csv), in --dtype (default: the file's
-    own, see own_dtype), and their layout."""
+    own, see own_dtype); read now, or as used when they do not fit in memory."""
     path, target = cfg.data, cfg.target
     p = Path(path)
     if not p.exists():
@@ -361,17 +372,32 @@ def read_rows(
     if target is not None and suffix != ".csv":
         raise UsageError("--target names a CSV column; it does not apply to " + suffix)
     if suffix == ".csv":
-        return _read_csv(p, target, cfg, rank, size, job)
+        return Shard(*_read_csv(p, target, cfg, rank, size, job), path)
     table = open_table(p)
     if table.num_rows == 0:
         raise UsageError(f"{path} holds no rows")
     layout = _layout(table.num_rows, rank, size, cfg.batch_size)
+    dtype = np.dtype(cfg.dtype or table.dtype)
+    shard_bytes = layout.num_local * (table.num_features + 1) * dtype.itemsize
     try:
-        X, y = layout.take(table, cfg.dtype or table.dtype)  # reads only this rank's rows
+        if shard_bytes > memory_per_rank() * _SHARD_SHARE:
+            # Checked now, block by block; read again as training uses it.
+            shard = Shard(*layout.take(table, dtype, range(1)), layout, path, table=table)
+        else:
+            X, y = layout.take(table, dtype, range(layout.num_batches), tail=True)
+            shard = Shard(X, y, layout, path)
+        at = 0
+        for X, y in shard.blocks():
+            _check_finite(X, y, path, layout, at)
+            at += len(y)
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e}") from None
-    _check_finite(X, y, path, layout)
-    return X, y, layout
+    return shard
+
+
+# A shard larger than this share of the memory a rank may use is read as it is used: the rest
+# is for TensorFlow (about 0.4 GB), the float64 blocks of the passes over the data, and slack.
+_SHARD_SHARE = 0.5
 
 
 def open_table(p: Path) -> Table:
@@ -586,10 +612,11 @@ def _check_numeric(a: np.ndarray, path: str) -> None:
         raise UsageError(f"{path}: arrays must be numeric, got dtype {a.dtype}")
 
 
-def _check_finite(X: np.ndarray, y: np.ndarray, path: str, layout: Layout) -> None:
+def _check_finite(X: np.ndarray, y: np.ndarray, path: str, layout: Layout, first: int = 0) -> None:
+    """X and y are this rank's rows from its row number first on."""
     bad = ~(np.isfinite(X).all(axis=1) & np.isfinite(y))
     if bad.any():
-        row = layout.global_row(int(np.argmax(bad)))
+        row = layout.global_row(first + int(np.argmax(bad)))
         raise UsageError(
             f"{path}: data row {row} (0-based) holds NaN or inf; clean or drop such rows"
         )

@@ -60,9 +60,8 @@ class NormalEquations:
 
 def _blocks(shard: Shard) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """This rank's rows as float64 blocks: no float64 copy of the whole shard."""
-    for start in range(0, len(shard.y), _BLOCK_ROWS):
-        rows = slice(start, start + _BLOCK_ROWS)
-        yield shard.X[rows].astype(np.float64), shard.y[rows].astype(np.float64)
+    for X, y in shard.blocks(_BLOCK_ROWS):
+        yield X.astype(np.float64), y.astype(np.float64)
 
 
 def _sum_over_ranks(values: np.ndarray, name: str) -> np.ndarray:

@@ -42,6 +42,44 @@ STALL_DEFAULTS = {
 }
 
 
+def memory_per_rank() -> int:
+    """Bytes of memory this rank may use: HVD_LINREG_RANK_MEMORY if set, else the memory
+    available on this host, or its cgroup's limit if lower, shared by the ranks on this host."""
+    given = os.environ.get("HVD_LINREG_RANK_MEMORY", "")
+    if given.isdigit():
+        return int(given)
+    with open("/proc/meminfo") as f:
+        available = next(int(line.split()[1]) * 1024 for line in f if "MemAvailable" in line)
+    limit = min([available, *_cgroup_limits()])
+    return limit // _launcher_value(_LOCAL_SIZE_VARIABLES, 1)
+
+
+def _cgroup_limits() -> list[int]:
+    """The memory limits of this process's cgroup (v2 memory.max, v1 memory.limit_in_bytes)."""
+    limits = []
+    try:
+        with open("/proc/self/cgroup") as f:
+            entries = [line.rstrip("\n").split(":", 2) for line in f]
+    except OSError:
+        return limits
+    for _, controllers, path in entries:
+        if controllers == "":
+            candidates = [f"/sys/fs/cgroup{path}/memory.max"]
+        elif "memory" in controllers.split(","):
+            candidates = [f"/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"]
+        else:
+            continue
+        for candidate in candidates:
+            try:
+                with open(candidate) as f:
+                    value = f.read().strip()
+            except OSError:
+                continue
+            if value.isdigit():
+                limits.append(int(value))
+    return limits
+
+
 def launch_rank() -> int:
     """This process's rank as the launcher set it, or 0 when started without one."""
     return _launcher_value(_RANK_VARIABLES, 0)

@@ -111,11 +111,9 @@ class Trainer:
         tf.keras.backend.set_floatx(shard.dtype)
         self.optimizer = make_optimizer(cfg, job.size)
         self.optimizer.build([self.model.params])  # its variables exist now: broadcast below
-        # SGD's rows: the first num_train of the shard (data.py's layout contract).
-        self.X, self.y = (
-            as_tensor(shard.X[: shard.num_train]),
-            as_tensor(shard.y[: shard.num_train]),
-        )
+        if shard.table is None:  # SGD's rows, the first num_train of the shard, as tensors
+            n = shard.num_train
+            self.X, self.y = as_tensor(shard.X[:n]), as_tensor(shard.y[:n])
         self.initial, self.first_step = self._start()
 
     def _start(self) -> tuple[np.ndarray, int]:
@@ -173,17 +171,34 @@ class Trainer:
         )
         return np.asarray(ckpt.initial_params, np.float64), ckpt.step
 
-    @tf.function
-    def _train_steps(self, first: tf.Tensor, count: tf.Tensor):
+    def _rows(self, first: int, count: int) -> tuple[tf.Tensor, tf.Tensor, int, int]:
+        """(X, y, offset, count): rows holding the batches of count steps from step first;
+        step i's batch starts at row (i * B - offset) mod len(y). The shard in memory, or
+        else a window read from the file, for fewer steps: no more than _WINDOW_BYTES, and
+        not past the end of an epoch."""
+        if self.shard.table is None:
+            return self.X, self.y, 0, count
+        layout = self.shard.layout
+        batch = first % layout.num_batches
+        row_bytes = (self.shard.num_features + 1) * self.shard.X.itemsize
+        fits = max(1, _WINDOW_BYTES // (layout.batch_size * row_bytes))
+        count = min(count, fits, layout.num_batches - batch)
+        X, y = layout.take(self.shard.table, self.shard.dtype, range(batch, batch + count))
+        return as_tensor(X), as_tensor(y), first * layout.batch_size, count
+
+    # One trace for every window: their row counts differ.
+    @tf.function(reduce_retracing=True)
+    def _train_steps(self, X, y, first: tf.Tensor, count: tf.Tensor, offset: tf.Tensor):
         """count steps from step first, in one call: one Python round trip per log interval."""
-        batch_size, n = self.cfg.batch_size, tf.size(self.y, out_type=tf.int64)
+        batch_size, n = self.cfg.batch_size, tf.size(y, out_type=tf.int64)
         loss, ran = tf.constant(0.0, self.model.params.dtype), tf.constant(0, tf.int64)
         for step in tf.range(first, first + count):
-            # The README's layout contract: rows (i*B + j) mod n. n is a multiple of B, so they
-            # are one block, and a slice shares the shard's memory where a gather would copy it.
-            first_row = (step * batch_size) % n
-            Xb = self.X[first_row : first_row + batch_size]
-            yb = self.y[first_row : first_row + batch_size]
+            # The README's layout contract: step i's rows start at i*B (mod the shard's n, a
+            # multiple of B; a window of the shard starts at offset). So they are one block,
+            # and a slice shares the shard's memory where a gather would copy it.
+            first_row = (step * batch_size - offset) % n
+            Xb = X[first_row : first_row + batch_size]
+            yb = y[first_row : first_row + batch_size]
             with tf.GradientTape() as tape:
                 loss = self.model.loss(Xb, yb)
                 # The optimizer sums the ranks' gradients; of this loss they sum to the average.
@@ -201,7 +216,11 @@ class Trainer:
         log_every steps; rank 0 saves a checkpoint every checkpoint_every steps."""
         cfg = self.cfg
         # Trace the loop now, so that compiling is not counted as training time.
-        self._train_steps.get_concrete_function(tf.constant(0, tf.int64), tf.constant(1, tf.int64))
+        rows = tf.TensorSpec([None, self.shard.num_features], self.shard.dtype)
+        step = tf.TensorSpec([], tf.int64)
+        self._train_steps.get_concrete_function(
+            rows, tf.TensorSpec([None], rows.dtype), *[step] * 3
+        )
         hvd.join()  # and start the clock when every rank is ready, not when the fastest one is
 
         monitor = Monitor(cfg, self.job, self.first_step)
@@ -211,8 +230,9 @@ class Trainer:
         with Watchdog(self.job.rank, self.job.stall_limit_s) as watchdog:
             while done < cfg.num_steps:
                 count = min([k - done % k for k in every] + [cfg.num_steps - done])
+                X, y, offset, count = self._rows(done, count)
                 loss, ran = self._train_steps(
-                    tf.constant(done, tf.int64), tf.constant(count, tf.int64)
+                    X, y, *[tf.constant(v, tf.int64) for v in (done, count, offset)]
                 )
                 done += int(ran)
                 watchdog.progress()
@@ -266,6 +286,10 @@ class Trainer:
         )
 
 
+# A window of a shard read from its file as training uses it (see Trainer._rows).
+_WINDOW_BYTES = 64 << 20
+
+
 def as_tensor(a: np.ndarray) -> tf.Tensor:
     """A tensor on the array's memory: tf.constant would copy it, twice over while converting.
     DLPack shares memory that is C-ordered, writable and 64-byte aligned; anything else is
@@ -279,13 +303,12 @@ def as_tensor(a: np.ndarray) -> tf.Tensor:
 
 def global_mse(theta: np.ndarray, shard: Shard) -> float:
     """Mean squared error of [w..., b] over the whole dataset: float64 sums, allreduced."""
-    sse = 0.0
-    for start in range(0, len(shard.y), 1 << 16):  # in blocks: no float64 copy of the shard
-        rows = slice(start, start + (1 << 16))
-        residual = shard.X[rows].astype(np.float64) @ theta[:-1] + theta[-1] - shard.y[rows]
-        sse += float(np.dot(residual, residual))
+    sse, count = 0.0, 0
+    for X, y in shard.blocks(1 << 16):  # in blocks: no float64 copy of the shard
+        residual = X.astype(np.float64) @ theta[:-1] + theta[-1] - y
+        sse, count = sse + float(np.dot(residual, residual)), count + len(y)
     sums = hvd.allreduce(
-        tf.constant([sse, len(shard.y)], tf.float64),
+        tf.constant([sse, count], tf.float64),
         op=hvd.Sum,
         name="global_mse",
     ).numpy()

@@ -171,3 +171,30 @@ def test_csv_byte_ranges_cut_at_lines_and_each_rank_reads_about_its_share(tmp_pa
         reading_proc_io = 256  # reading /proc/self/io counts too
         assert _rchar() - before <= data_bytes / size + 2 * longest + reading_proc_io
     assert "".join(texts) == "".join(lines)
+
+
+def test_a_shard_larger_than_the_rank_s_memory_is_read_as_used(tmp_path, monkeypatch):
+    """Above half the memory a rank may use, only the first run is read at start; the blocks
+    read as used are the rows the shard would hold in memory."""
+    path = tmp_path / "d.npy"
+    np.save(path, np.random.default_rng(5).standard_normal((1003, 4)).astype(np.float32))
+    cfg = Config(data=str(path), batch_size=10)
+    in_memory = load_shard(cfg, 1, 4)
+    monkeypatch.setenv("HVD_LINREG_RANK_MEMORY", "1000")
+    streamed = load_shard(cfg, 1, 4)
+    assert in_memory.table is None and streamed.table is not None
+    assert len(streamed.y) == 10  # its first run
+    blocks = list(streamed.blocks(max_rows=40))
+    assert len(blocks) > 2
+    np.testing.assert_array_equal(np.concatenate([X for X, _ in blocks]), in_memory.X)
+    np.testing.assert_array_equal(np.concatenate([y for _, y in blocks]), in_memory.y)
+
+
+def test_a_bad_row_is_found_in_a_shard_read_as_used(tmp_path, monkeypatch):
+    table = np.ones((1003, 3), np.float32)
+    table[777, 1] = np.nan  # global row 777: rank 1's (777 % 40 = 17, in rank 1's 10..19)
+    path = tmp_path / "d.npy"
+    np.save(path, table)
+    monkeypatch.setenv("HVD_LINREG_RANK_MEMORY", "1000")
+    with pytest.raises(UsageError, match=re.escape("data row 777 (0-based) holds NaN")):
+        load_shard(Config(data=str(path), batch_size=10), 1, 4)

@@ -86,6 +86,22 @@ def test_a_csv_file_read_in_byte_ranges_trains_exactly_on_three_ranks(exact_run,
     assert m["loss"] == pytest.approx(mse(params_of(m), X, y), rel=1e-9)
 
 
+def test_a_shard_read_from_the_file_as_used_trains_as_in_memory(exact_run, tmp_path):
+    """HVD_LINREG_RANK_MEMORY below the shard: each rank reads windows of its batches as
+    training reaches them (several windows: one per epoch of 31 steps at most)."""
+    X, y, in_memory = exact_run("mpirun", 2)
+    path = tmp_path / "train.npz"
+    np.savez(path, X=X, y=y)
+    args = ["--data", str(path), "--num_steps", str(STEPS), "--learning_rate", str(LR)]
+    cap = ("-x", "HVD_LINREG_RANK_MEMORY=1000")
+    run = launch("mpirun", 2, [*args, "--batch_size", str(BATCH)], tmp_path, launcher_args=cap)
+    assert run.returncode == 0, run.output
+    m = run.metrics
+    assert m["initial_w"] == in_memory.metrics["initial_w"]
+    np.testing.assert_allclose(params_of(m), params_of(in_memory.metrics), rtol=1e-6)
+    assert m["loss"] == pytest.approx(in_memory.metrics["loss"], rel=1e-6)
+
+
 @pytest.mark.parametrize("size", [2, 4])
 def test_final_and_exact_loss_are_over_every_rank_s_rows(exact_run, size):
     """Not rank 0's shard alone: the sums of all ranks, allreduced."""

@@ -198,3 +198,20 @@ def test_a_bad_row_is_found_in_a_shard_read_as_used(tmp_path, monkeypatch):
     monkeypatch.setenv("HVD_LINREG_RANK_MEMORY", "1000")
     with pytest.raises(UsageError, match=re.escape("data row 777 (0-based) holds NaN")):
         load_shard(Config(data=str(path), batch_size=10), 1, 4)
+
+
+def test_each_rank_reads_its_runs_alone_when_they_are_256_kb_or_more(tmp_path):
+    """Runs of 1024 rows x 260 bytes: a rank reads (pread) its two runs and its piece of the
+    100 rows after them, a quarter of the file, plus headers and /proc files."""
+    table = np.random.default_rng(1).standard_normal((2 * 4096 + 100, 65)).astype(np.float32)
+    path = tmp_path / "d.npy"
+    np.save(path, table)
+    for rank in range(4):
+        before = _rchar()
+        shard = _read(path, rank, 4, batch_size=1024)
+        read = _rchar() - before
+        runs = [np.arange(1024) + c + 1024 * rank for c in (0, 4096)]
+        ids = np.concatenate([*runs, np.arange(25) + 8192 + 25 * rank])
+        np.testing.assert_array_equal(shard.X, table[ids, :-1])
+        np.testing.assert_array_equal(shard.y, table[ids, -1])
+        assert read <= path.stat().st_size / 4 + 8192

@@ -35,13 +35,16 @@ def job_parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
-def shard(
-    seed: int, num_samples: int, num_features: int, rank: int, size: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """This rank's rows of the synthetic dataset, exactly as the tool loads them."""
-    cfg = Config(seed=seed, num_samples=num_samples, num_features=num_features)
+def shard(args: argparse.Namespace, rank: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """This rank's SGD rows of the synthetic dataset, exactly as the tool loads them."""
+    cfg = Config(
+        seed=args.seed,
+        num_samples=args.num_samples,
+        num_features=args.num_features,
+        batch_size=args.batch_size,
+    )
     s = load_shard(cfg, rank, size)
-    return s.X, s.y
+    return s.X[: s.num_train], s.y[: s.num_train]
 
 
 def write_result(path: str, size: int, params: np.ndarray, times_s: list[float]) -> None:

@@ -35,7 +35,7 @@ def train(comm: MPI.Comm, X: np.ndarray, y: np.ndarray, theta: np.ndarray, args)
 def main() -> None:
     args = job_parser(__doc__).parse_args()
     comm = MPI.COMM_WORLD
-    X, y = shard(args.seed, args.num_samples, args.num_features, comm.rank, comm.size)
+    X, y = shard(args, comm.rank, comm.size)
     start = np.asarray(args.initial, np.float32)
     params, times = None, []
     for _ in range(args.repeats):

@@ -44,7 +44,7 @@ def main() -> None:
     )
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
-    X_np, y_np = shard(args.seed, args.num_samples, args.num_features, rank, size)
+    X_np, y_np = shard(args, rank, size)
     X, y = tf.constant(X_np), tf.constant(y_np)
     n = tf.constant(len(y_np), tf.int64)
     offsets = tf.range(args.batch_size, dtype=tf.int64)

@@ -13,6 +13,7 @@ class UsageError(Exception):
 
 SOLVERS = ("sgd", "exact")
 OPTIMIZERS = ("sgd", "momentum", "adam")
+DTYPES = ("float32", "float64")
 SYNTHETIC_SAMPLES = 1000  # the seed's dataset
 SYNTHETIC_FEATURES = 1
 
@@ -47,6 +48,12 @@ class Config:
         "PATH",
     )
     target: str | None = setting(None, "CSV column to predict (default: the last one)", "NAME")
+    dtype: str | None = setting(
+        None,
+        "precision of the data and the model (default: a file's own, float64 for CSV text; "
+        "float32 for synthetic data)",
+        choices=DTYPES,
+    )
     metrics_json: str | None = setting(None, "rank 0 writes the run's results here as JSON", "PATH")
     checkpoint_dir: str | None = setting(
         None, "rank 0 saves checkpoints here; a run resumes from the newest one it finds", "DIR"
@@ -118,11 +125,12 @@ class Config:
             raise UsageError(
                 f"--lr_warmup_steps must be a whole number >= 0, got {self.lr_warmup_steps!r}"
             )
-        for name, allowed in (("solver", SOLVERS), ("optimizer", OPTIMIZERS)):
+        # --dtype may be left unset: the data's own precision.
+        choices = (("solver", SOLVERS), ("optimizer", OPTIMIZERS), ("dtype", (None, *DTYPES)))
+        for name, allowed in choices:
             if getattr(self, name) not in allowed:
-                raise UsageError(
-                    f"--{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
-                )
+                named = ", ".join(a for a in allowed if a)
+                raise UsageError(f"--{name} must be one of {named}, got {getattr(self, name)!r}")
         m = self.momentum
         if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0 <= m < 1:
             raise UsageError(f"--momentum must be a number in [0, 1), got {m!r}")

@@ -18,10 +18,11 @@ def initial_params(seed: int, rank: int, num_features: int) -> np.ndarray:
 class LinearModel(tf.Module):
     """w and b live in ONE variable, so each step allreduces one gradient tensor, not two."""
 
-    def __init__(self, params: np.ndarray):
+    def __init__(self, params: np.ndarray, dtype: str = "float32"):
         super().__init__(name="linear")
         self.num_features = len(params) - 1
-        self.params = tf.Variable(np.asarray(params, np.float32).reshape(-1, 1), name="params")
+        # The data's precision: float64 data trained in float32 would lose what it holds.
+        self.params = tf.Variable(np.asarray(params, dtype).reshape(-1, 1), name="params")
 
     def predict(self, X: tf.Tensor) -> tf.Tensor:
         w, b = self.params[:-1], self.params[-1]

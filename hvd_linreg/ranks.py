@@ -13,8 +13,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hvd_linreg.config import UsageError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Launchers announce the rank before any MPI call; we need it to keep non-root ranks quiet
 # when the command line is rejected before Horovod starts.
@@ -46,6 +50,44 @@ STALL_DEFAULTS = {
     "HOROVOD_STALL_CHECK_TIME_SECONDS": 30,
     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": 120,
 }
+
+
+def memory_per_rank() -> int:
+    """Bytes of memory this rank may use: HVD_LINREG_RANK_MEMORY if set, else the memory
+    available on this host, or its cgroup's limit if lower, shared by the ranks on this host."""
+    given = os.environ.get("HVD_LINREG_RANK_MEMORY", "")
+    if given.isdigit():
+        return int(given)
+    with open("/proc/meminfo") as f:
+        available = next(int(line.split()[1]) * 1024 for line in f if "MemAvailable" in line)
+    limit = min([available, *_cgroup_limits()])
+    return limit // _launcher_value(_LOCAL_SIZE_VARIABLES, 1)
+
+
+def _cgroup_limits() -> list[int]:
+    """The memory limits of this process's cgroup (v2 memory.max, v1 memory.limit_in_bytes)."""
+    limits = []
+    try:
+        with open("/proc/self/cgroup") as f:
+            entries = [line.rstrip("\n").split(":", 2) for line in f]
+    except OSError:
+        return limits
+    for _, controllers, path in entries:
+        if controllers == "":
+            candidates = [f"/sys/fs/cgroup{path}/memory.max"]
+        elif "memory" in controllers.split(","):
+            candidates = [f"/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"]
+        else:
+            continue
+        for candidate in candidates:
+            try:
+                with open(candidate) as f:
+                    value = f.read().strip()
+            except OSError:
+                continue
+            if value.isdigit():
+                limits.append(int(value))
+    return limits
 
 
 def launch_rank() -> int:
@@ -104,6 +146,23 @@ class Job:
         import horovod.tensorflow as hvd
 
         return hvd.broadcast_object(obj, root_rank=0) if self.size > 1 else obj
+
+    def allgather(self, obj) -> list:
+        """Every rank's value of obj, by rank, on every rank."""
+        import horovod.tensorflow as hvd
+
+        return hvd.allgather_object(obj) if self.size > 1 else [obj]
+
+    def alltoall(self, rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Send counts[r] consecutive rows to rank r (in rank order); return the rows every rank
+        sent here, concatenated by sending rank."""
+        if self.size == 1:
+            return rows
+        import horovod.tensorflow as hvd
+        import tensorflow as tf
+
+        received, _ = hvd.alltoall(tf.constant(rows), splits=tf.constant(counts, tf.int32))
+        return received.numpy()
 
     def agree(self, error: UsageError | None) -> None:
         """Raise the same UsageError on every rank if any rank hit one.

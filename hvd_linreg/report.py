@@ -51,7 +51,7 @@ def header_line(cfg: Config, job: Job, shard: Shard) -> str:
     return (
         f"hvd-linreg: {job.size} rank{'s' * (job.size > 1)} ({job.controller}), "
         f"{shard.num_samples} samples x {shard.num_features} feature"
-        f"{'s' * (shard.num_features > 1)} from {shard.source}, {run}"
+        f"{'s' * (shard.num_features > 1)} ({shard.dtype}) from {shard.source}, {run}"
     )
 
 
@@ -107,6 +107,7 @@ class Report:
             "learning_rate": cfg.learning_rate,
             "num_samples": shard.num_samples,
             "num_features": shard.num_features,
+            "dtype": shard.dtype,
             "seed": cfg.seed,
             "data": shard.source,
             "initial_w": None if initial is None else [float(v) for v in initial[:-1]],

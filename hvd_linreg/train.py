@@ -78,7 +78,7 @@ def prepare(cfg: Config, job: Job) -> tuple[Shard, Path | None]:
     # training: a problem any rank sees stops all of them together, with one message.
     shard, ckpt_dir, error = None, None, None
     try:
-        shard = load_shard(cfg, job.rank, job.size)
+        shard = load_shard(cfg, job.rank, job.size, job)
         if job.is_root:
             check_writable("--metrics_json", cfg.metrics_json)
             check_writable("--plot", cfg.plot)
@@ -86,10 +86,12 @@ def prepare(cfg: Config, job: Job) -> tuple[Shard, Path | None]:
     except UsageError as e:
         error = e
     job.agree(error)
-    if shard.num_dropped:
+    unbatched = shard.num_samples - shard.layout.num_batched
+    if unbatched and cfg.solver == "sgd":
         job.warn(
-            f"{shard.num_samples + shard.num_dropped} samples do not split evenly over "
-            f"{job.size} ranks; the last {shard.num_dropped} are not used"
+            f"{shard.num_samples} samples are not a whole number of global batches of "
+            f"{shard.layout.global_batch}: SGD uses the first {shard.layout.num_batched}; the "
+            f"last {unbatched} count only in the final loss and the exact solution"
         )
     return shard, ckpt_dir
 
@@ -150,7 +152,11 @@ class Trainer:
 
     def __init__(self, cfg: Config, job: Job, shard: Shard, ckpt_dir: Path | None):
         self.cfg = cfg
-        self.model = LinearModel(initial_params(cfg.seed, job.rank, shard.num_features))
+        self.model = LinearModel(
+            initial_params(cfg.seed, job.rank, shard.num_features), shard.dtype
+        )
+        # Keras keeps the learning rate in its float type: float32 would round a float64 run's.
+        tf.keras.backend.set_floatx(shard.dtype)
         self.optimizer = make_optimizer(cfg, job.size)
         # Its variables exist now: start() broadcasts them, an elastic reset restores them.
         self.optimizer.build([self.model.params])
@@ -160,9 +166,12 @@ class Trainer:
     def use(self, job: Job, shard: Shard, ckpt_dir: Path | None) -> None:
         """Train with these ranks on this shard (again after an elastic reset)."""
         self.job, self.shard, self.ckpt_dir = job, shard, ckpt_dir
-        self.X, self.y = as_tensor(shard.X), as_tensor(shard.y)
-        # Traced anew for each job: the rank count is a constant inside the loop.
-        self._train_steps = tf.function(self._steps)
+        if shard.table is None:  # SGD's rows, the first num_train of the shard, as tensors
+            n = shard.num_train
+            self.X, self.y = as_tensor(shard.X[:n]), as_tensor(shard.y[:n])
+        # Traced anew for each job: the rank count is a constant inside the loop. One trace
+        # for every window of a shard read from its file: their row counts differ.
+        self._train_steps = tf.function(self._steps, reduce_retracing=True)
 
     def start(self) -> None:
         """Rank 0's start on every rank: its fresh parameters, or its newest checkpoint (sets
@@ -220,21 +229,32 @@ class Trainer:
         )
         return np.asarray(ckpt.initial_params, np.float64), ckpt.step
 
-    def _steps(self, first: tf.Tensor, count: tf.Tensor):
+    def _rows(self, first: int, count: int) -> tuple[tf.Tensor, tf.Tensor, int, int]:
+        """(X, y, offset, count): rows holding the batches of count steps from step first;
+        step i's batch starts at row (i * B - offset) mod len(y). The shard in memory, or
+        else a window read from the file, for fewer steps: no more than _WINDOW_BYTES, and
+        not past the end of an epoch."""
+        if self.shard.table is None:
+            return self.X, self.y, 0, count
+        layout = self.shard.layout
+        batch = first % layout.num_batches
+        row_bytes = (self.shard.num_features + 1) * self.shard.X.itemsize
+        fits = max(1, _WINDOW_BYTES // (layout.batch_size * row_bytes))
+        count = min(count, fits, layout.num_batches - batch)
+        X, y = layout.take(self.shard.table, self.shard.dtype, range(batch, batch + count))
+        return as_tensor(X), as_tensor(y), first * layout.batch_size, count
+
+    def _steps(self, X, y, first: tf.Tensor, count: tf.Tensor, offset: tf.Tensor):
         """count steps from step first, in one call: one Python round trip per log interval."""
-        batch_size, n = self.cfg.batch_size, tf.size(self.y, out_type=tf.int64)
-        loss, ran = tf.constant(0.0), tf.constant(0, tf.int64)
+        batch_size, n = self.cfg.batch_size, tf.size(y, out_type=tf.int64)
+        loss, ran = tf.constant(0.0, self.model.params.dtype), tf.constant(0, tf.int64)
         for step in tf.range(first, first + count):
-            # The README's batching contract: rows (i*B + j) mod n. Unless they wrap around the
-            # shard's end they are one block, and a slice shares the shard's memory where a
-            # gather would copy it.
-            first_row = (step * batch_size) % n
-            if first_row + batch_size <= n:
-                Xb = self.X[first_row : first_row + batch_size]
-                yb = self.y[first_row : first_row + batch_size]
-            else:
-                rows = (first_row + tf.range(batch_size, dtype=tf.int64)) % n
-                Xb, yb = tf.gather(self.X, rows), tf.gather(self.y, rows)
+            # The README's layout contract: step i's rows start at i*B (mod the shard's n, a
+            # multiple of B; a window of the shard starts at offset). So they are one block,
+            # and a slice shares the shard's memory where a gather would copy it.
+            first_row = (step * batch_size - offset) % n
+            Xb = X[first_row : first_row + batch_size]
+            yb = y[first_row : first_row + batch_size]
             loss = self._update(Xb, yb)
             ran += 1
             # Every rank applied the same averaged update, so every rank stops at this step.
@@ -258,7 +278,11 @@ class Trainer:
         run commits its state (commit(step)) every commit_interval steps and at the end."""
         cfg = self.cfg
         # Trace the loop now, so that compiling is not counted as training time.
-        self._train_steps.get_concrete_function(tf.constant(0, tf.int64), tf.constant(1, tf.int64))
+        rows = tf.TensorSpec([None, self.shard.num_features], self.shard.dtype)
+        step = tf.TensorSpec([], tf.int64)
+        self._train_steps.get_concrete_function(
+            rows, tf.TensorSpec([None], rows.dtype), *[step] * 3
+        )
         # And start the clock when every rank is ready, not when the fastest one is. An allreduce,
         # not hvd.join(): after an elastic reset, ranks that passed a join ran on without a rank
         # that had not (joined ranks count as zeros) and then failed in the next broadcast.
@@ -272,8 +296,9 @@ class Trainer:
         with Watchdog(self.job.rank, self.job.stall_limit_s) as watchdog:
             while done < cfg.num_steps:
                 count = min([k - done % k for k in every] + [cfg.num_steps - done])
+                X, y, offset, count = self._rows(done, count)
                 loss, ran = self._train_steps(
-                    tf.constant(done, tf.int64), tf.constant(count, tf.int64)
+                    X, y, *[tf.constant(v, tf.int64) for v in (done, count, offset)]
                 )
                 done += int(ran)
                 watchdog.progress()
@@ -329,6 +354,10 @@ class Trainer:
         )
 
 
+# A window of a shard read from its file as training uses it (see Trainer._rows).
+_WINDOW_BYTES = 64 << 20
+
+
 def as_tensor(a: np.ndarray) -> tf.Tensor:
     """A tensor on the array's memory: tf.constant would copy it, twice over while converting.
     DLPack shares memory that is C-ordered, writable and 64-byte aligned; anything else is
@@ -342,13 +371,12 @@ def as_tensor(a: np.ndarray) -> tf.Tensor:
 
 def global_mse(theta: np.ndarray, shard: Shard) -> float:
     """Mean squared error of [w..., b] over the whole dataset: float64 sums, allreduced."""
-    sse = 0.0
-    for start in range(0, len(shard.y), 1 << 16):  # in blocks: no float64 copy of the shard
-        rows = slice(start, start + (1 << 16))
-        residual = shard.X[rows].astype(np.float64) @ theta[:-1] + theta[-1] - shard.y[rows]
-        sse += float(np.dot(residual, residual))
+    sse, count = 0.0, 0
+    for X, y in shard.blocks(1 << 16):  # in blocks: no float64 copy of the shard
+        residual = X.astype(np.float64) @ theta[:-1] + theta[-1] - y
+        sse, count = sse + float(np.dot(residual, residual)), count + len(y)
     sums = hvd.allreduce(
-        tf.constant([sse, len(shard.y)], tf.float64),
+        tf.constant([sse, count], tf.float64),
         op=hvd.Sum,
         name="global_mse",
     ).numpy()

@@ -7,10 +7,14 @@ from __future__ import annotations
 import numpy as np
 
 
-def shards(X: np.ndarray, y: np.ndarray, size: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Rank r owns rows r, r + size, ... of the first len(y) // size * size rows."""
-    used = len(y) // size * size
-    return [(X[r:used:size], y[r:used:size]) for r in range(size)]
+def shards(
+    X: np.ndarray, y: np.ndarray, size: int, batch_size: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """SGD's rows of each rank: with G = size * batch_size, the first len(y) // G whole global
+    batches of G consecutive rows; rank r takes the r-th batch_size rows of each."""
+    G = size * batch_size
+    ids = np.arange(len(y) // G * G).reshape(-1, size, batch_size)
+    return [(X[ids[:, r].ravel()], y[ids[:, r].ravel()]) for r in range(size)]
 
 
 def gradient(theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -93,7 +97,7 @@ def averaged_in_segments(X, y, *, segments, batch_size, optimizer, w0, b0) -> np
     X, y = np.asarray(X, np.float64), np.asarray(y, np.float64)
     theta = np.append(np.asarray(w0, np.float64), b0)
     for first, end, ranks in segments:
-        parts = shards(X, y, ranks)
+        parts = shards(X, y, ranks, batch_size)
         for i in range(first, end):
             grads = [gradient(theta, *batch(Xs, ys, i, batch_size)) for Xs, ys in parts]
             theta = optimizer.apply(theta, np.mean(grads, axis=0))

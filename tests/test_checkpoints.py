@@ -62,7 +62,7 @@ def test_divergence_stops_every_rank_at_the_step_with_a_clear_message(tmp_path, 
     assert newest.name == f"ckpt-{step - 1:010d}.npz"
     with np.load(newest) as z:
         theta = z["params"].astype(np.float32)
-    shard0, shard1 = shards(X, y, 2)
+    shard0, shard1 = shards(X, y, 2, 10)
     with np.errstate(all="ignore"):
         grads = [gradient(theta, *batch(*s, step - 1, 10)) for s in (shard0, shard1)]
         after = theta - np.float32(10) * np.mean(grads, axis=0, dtype=np.float32)

@@ -1,4 +1,5 @@
-"""The data contract: one global dataset, sharded by stride, read only where owned."""
+"""The data contract: one global dataset; each rank holds its slice of every global batch and a
+piece of the rest, and reads only those rows."""
 
 from __future__ import annotations
 
@@ -8,18 +9,27 @@ import numpy as np
 import pytest
 
 from hvd_linreg.config import Config, UsageError
-from hvd_linreg.data import load_shard, read_rows, true_weights
+from hvd_linreg.data import csv_split_text, load_shard, true_weights
 
 
 @pytest.mark.parametrize("size", [2, 3, 4])
-def test_synthetic_shards_interleave_into_the_one_rank_dataset(size):
-    cfg = Config(num_samples=1000, num_features=3, batch_size=10)
+def test_each_rank_holds_its_slice_of_every_global_batch_and_a_piece_of_the_rest(size):
+    """1003 rows, batch 10 per rank: rank r's SGD rows are rows c*G + 10r .. c*G + 10r + 9 of
+    every whole global batch c; the rows after the last whole batch are cut in consecutive
+    pieces; together the ranks hold every row once."""
+    cfg = Config(num_samples=1003, num_features=3, batch_size=10)
     whole = load_shard(cfg, 0, 1)
-    used = 1000 // size * size
+    G = 10 * size
+    batched = 1003 // G * G
+    tails = []
     for rank in range(size):
         shard = load_shard(cfg, rank, size)
-        np.testing.assert_array_equal(shard.X, whole.X[rank:used:size])
-        np.testing.assert_array_equal(shard.y, whole.y[rank:used:size])
+        ids = np.concatenate([np.arange(c, c + 10) + 10 * rank for c in range(0, batched, G)])
+        assert shard.num_train == len(ids)
+        np.testing.assert_array_equal(shard.X[: shard.num_train], whole.X[ids])
+        np.testing.assert_array_equal(shard.y[: shard.num_train], whole.y[ids])
+        tails.append(shard.y[shard.num_train :])
+    np.testing.assert_array_equal(np.concatenate(tails), whole.y[batched:])
 
 
 def test_synthetic_data_follows_the_seed_model():
@@ -37,9 +47,10 @@ def test_different_seeds_give_different_data():
     assert not np.array_equal(a.X, b.X)
 
 
-def test_rows_beyond_a_multiple_of_the_ranks_are_dropped():
+def test_rows_beyond_the_last_whole_global_batch_are_in_no_batch_but_held():
     shard = load_shard(Config(num_samples=1003, batch_size=10), 1, 4)
-    assert (shard.num_samples, shard.num_dropped, len(shard.y)) == (1000, 3, 250)
+    assert (shard.num_samples, shard.layout.num_batched, shard.num_train) == (1003, 1000, 250)
+    assert len(shard.y) == 251  # rank 1's piece of the last 3 rows: row 1000
 
 
 @pytest.fixture
@@ -48,32 +59,37 @@ def table():
     return rng.standard_normal((11, 3)).astype(np.float32)
 
 
+def _read(path, rank=0, size=1, batch_size=1, target=None):
+    return load_shard(Config(data=str(path), batch_size=batch_size, target=target), rank, size)
+
+
 def test_npy_last_column_is_the_target(tmp_path, table):
+    """11 rows, 3 ranks, batch 1: rank 1 holds rows 1, 4, 7 and row 9 of the last two."""
     path = tmp_path / "d.npy"
     np.save(path, table)
-    X, y, n = read_rows(str(path), None, 1, 3)
-    assert n == 11
-    np.testing.assert_array_equal(X, table[1::3, :2])
-    np.testing.assert_array_equal(y, table[1::3, 2])
+    shard = _read(path, 1, 3)
+    assert shard.num_samples == 11
+    np.testing.assert_array_equal(shard.X, table[[1, 4, 7, 9], :2])
+    np.testing.assert_array_equal(shard.y, table[[1, 4, 7, 9], 2])
 
 
 @pytest.mark.parametrize("compressed", [False, True])
 def test_npz_reads_X_and_y(tmp_path, table, compressed):
     path = tmp_path / "d.npz"
     (np.savez_compressed if compressed else np.savez)(path, X=table[:, :2], y=table[:, 2])
-    X, y, n = read_rows(str(path), None, 2, 4)
-    np.testing.assert_array_equal(X, table[2::4, :2])
-    np.testing.assert_array_equal(y, table[2::4, 2])
+    shard = _read(path, 2, 4)  # rows 2, 6, and row 9 of the last three
+    np.testing.assert_array_equal(shard.X, table[[2, 6, 9], :2])
+    np.testing.assert_array_equal(shard.y, table[[2, 6, 9], 2])
 
 
 def test_csv_target_by_name(tmp_path, table):
     path = tmp_path / "d.csv"
     lines = ["a,price,c"] + [",".join(repr(float(v)) for v in row) for row in table] + [""]
     path.write_text("\n".join(lines))
-    X, y, n = read_rows(str(path), "price", 0, 2)
-    assert n == 11
-    np.testing.assert_allclose(y, table[0::2, 1])
-    np.testing.assert_allclose(X, table[0::2][:, [0, 2]])
+    shard = _read(path, target="price")
+    assert shard.num_samples == 11
+    np.testing.assert_allclose(shard.y, table[:, 1])
+    np.testing.assert_allclose(shard.X, table[:, [0, 2]])
 
 
 def test_batch_larger_than_a_shard_is_refused():
@@ -94,10 +110,10 @@ def test_npz_members_of_every_npy_format_version_are_read(tmp_path, version):
         for name, array in (("X", X), ("y", y)):
             with z.open(f"{name}.npy", "w") as member:
                 np.lib.format.write_array(member, array, version=version)
-    X1, y1, rows = read_rows(str(path), None, 1, 2)
-    assert rows == 10
-    np.testing.assert_array_equal(X1, X[1::2])
-    np.testing.assert_array_equal(y1, y[1::2])
+    shard = _read(path, 1, 2)
+    assert shard.num_samples == 10
+    np.testing.assert_array_equal(shard.X, X[1::2])
+    np.testing.assert_array_equal(shard.y, y[1::2])
 
 
 @pytest.mark.parametrize("shape", [(12,), (12, 1), (3, 4, 2)])
@@ -108,27 +124,94 @@ def test_npy_of_another_shape_is_refused(tmp_path, shape):
         UsageError,
         match=re.escape(f"must hold a 2-D array (rows, features + target), got shape {shape}"),
     ):
-        read_rows(str(path), None, 0, 1)
+        _read(path)
 
 
 def test_target_on_a_file_that_is_not_csv_is_refused(tmp_path, table):
     path = tmp_path / "d.npz"
     np.savez(path, X=table[:, :2], y=table[:, 2])
     with pytest.raises(UsageError, match="--target names a CSV column; it does not apply to .npz"):
-        read_rows(str(path), "price", 0, 1)
+        _read(path, target="price")
 
 
 def test_csv_blank_lines_are_skipped(tmp_path):
     path = tmp_path / "d.csv"
     path.write_text("a,b\n1,2\n\n3,4\n  ,  \n5,6\n\n")
-    X, y, n = read_rows(str(path), None, 0, 1)
-    assert n == 3
-    np.testing.assert_array_equal(X[:, 0], [1, 3, 5])
-    np.testing.assert_array_equal(y, [2, 4, 6])
+    shard = _read(path)
+    assert shard.num_samples == 3
+    np.testing.assert_array_equal(shard.X[:, 0], [1, 3, 5])
+    np.testing.assert_array_equal(shard.y, [2, 4, 6])
 
 
 def test_csv_errors_name_the_file_line_counting_blank_lines(tmp_path):
     path = tmp_path / "d.csv"
     path.write_text("a,b\n1,2\n\n3,4\n\n5,x\n")
     with pytest.raises(UsageError, match=re.escape(f"{path} line 6: 'x' is not a number")):
-        read_rows(str(path), None, 0, 1)
+        _read(path)
+
+
+def _rchar() -> int:
+    """Bytes this process has read through read() calls so far."""
+    with open("/proc/self/io") as f:
+        return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7])
+def test_csv_byte_ranges_cut_at_lines_and_each_rank_reads_about_its_share(tmp_path, size):
+    """The ranks' lines are the file's data lines, each once, in order; a rank reads its
+    1/size of the bytes plus at most the header and a line on either side of its range."""
+    path = tmp_path / "d.csv"
+    lines = [f"{i},{i * 0.5:.{i % 7}f},{-i}\n" for i in range(5000)]
+    path.write_text("a,b,c\n" + "".join(lines))
+    data_bytes, longest = path.stat().st_size - 6, max(len(line) for line in lines)
+    texts = []
+    for rank in range(size):
+        before = _rchar()
+        texts.append(csv_split_text(path, 6, rank, size))
+        reading_proc_io = 256  # reading /proc/self/io counts too
+        assert _rchar() - before <= data_bytes / size + 2 * longest + reading_proc_io
+    assert "".join(texts) == "".join(lines)
+
+
+def test_a_shard_larger_than_the_rank_s_memory_is_read_as_used(tmp_path, monkeypatch):
+    """Above half the memory a rank may use, only the first run is read at start; the blocks
+    read as used are the rows the shard would hold in memory."""
+    path = tmp_path / "d.npy"
+    np.save(path, np.random.default_rng(5).standard_normal((1003, 4)).astype(np.float32))
+    cfg = Config(data=str(path), batch_size=10)
+    in_memory = load_shard(cfg, 1, 4)
+    monkeypatch.setenv("HVD_LINREG_RANK_MEMORY", "1000")
+    streamed = load_shard(cfg, 1, 4)
+    assert in_memory.table is None and streamed.table is not None
+    assert len(streamed.y) == 10  # its first run
+    blocks = list(streamed.blocks(max_rows=40))
+    assert len(blocks) > 2
+    np.testing.assert_array_equal(np.concatenate([X for X, _ in blocks]), in_memory.X)
+    np.testing.assert_array_equal(np.concatenate([y for _, y in blocks]), in_memory.y)
+
+
+def test_a_bad_row_is_found_in_a_shard_read_as_used(tmp_path, monkeypatch):
+    table = np.ones((1003, 3), np.float32)
+    table[777, 1] = np.nan  # global row 777: rank 1's (777 % 40 = 17, in rank 1's 10..19)
+    path = tmp_path / "d.npy"
+    np.save(path, table)
+    monkeypatch.setenv("HVD_LINREG_RANK_MEMORY", "1000")
+    with pytest.raises(UsageError, match=re.escape("data row 777 (0-based) holds NaN")):
+        load_shard(Config(data=str(path), batch_size=10), 1, 4)
+
+
+def test_each_rank_reads_its_runs_alone_when_they_are_256_kb_or_more(tmp_path):
+    """Runs of 1024 rows x 260 bytes: a rank reads (pread) its two runs and its piece of the
+    100 rows after them, a quarter of the file, plus headers and /proc files."""
+    table = np.random.default_rng(1).standard_normal((2 * 4096 + 100, 65)).astype(np.float32)
+    path = tmp_path / "d.npy"
+    np.save(path, table)
+    for rank in range(4):
+        before = _rchar()
+        shard = _read(path, rank, 4, batch_size=1024)
+        read = _rchar() - before
+        runs = [np.arange(1024) + c + 1024 * rank for c in (0, 4096)]
+        ids = np.concatenate([*runs, np.arange(25) + 8192 + 25 * rank])
+        np.testing.assert_array_equal(shard.X, table[ids, :-1])
+        np.testing.assert_array_equal(shard.y, table[ids, -1])
+        assert read <= path.stat().st_size / 4 + 8192

@@ -68,6 +68,40 @@ def test_distributed_run_equals_numpy_averaged_sgd(exact_run, launcher, size):
     np.testing.assert_allclose(params_of(m), expected, rtol=1e-4)
 
 
+def test_a_csv_file_read_in_byte_ranges_trains_exactly_on_three_ranks(exact_run, tmp_path):
+    """Each rank parses 1/3 of the file's bytes and the rows go where the layout puts them:
+    float64 (CSV text) SGD equals the reference, and the loss covers all 1000 rows."""
+    X, y, _ = exact_run("horovodrun-mpi", 1, 3 * BATCH)  # the data; 3 x 16 does not divide 1000
+    path = tmp_path / "train.csv"
+    rows = [",".join(repr(float(v)) for v in [*x, t]) for x, t in zip(X, y)]
+    path.write_text("\n".join(["a,b,c,target", *rows]) + "\n")
+    args = ["--data", str(path), "--num_steps", str(STEPS), "--learning_rate", str(LR)]
+    run = launch("mpirun", 3, [*args, "--batch_size", str(BATCH)], tmp_path)
+    assert run.returncode == 0, run.output
+    m = run.metrics
+    expected = averaged_sgd(
+        X, y, ranks=3, batch_size=BATCH, steps=STEPS, lr=LR, w0=m["initial_w"], b0=m["initial_b"]
+    )
+    np.testing.assert_allclose(params_of(m), expected, rtol=1e-9)
+    assert m["loss"] == pytest.approx(mse(params_of(m), X, y), rel=1e-9)
+
+
+def test_a_shard_read_from_the_file_as_used_trains_as_in_memory(exact_run, tmp_path):
+    """HVD_LINREG_RANK_MEMORY below the shard: each rank reads windows of its batches as
+    training reaches them (several windows: one per epoch of 31 steps at most)."""
+    X, y, in_memory = exact_run("mpirun", 2)
+    path = tmp_path / "train.npz"
+    np.savez(path, X=X, y=y)
+    args = ["--data", str(path), "--num_steps", str(STEPS), "--learning_rate", str(LR)]
+    cap = ("-x", "HVD_LINREG_RANK_MEMORY=1000")
+    run = launch("mpirun", 2, [*args, "--batch_size", str(BATCH)], tmp_path, launcher_args=cap)
+    assert run.returncode == 0, run.output
+    m = run.metrics
+    assert m["initial_w"] == in_memory.metrics["initial_w"]
+    np.testing.assert_allclose(params_of(m), params_of(in_memory.metrics), rtol=1e-6)
+    assert m["loss"] == pytest.approx(in_memory.metrics["loss"], rel=1e-6)
+
+
 @pytest.mark.parametrize("size", [2, 4])
 def test_final_and_exact_loss_are_over_every_rank_s_rows(exact_run, size):
     """Not rank 0's shard alone: the sums of all ranks, allreduced."""
@@ -77,7 +111,7 @@ def test_final_and_exact_loss_are_over_every_rank_s_rows(exact_run, size):
     assert m["loss"] == pytest.approx(loss, rel=1e-9)
     assert m["exact_loss"] == pytest.approx(exact_loss, rel=1e-9)
     assert m["optimality_gap"] == pytest.approx(loss - exact_loss, rel=1e-6)
-    rank0_only = mse(params_of(m), *shards(X, y, size)[0])
+    rank0_only = mse(params_of(m), *shards(X, y, size, BATCH)[0])
     assert abs(rank0_only - loss) > 1000 * 1e-9 * loss  # far outside the tolerance above
 
 
@@ -86,7 +120,7 @@ def test_a_run_without_the_allreduce_fails_the_exactness_check(exact_run, tmp_pa
     tool on rank 0's shard alone, 1 rank, same start) is rejected by the comparison above."""
     X, y, run = exact_run("horovodrun-mpi", 2)
     m = run.metrics
-    X0, y0 = shards(X, y, 2)[0]
+    X0, y0 = shards(X, y, 2, BATCH)[0]
     np.savez(tmp_path / "rank0.npz", X=X0, y=y0)
     out = tmp_path / "alone.json"
     args = ["--data", str(tmp_path / "rank0.npz"), "--num_steps", str(STEPS)]

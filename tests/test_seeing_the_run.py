@@ -152,7 +152,7 @@ def verbose_two_ranks(tmp_path_factory):
 def test_verbose_lets_every_rank_log_tagged_with_its_rank(verbose_two_ranks):
     lines = verbose_two_ranks.stdout.splitlines()
     rank1 = [line for line in lines if line.startswith("[rank 1] ")]
-    assert rank1[0].startswith("[rank 1] hvd-linreg: 2 ranks (MPI), 1000 samples"), lines
+    assert rank1[0].startswith("[rank 1] hvd-linreg: 2 ranks (MPI), 1001 samples"), lines
     assert [line.split(" Loss: ")[0] for line in rank1[1:]] == [
         "[rank 1] Step: 100",
         "[rank 1] Step: 200",
@@ -162,10 +162,13 @@ def test_verbose_lets_every_rank_log_tagged_with_its_rank(verbose_two_ranks):
 
 
 @pytest.mark.multiprocess
-def test_rows_that_do_not_split_evenly_are_dropped_with_a_warning(verbose_two_ranks):
+def test_rows_after_the_last_whole_global_batch_are_left_out_of_sgd_with_a_warning(
+    verbose_two_ranks,
+):
     warnings = [line for line in verbose_two_ranks.stderr.splitlines() if "warning:" in line]
     assert warnings == [
-        "warning: 1001 samples do not split evenly over 2 ranks; the last 1 are not used"
+        "warning: 1001 samples are not a whole number of global batches of 200: SGD uses the "
+        "first 1000; the last 1 count only in the final loss and the exact solution"
     ]
 
 

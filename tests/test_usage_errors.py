@@ -141,13 +141,15 @@ def test_every_rank_exits_2_before_importing_tensorflow(tmp_path):
     assert not re.search(r"\|\s+tensorflow\s*$", run.stderr, re.M), "a rank imported TensorFlow"
 
 
-# What each rank's environment holds once the tool has started Horovod. Flushed at once: left
-# to the exit, the line was once lost (Horovod's MPI shutdown at exit races the flush).
+# What each rank's environment holds once the tool has started Horovod, as one line written
+# with one write(2): several writes from two ranks interleave under mpirun ("rank 1 rankHOROVOD_"),
+# and a line left to the exit's flush was once lost (Horovod's MPI shutdown races it).
 _SHOW_ENVIRONMENT = (
     "import os; from hvd_linreg import ranks; r = ranks.init(); "
-    "print('rank', r.rank, *(f'{k}={os.environ.get(k)}' for k in ("
-    "'HOROVOD_CYCLE_TIME', 'OMPI_MCA_mpi_yield_when_idle', "
-    "'HOROVOD_STALL_CHECK_TIME_SECONDS', 'HOROVOD_STALL_SHUTDOWN_TIME_SECONDS')), flush=True)"
+    "names = ('HOROVOD_CYCLE_TIME', 'OMPI_MCA_mpi_yield_when_idle', "
+    "'HOROVOD_STALL_CHECK_TIME_SECONDS', 'HOROVOD_STALL_SHUTDOWN_TIME_SECONDS'); "
+    "line = ' '.join(['rank', str(r.rank), *(f'{k}={os.environ.get(k)}' for k in names)]); "
+    "os.write(1, (line + chr(10)).encode())"
 )
 
 

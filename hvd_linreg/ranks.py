@@ -147,11 +147,11 @@ class Job:
 
         return hvd.broadcast_object(obj, root_rank=0) if self.size > 1 else obj
 
-    def allgather(self, obj) -> list:
+    def allgather(self, obj, name: str | None = None) -> list:
         """Every rank's value of obj, by rank, on every rank."""
         import horovod.tensorflow as hvd
 
-        return hvd.allgather_object(obj) if self.size > 1 else [obj]
+        return hvd.allgather_object(obj, name=name) if self.size > 1 else [obj]
 
     def alltoall(self, rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """Send counts[r] consecutive rows to rank r (in rank order); return the rows every rank
@@ -170,11 +170,9 @@ class Job:
         A problem that only one rank sees (a bad row in its shard) must stop all of them
         together, not leave the others waiting in the first allreduce.
         """
-        import horovod.tensorflow as hvd
-
         message = None if error is None else str(error)
         # One name on every rank: by default it is the object's type, None on some, str on others.
-        messages = hvd.allgather_object(message, name="agree") if self.size > 1 else [message]
+        messages = self.allgather(message, name="agree")
         for rank, text in enumerate(messages):
             if text is not None:
                 where = f" (seen on rank {rank})" if self.size > 1 and rank != 0 else ""

@@ -14,6 +14,7 @@ class UsageError(Exception):
 SOLVERS = ("sgd", "exact")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 DTYPES = ("float32", "float64")
+OPTIMALITY_GAP = ("auto", "always", "never")
 SYNTHETIC_SAMPLES = 1000  # the seed's dataset
 SYNTHETIC_FEATURES = 1
 
@@ -65,6 +66,12 @@ class Config:
         "sgd: train with data-parallel SGD; exact: solve least squares directly with one "
         "allreduce of the normal equations",
         choices=SOLVERS,
+    )
+    optimality_gap: str = setting(
+        "auto",
+        "SGD runs: solve the normal equations too and report the distance from their optimum; "
+        "auto: when that costs less than the training (N x (F+1) <= 2 x steps x global batch)",
+        choices=OPTIMALITY_GAP,
     )
     optimizer: str = setting("sgd", "the optimizer Horovod wraps", choices=OPTIMIZERS)
     momentum: float = setting(0.9, "momentum of --optimizer momentum")

@@ -298,25 +298,32 @@ def _layout(num_samples: int, rank: int, size: int, batch_size: int) -> Layout:
 # Every value is a pure function of (seed, row, column): a counter-based generator. A rank
 # computes exactly its own rows, and the global dataset is the same for any number of ranks.
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_GOLDEN = np.uint32(0x9E3779B9)  # 2**32 / golden ratio: spreads consecutive integers apart
 
 
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    x = x + _GOLDEN
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+def _mix32(x: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+    """A bijective 32-bit hash (lowbias32) of every element of x, in place: each output bit
+    depends on every input bit, so consecutive counters give unrelated values."""
+    np.right_shift(x, np.uint32(16), out=scratch)
+    x ^= scratch
+    x *= np.uint32(0x7FEB352D)
+    np.right_shift(x, np.uint32(15), out=scratch)
+    x ^= scratch
+    x *= np.uint32(0x846CA68B)
+    np.right_shift(x, np.uint32(16), out=scratch)
+    x ^= scratch
+    return x
 
 
-def _standard_normal(seed: int, counters: np.ndarray) -> np.ndarray:
-    """Two N(0, 1) draws per counter (Box-Muller on the two 32-bit halves of one hash),
-    returned side by side: shape counters.shape[:-1] + (2 * counters.shape[-1],)."""
-    key = _splitmix64(np.array([seed], dtype=np.uint64))[0]
-    with np.errstate(over="ignore"):
-        h = _splitmix64(counters.astype(np.uint64) ^ key)
-    radius = np.sqrt(-2.0 * np.log(((h >> np.uint64(32)).astype(np.float64) + 0.5) / 2.0**32))
-    angle = (2.0 * np.pi / 2.0**32) * (h & np.uint64(0xFFFFFFFF)).astype(np.float64)
-    return np.concatenate([radius * np.cos(angle), radius * np.sin(angle)], axis=-1)
+def _hash32(x: np.ndarray) -> np.ndarray:
+    return _mix32(x.astype(np.uint32), np.empty(x.shape, np.uint32))
+
+
+def _row_keys(seed: int, rows: np.ndarray) -> np.ndarray:
+    """One 32-bit key per row id (int64): a hash of the seed and both halves of the id."""
+    key = _hash32(np.array([seed & 0xFFFFFFFF], np.uint32) ^ _GOLDEN)
+    low = rows.astype(np.uint32)  # the id's low 32 bits
+    return _hash32(_hash32(low ^ key) ^ (rows >> 32).astype(np.uint32))
 
 
 def aligned_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
@@ -330,24 +337,59 @@ def aligned_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
 
 
 def synthetic_rows(
-    seed: int, rows: np.ndarray, num_features: int, dtype="float32", chunk_rows: int = 1 << 14
+    seed: int, rows: np.ndarray, num_features: int, dtype="float32"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rows of y = X w_true + 2 + 0.1 noise, x ~ N(0, 1) per feature, for the given row ids.
 
-    Chunks of 16 K rows: as fast as larger ones, and their float64 temporaries stay small.
+    Row r's 2h draws (h = (num_features + 2) // 2: its features, then its noise) come from 2h
+    uniform 32-bit hashes of (row key, column), paired by Box-Muller: hash k gives a radius,
+    hash h + k an angle, and draws k and h + k are the radius times the angle's cosine and sine.
+    Computed in float32 (the precision x has in the file-less seed job), one chunk of rows at a
+    time, column by column so that every NumPy loop runs over contiguous memory.
     """
-    w_true = true_weights(num_features)
+    half = (num_features + 2) // 2
+    columns = (np.arange(2 * half, dtype=np.uint32) * _GOLDEN)[:, None]
+    w_true = true_weights(num_features).astype(np.float32)
     X = aligned_empty((len(rows), num_features), dtype)
     y = aligned_empty((len(rows),), dtype)
-    width = (num_features + 2) // 2  # hashes per row: each gives two draws
-    for start in range(0, len(rows), chunk_rows):
-        ids = rows[start : start + chunk_rows]
-        counters = ids[:, None] * width + np.arange(width, dtype=np.int64)
-        z = _standard_normal(seed, counters)  # features first; column num_features is noise
-        x = z[:, :num_features]
-        X[start : start + len(ids)] = x
-        y[start : start + len(ids)] = x @ w_true + TRUE_BIAS + NOISE_STDDEV * z[:, num_features]
+    chunk = max(256, _CHUNK_VALUES // (2 * half))
+    for start in range(0, len(rows), chunk):
+        keys = _row_keys(seed, rows[start : start + chunk])
+        z = _standard_normal(keys, columns, half)
+        x = z[:num_features]
+        X[start : start + len(keys)] = x.T
+        # Term by term, not a BLAS dot: its order of summation depends on where a row falls
+        # in a chunk, and a row's y must not.
+        target = np.float32(NOISE_STDDEV) * z[num_features] + np.float32(TRUE_BIAS)
+        for w_j, x_j in zip(w_true, x):
+            target += w_j * x_j
+        y[start : start + len(keys)] = target
     return X, y
+
+
+# Chunks of this many draws: the working arrays (a few of 2 MB) stay in the CPU's cache.
+_CHUNK_VALUES = 1 << 19
+
+
+def _standard_normal(keys: np.ndarray, columns: np.ndarray, half: int) -> np.ndarray:
+    """N(0, 1) float32 draws, shape (2 * half, len(keys)): column-major, row keys inner."""
+    u = keys ^ columns  # (2 * half, rows): one counter per draw
+    _mix32(u, np.empty_like(u))
+    z = np.empty(u.shape, np.float32)
+    radius, angle = z[:half], z[half:]
+    # The top 24 bits, as float32 holds them exactly: 1 - u / 2**24 is in (0, 1], its log finite.
+    u[:half] >>= np.uint32(8)
+    np.multiply(u[:half], np.float32(2.0**-24), out=radius, casting="unsafe")
+    np.subtract(np.float32(1.0), radius, out=radius)
+    np.log(radius, out=radius)
+    radius *= np.float32(-2.0)
+    np.sqrt(radius, out=radius)
+    np.multiply(u[half:], np.float32(2.0 * np.pi / 2.0**32), out=angle, casting="unsafe")
+    cosine = np.cos(angle)
+    np.sin(angle, out=angle)
+    angle *= radius
+    np.multiply(cosine, radius, out=radius)
+    return z
 
 
 # --- Data files ------------------------------------------------------------------------------

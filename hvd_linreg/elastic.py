@@ -184,7 +184,7 @@ def _train(state: TrainingState, cfg: Config):
         state.committed = replace(s, size=job.size, resets=(*s.resets, event))
     trainer.first_step = state.committed.step
     result = trainer.fit(commit=state.commit_at)
-    _, exact_loss = solve_exactly(job, shard)
+    _, exact_loss = solve_exactly(cfg, job, shard)
     result = replace(
         result,
         initial_params=state.committed.initial,

@@ -84,6 +84,15 @@ class Report:
         return self.cfg.batch_size * self.job.size
 
     @property
+    def exact_skipped(self) -> str:
+        """Why an SGD run has no exact optimum (train.solve_exactly)."""
+        if self.shard.num_features > MAX_FEATURES:
+            return f"more than {MAX_FEATURES} features"
+        if self.cfg.optimality_gap == "never":
+            return "--optimality_gap never"
+        return "it costs more than the training; --optimality_gap always computes it"
+
+    @property
     def optimality_gap(self) -> float | None:
         return None if self.exact_loss is None else self.result.loss - self.exact_loss
 
@@ -145,7 +154,7 @@ class Report:
                 f"  exact optimum's loss: {self.exact_loss:.6g}, optimality gap: "
                 f"{self.optimality_gap:.3g}"
                 if self.exact_loss is not None
-                else f"  exact optimum: skipped (more than {MAX_FEATURES} features)"
+                else f"  exact optimum: skipped ({self.exact_skipped})"
             ),
             (
                 f"  wall time: {result.wall_s:.3f} s (one pass and one allreduce)"

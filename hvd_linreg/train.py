@@ -59,7 +59,7 @@ def run(cfg: Config) -> int:
 
     # The exact optimum costs one pass and one allreduce: SGD's result is measured against it.
     start = time.perf_counter()
-    optimum, exact_loss = solve_exactly(job, shard)
+    optimum, exact_loss = solve_exactly(cfg, job, shard)
     if cfg.solver == "exact":
         if optimum is None:
             raise UsageError(f"--solver exact handles up to {exact.MAX_FEATURES} features")
@@ -96,12 +96,25 @@ def prepare(cfg: Config, job: Job) -> tuple[Shard, Path | None]:
     return shard, ckpt_dir
 
 
-def solve_exactly(job: Job, shard: Shard) -> tuple[np.ndarray | None, float | None]:
-    """The exact optimum and its loss (None, None above exact.MAX_FEATURES features)."""
-    if shard.num_features > exact.MAX_FEATURES:
+def solve_exactly(cfg: Config, job: Job, shard: Shard) -> tuple[np.ndarray | None, float | None]:
+    """The exact optimum and its loss; (None, None) above exact.MAX_FEATURES features, or for
+    an SGD run that does not want it (Report.exact_skipped says why)."""
+    if shard.num_features > exact.MAX_FEATURES or not wants_optimum(cfg, shard, job.size):
         return None, None
     optimum = exact.solve(job, shard)
     return optimum, global_mse(optimum, shard)
+
+
+def wants_optimum(cfg: Config, shard: Shard, size: int) -> bool:
+    """Whether an SGD run also solves the normal equations, for its optimality gap: they cost
+    about N (F+1)^2 multiply-adds, the steps about 2 x steps x G (F+1); by default only when
+    that is the smaller part of the run."""
+    if cfg.solver == "exact" or cfg.optimality_gap == "always":
+        return True
+    if cfg.optimality_gap == "never":
+        return False
+    cost = shard.num_samples * (shard.num_features + 1)
+    return cost <= 2 * cfg.num_steps * cfg.batch_size * size
 
 
 def report(

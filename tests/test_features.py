@@ -245,3 +245,32 @@ def test_metrics_record_the_effective_configuration(tmp_path):
         9,
         0.02,
     )
+
+
+@pytest.mark.parametrize(
+    "flags, computed",
+    [
+        ([], False),  # 20000 rows x 17 against 2 steps of 10: the normal equations cost more
+        (["--optimality_gap", "always"], True),
+        (["--num_steps", "20000", "--optimality_gap", "never"], False),
+        (["--num_steps", "20000"], True),  # now the training costs more
+    ],
+)
+def test_optimality_gap_is_computed_when_it_costs_less_than_the_training(
+    tmp_path, capsys, flags, computed
+):
+    m = _run(
+        tmp_path,
+        "--num_features",
+        "16",
+        "--num_samples",
+        "20000",
+        "--batch_size",
+        "10",
+        "--num_steps",
+        "2",
+        *flags,
+    )
+    assert (m["exact_loss"] is not None) == computed
+    assert (m["optimality_gap"] is not None) == computed
+    assert ("exact optimum: skipped" in capsys.readouterr().out) != computed

@@ -30,7 +30,8 @@ class LaunchError(RuntimeError):
     """A launch failed or timed out; the message ends with the tail of its output."""
 
 
-def _run(cmd: list[str], env: dict[str, str] | None = None) -> None:
+def _run(cmd: list[str], env: dict[str, str] | None = None) -> str:
+    """Run cmd to its end (or LaunchError); return what it printed on stdout."""
     try:
         proc = subprocess.run(
             cmd,
@@ -46,6 +47,24 @@ def _run(cmd: list[str], env: dict[str, str] | None = None) -> None:
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr)[-1500:]
         raise LaunchError(f"exit code {proc.returncode}: {' '.join(cmd)}\n{tail}")
+    return proc.stdout
+
+
+def wall_s(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    """Seconds from starting cmd to its exit: what a user waits for."""
+    start = time.perf_counter()
+    _run(cmd, env)
+    return time.perf_counter() - start
+
+
+def horovodrun(np_: int) -> list[str]:
+    """`horovodrun -np N`, as a user starts a job (its own start-up included)."""
+    return [shutil.which("horovodrun") or "horovodrun", "-np", str(np_)]
+
+
+def json_output(cmd: list[str]) -> dict:
+    """Run cmd; its last line of output is JSON."""
+    return json.loads(_run(cmd).strip().splitlines()[-1])
 
 
 def launcher(

@@ -16,6 +16,11 @@
    only, else skipped with the reason): the seed job at 2 hosts x 2 ranks next to the floor on
    the same hosts, and the 16 MB allreduce between 2 hosts (1 rank each). `--hosts-only` runs
    only these.
+6. Time to result, as a user waits for it: whole-process wall time of `horovodrun -np N
+   hvd-linreg` from start to exit. The seed job at 4 ranks next to a bare Horovod job
+   (`hvd.init(); hvd.join()`); the large job at 1, 2 and 4 ranks next to the bare job's
+   start-up plus the run's own training time; the synthetic generator's GB/s on one core next
+   to NumPy's sequential float32 normals (bench/generator.py). `--time-only` runs only these.
 
 The machine is shared and noisy: every figure is a median of repeated runs, and the targets
 are ratios of figures measured in this same invocation. The tool runs with its defaults plus
@@ -31,6 +36,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -47,6 +53,8 @@ LARGE_JOB = ["--num_samples", "8000000", "--num_features", "64", "--batch_size",
 LARGE_STEPS = ["--num_steps", "400", "--log_every", "50"]  # 8 stretches of 0.2-1 s each
 # The same flags with almost no data: what one rank's process costs before its shard.
 EMPTY_JOB = ["--num_samples", "1000", "--num_features", "64", "--batch_size", "100"]
+# The framework's own start-up, the baseline of section 6: a job that only starts Horovod.
+BARE_JOB = [sys.executable, "-c", "import horovod.tensorflow as hvd; hvd.init(); hvd.join()"]
 AGREE_RTOL = 1e-4
 PEER_REPEATS = "3"  # MWMS at 4 ranks on 2 cores takes about 5 s a run
 # The floors get the MPI setting that helps them most on a shared machine (it is the tool's
@@ -234,6 +242,35 @@ def allreduce_across_hosts() -> dict:
     }
 
 
+def time_to_result(rounds: int) -> dict:
+    """Section 6: whole-process wall times, the tool's and the bare job's interleaved so that
+    both see the same machine."""
+    generator = launch.json_output(
+        ["taskset", "-c", "0", sys.executable, str(launch.BENCH / "generator.py")]
+    )
+    seed_s, bare_s = [], {n: [] for n in RANKS}
+    for _ in range(rounds):
+        seed_s.append(launch.wall_s([*launch.horovodrun(4), "hvd-linreg"]))
+        for n in RANKS:
+            bare_s[n].append(launch.wall_s([*launch.horovodrun(n), *BARE_JOB]))
+    bare = {n: statistics.median(times) for n, times in bare_s.items()}
+    large = []
+    for n in RANKS:
+        with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
+            metrics = Path(tmp) / "metrics.json"
+            args = [*LARGE_JOB, *LARGE_STEPS, "--quiet", "--metrics_json", str(metrics)]
+            end_to_end = launch.wall_s([*launch.horovodrun(n), "hvd-linreg", *args])
+            training = json.loads(metrics.read_text())["wall_s"]
+        large.append({"ranks": n, "end_to_end_s": end_to_end, "training_s": training})
+    return {
+        "generator": generator,
+        "seed_job_s": statistics.median(seed_s),
+        "bare_s": bare,
+        "runs_s": {"seed_job": seed_s, "bare": bare_s},
+        "large_job": [{**r, "bare_s": bare[r["ranks"]]} for r in large],
+    }
+
+
 def machine() -> dict:
     return {
         "cores": os.cpu_count(),
@@ -268,6 +305,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3, help="tool launches per rank count (latency)")
     p.add_argument("--out", default=str(launch.BENCH / "results" / "latest.json"))
     p.add_argument("--hosts-only", action="store_true", help="only section 5, across hosts")
+    p.add_argument("--time-only", action="store_true", help="only section 6, time to result")
     args = p.parse_args()
     started = time.monotonic()
     results: dict = {"machine": machine()}
@@ -275,11 +313,15 @@ def main() -> int:
     def progress(what: str) -> None:
         print(f"  {time.monotonic() - started:4.0f} s  {what}", flush=True)
 
-    if not args.hosts_only:
-        print("hvd-linreg benchmark: about 12 minutes on 2 cores", flush=True)
+    if not (args.hosts_only or args.time_only):
+        print("hvd-linreg benchmark: about 15 minutes on 2 cores", flush=True)
         results.update(on_this_host(args.rounds, progress))
-    results["hosts"] = across_hosts(args.rounds)
-    progress("across hosts")
+    if not args.hosts_only:
+        results["time_to_result"] = time_to_result(args.rounds)
+        progress("time to result")
+    if not args.time_only:
+        results["hosts"] = across_hosts(args.rounds)
+        progress("across hosts")
     results["machine"]["load_average_at_end"] = os.getloadavg()
     results["wall_s"] = time.monotonic() - started
     results["targets"] = table.targets(results)

@@ -32,7 +32,9 @@ def targets(results: dict) -> list[dict]:
     A latency ratio counts only if the three programs reached the same w and b.
     """
     rows = _targets_here(results) if "latency" in results else []
-    hosts = results["hosts"].get("latency")
+    if "time_to_result" in results:
+        rows += _targets_time(results["time_to_result"])
+    hosts = results.get("hosts", {}).get("latency")
     if hosts:
         rows.append(
             (
@@ -72,6 +74,57 @@ def _targets_here(results: dict) -> list[tuple]:
         ("peak RSS per rank, large job: 4 ranks / 1 rank", rss_ratio(results), "<=", 0.35),
     ]
     return rows
+
+
+def _targets_time(t: dict) -> list[tuple]:
+    """The targets of section 6."""
+    rows = [
+        ("start-up, seed job, 4 ranks: hvd-linreg / bare hvd.init() job",
+         t["seed_job_s"] / t["bare_s"][4], "<=", 1.1),
+    ]  # fmt: skip
+    for r in t["large_job"]:
+        rows.append(
+            (
+                f"large job end to end, {r['ranks']} rank(s): hvd-linreg / (bare start + training)",
+                r["end_to_end_s"] / (r["bare_s"] + r["training_s"]),
+                "<=",
+                2,
+            )
+        )
+    rows.append(("synthetic generator, GB/s on one core", t["generator"]["tool_gb_s"], ">=", 1))
+    return rows
+
+
+def _time_to_result(t: dict) -> list[str]:
+    out = ["6. Time to result: `horovodrun -np N` from start to exit, seconds (medians)"]
+    out += _grid(
+        ["job", "hvd-linreg", "baseline", "baseline is", "ratio"],
+        [
+            [
+                "seed job, 4 ranks",
+                f"{t['seed_job_s']:.1f}",
+                f"{t['bare_s'][4]:.1f}",
+                "bare hvd.init(); hvd.join() job",
+                f"{t['seed_job_s'] / t['bare_s'][4]:.2f}",
+            ],
+            *[
+                [
+                    f"large job, {r['ranks']} rank(s)",
+                    f"{r['end_to_end_s']:.1f}",
+                    f"{r['bare_s'] + r['training_s']:.1f}",
+                    f"bare start {r['bare_s']:.1f} + training {r['training_s']:.2f}",
+                    f"{r['end_to_end_s'] / (r['bare_s'] + r['training_s']):.2f}",
+                ]
+                for r in t["large_job"]
+            ],
+        ],
+    )
+    g = t["generator"]
+    out.append(
+        f"   Synthetic generator, one core, {g['rows']:,} rows x {g['features']} features: "
+        f"{g['tool_gb_s']:.2f} GB/s (NumPy's sequential float32 normals: {g['numpy_gb_s']:.2f})"
+    )
+    return out
 
 
 def _grid(header: list[str], rows: list[list]) -> list[str]:
@@ -198,7 +251,10 @@ def render(results: dict) -> list[str]:
     ]
     if "latency" in results:
         out += _latency(results) + [""] + _large_job(results) + [""] + _allreduce(results) + [""]
-    out += _across_hosts(results["hosts"])
+    if "time_to_result" in results:
+        out += _time_to_result(results["time_to_result"]) + [""]
+    if "hosts" in results:
+        out += _across_hosts(results["hosts"])
     out += ["", "Targets (ratios of figures measured in this run)"]
     out += _grid(
         ["target", "measured", "goal", "verdict"],

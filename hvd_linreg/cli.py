@@ -20,6 +20,7 @@ from hvd_linreg.ranks import (
     say,
     settle,
     speaks_for,
+    without_pandas,
 )
 
 
@@ -126,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         check_host_name()  # a bad host name would crash Horovod: refuse it before it starts
         check_elastic_launch(cfg.elastic)
         quiet_tensorflow()
-        from hvd_linreg.train import run  # imports TensorFlow: after the flags are checked
+        with without_pandas():
+            from hvd_linreg.train import run  # imports TensorFlow: after the flags are checked
 
         return run(cfg)
     except UsageError as e:

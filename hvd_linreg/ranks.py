@@ -5,12 +5,14 @@ This is the only module that reads the launcher's environment or starts Horovod.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -205,6 +207,24 @@ def quiet_tensorflow() -> None:
     and cuBLAS factories were registered twice; they are not errors of the run, and what
     fails in it fails as a Python exception."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+@contextlib.contextmanager
+def without_pandas() -> Iterator[None]:
+    """Import TensorFlow inside this: Keras (imported by TensorFlow) imports pandas whenever it is
+    installed, only to recognise DataFrames given to Model.fit, which the tool never does, and
+    pandas brings pyarrow and parts of SciPy with it: about a second of every rank's start.
+    Within this block `import pandas` fails, so Keras goes on without it; after it, pandas
+    imports as usual."""
+    if "pandas" in sys.modules:  # already imported (in a test process, say): nothing to save
+        yield
+        return
+    sys.modules["pandas"] = None  # type: ignore[assignment]  # makes `import pandas` fail
+    try:
+        yield
+    finally:
+        if sys.modules.get("pandas", 0) is None:
+            del sys.modules["pandas"]
 
 
 # How long the other ranks on a host wait for its first rank to report a HostError: ranks

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import platform
 import re
+import subprocess
+import sys
 
 import horovod
 import numpy as np
@@ -97,3 +99,18 @@ def test_log_lines_every_log_every_steps(capsys, tmp_path):
     assert main(["--num_steps", "250", "--log_every", "100"]) == 0
     steps = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Step:")]
     assert [s.split()[1] for s in steps] == ["100", "200", "250"]
+
+
+def test_a_run_does_not_import_pandas_even_where_it_is_installed():
+    """Keras imports pandas when it can, for nothing the tool does; the venv has it (the tests'
+    statsmodels needs it), and it would add about a second to every rank's start."""
+    probe = (
+        "import sys; from hvd_linreg.cli import main\n"
+        "code = main(['--num_steps', '1', '--quiet'])\n"
+        "loaded = [m for m in sys.modules if m.split('.')[0] == 'pandas']\n"
+        "import pandas\n"  # and it still imports afterwards
+        "print(code, len(loaded))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "0 0"

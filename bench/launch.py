@@ -113,28 +113,21 @@ def cluster(nodes: int) -> Iterator[None]:
         subprocess.run(["bash", str(CLUSTER), "down"], stdin=subprocess.DEVNULL, timeout=120)
 
 
-def tool(
+def watched_tool(
     np_: int,
     args: list[str],
+    cpus: str | None = None,
     env: dict[str, str] | None = None,
     controller: str = "mpi",
     hosts: str | None = None,
 ) -> dict:
-    """Run the real `hvd-linreg` command; return its --metrics_json."""
-    with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
-        metrics = Path(tmp) / "metrics.json"
-        command = [*launcher(np_, controller, hosts=hosts), "hvd-linreg", *args]
-        _run([*command, "--metrics_json", str(metrics)], env)
-        return json.loads(metrics.read_text())
-
-
-def watched_tool(np_: int, args: list[str], cpus: str | None = None) -> dict:
     """Run hvd-linreg through bench/watch_tool.py: peak RSS per rank, rank 0's step-log
     times, and the tool's metrics under "metrics"."""
     with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
         metrics, watched = Path(tmp) / "metrics.json", Path(tmp) / "watched.json"
         program = [sys.executable, str(BENCH / "watch_tool.py"), str(watched), *args]
-        _run([*launcher(np_, cpus=cpus), *program, "--metrics_json", str(metrics)])
+        command = [*launcher(np_, controller, cpus=cpus, hosts=hosts), *program]
+        _run([*command, "--metrics_json", str(metrics)], env)
         return {**json.loads(watched.read_text()), "metrics": json.loads(metrics.read_text())}
 
 

@@ -14,13 +14,13 @@
    `Allreduce` (bench/allreduce.py).
 5. Across hosts, on the namespaced test cluster (ci/cluster.sh, brought up and down here; root
    only, else skipped with the reason): the seed job at 2 hosts x 2 ranks next to the floor on
-   the same hosts, and the 16 MB allreduce between 2 hosts (1 rank each). `--hosts-only` runs
-   only these.
+   the same hosts, and the 16 MB allreduce between 2 hosts (1 rank each).
 6. Time to result, as a user waits for it: whole-process wall time of `horovodrun -np N
    hvd-linreg` from start to exit. The seed job at 4 ranks next to a bare Horovod job
    (`hvd.init(); hvd.join()`); the large job at 1, 2 and 4 ranks next to the bare job's
    start-up plus the run's own training time; the synthetic generator's GB/s on one core next
-   to NumPy's sequential float32 normals (bench/generator.py). `--time-only` runs only these.
+   to NumPy's sequential float32 normals (bench/generator.py).
+`--sections 1,6` runs only those sections (2 and 4 come from the same runs).
 
 The machine is shared and noisy: every figure is a median of repeated runs, and the targets
 are ratios of figures measured in this same invocation. The tool runs with its defaults plus
@@ -46,9 +46,11 @@ import table
 
 RANKS = (1, 2, 4)
 SEED_JOB = ["--num_samples", "1000", "--batch_size", "100"]
-# Enough steps that a launch's start-up does not count: wall_s covers the training loop only.
-LATENCY_STEPS = ["--num_steps", "2000", "--log_every", "1000"]
-LEVER_STEPS = ["--num_steps", "500", "--log_every", "500"]
+# A step's cost is timed between Step lines after the first: the first stretch holds the
+# one-off tracing of the training loop, which the peer does before its clock starts and the
+# floor does not have. So every column is the marginal cost of one more step.
+LATENCY_STEPS = ["--num_steps", "4000", "--log_every", "1000"]
+LEVER_STEPS = ["--num_steps", "1000", "--log_every", "250"]
 LARGE_JOB = ["--num_samples", "8000000", "--num_features", "64", "--batch_size", "65536"]
 LARGE_STEPS = ["--num_steps", "400", "--log_every", "50"]  # 8 stretches of 0.2-1 s each
 # The same flags with almost no data: what one rank's process costs before its shard.
@@ -103,17 +105,32 @@ def us_per_step(seconds: float, steps: int) -> float:
     return seconds / steps * 1e6
 
 
+def tool_us_per_step(
+    np_: int,
+    args: list[str],
+    env: dict | None = None,
+    controller: str = "mpi",
+    hosts: str | None = None,
+) -> tuple[float, dict]:
+    """The tool's microseconds per step, from the median stretch between its Step lines (the
+    last --log_every in args counts), and its metrics."""
+    watched = launch.watched_tool(np_, args, env=env, controller=controller, hosts=hosts)
+    every = int(args[len(args) - 1 - args[::-1].index("--log_every") + 1])
+    stretch = statistics.median(np.diff(watched["step_log_s"]))
+    return us_per_step(stretch, every), watched["metrics"]
+
+
 def step_latency(np_: int, rounds: int) -> dict:
     """The seed job at np_ ranks: the tool `rounds` times (one launch each), the floor and the
     peer once (each times several runs in-process), all from the tool's initial w and b."""
     steps = int(LATENCY_STEPS[1])
-    tool_runs = [launch.tool(np_, SEED_JOB + LATENCY_STEPS)]
-    start = [*tool_runs[0]["initial_w"], tool_runs[0]["initial_b"]]
+    timed = [tool_us_per_step(np_, SEED_JOB + LATENCY_STEPS)]
+    start = [*timed[0][1]["initial_w"], timed[0][1]["initial_b"]]
     job = SEED_JOB + LATENCY_STEPS + ["--initial", *map(str, start)]
     floor = launch.script(np_, "floor.py", job, env=FLOOR_ENV)
     peer = launch.workers(np_, "peer.py", job + ["--repeats", PEER_REPEATS])
-    tool_runs += [launch.tool(np_, SEED_JOB + LATENCY_STEPS) for _ in range(rounds - 1)]
-    tool_us = [us_per_step(m["wall_s"], m["steps"]) for m in tool_runs]
+    timed += [tool_us_per_step(np_, SEED_JOB + LATENCY_STEPS) for _ in range(rounds - 1)]
+    tool_us, tool_runs = [us for us, _ in timed], [m for _, m in timed]
     floor_us = [us_per_step(t, steps) for t in floor["times_s"]]
     peer_us = [us_per_step(t, steps) for t in peer["times_s"]]
     gaps = {
@@ -143,8 +160,7 @@ def levers(default_us: float) -> list[dict]:
     """The seed job at 2 ranks with one lever set, as a ratio to the tool by default."""
     rows = []
     for name, (env, controller, flags) in LEVERS.items():
-        m = launch.tool(2, SEED_JOB + LEVER_STEPS + flags, env, controller)
-        us = us_per_step(m["wall_s"], m["steps"])
+        us, _ = tool_us_per_step(2, SEED_JOB + LEVER_STEPS + flags, env, controller)
         rows.append({"lever": name, "env": env, "tool_us": us, "vs_default": us / default_us})
     return rows
 
@@ -207,13 +223,14 @@ def step_latency_across_hosts(rounds: int) -> dict:
     """The seed job at 2 hosts x 2 ranks: the tool `rounds` times, then the floor (which
     times several runs itself), both from the tool's initial w and b."""
     ranks, steps = 4, int(LATENCY_STEPS[1])
-    tool_runs = [
-        launch.tool(ranks, SEED_JOB + LATENCY_STEPS, hosts=SEED_JOB_HOSTS) for _ in range(rounds)
+    timed = [
+        tool_us_per_step(ranks, SEED_JOB + LATENCY_STEPS, hosts=SEED_JOB_HOSTS)
+        for _ in range(rounds)
     ]
+    tool_us, tool_runs = [us for us, _ in timed], [m for _, m in timed]
     start = [*tool_runs[0]["initial_w"], tool_runs[0]["initial_b"]]
     job = SEED_JOB + LATENCY_STEPS + ["--initial", *map(str, start)]
     floor = launch.script(ranks, "floor.py", job, env=FLOOR_ENV, hosts=SEED_JOB_HOSTS)
-    tool_us = [us_per_step(m["wall_s"], m["steps"]) for m in tool_runs]
     floor_us = [us_per_step(t, steps) for t in floor["times_s"]]
     gap = relative_gap(floor, tool_runs[0])
     return {
@@ -281,8 +298,8 @@ def machine() -> dict:
     }
 
 
-def on_this_host(rounds: int, progress) -> dict:
-    """Sections 1 to 4, on this machine."""
+def latency_and_levers(rounds: int, progress) -> dict:
+    """Section 1."""
     results: dict = {"latency": []}
     for np_ in RANKS:
         results["latency"].append(step_latency(np_, rounds))
@@ -290,38 +307,52 @@ def on_this_host(rounds: int, progress) -> dict:
         if np_ == 2:  # the levers right after, so that they see the same machine
             results["levers"] = levers(results["latency"][-1]["tool_us"])
             progress("levers")
-    empty = launch.watched_tool(1, EMPTY_JOB)
-    results["empty_rss_mib"] = max(empty["peak_rss_mib"])
-    results["empty_pss_mib"] = max(empty["peak_pss_mib"])
-    results["large_job"] = [large_job(1, cpus="0"), large_job(2), large_job(4)]
-    progress("large job")
-    results["allreduce"] = allreduce()
-    progress("allreduce")
     return results
+
+
+def large_jobs() -> dict:
+    """Sections 2 and 4."""
+    empty = launch.watched_tool(1, EMPTY_JOB)
+    return {
+        "empty_rss_mib": max(empty["peak_rss_mib"]),
+        "empty_pss_mib": max(empty["peak_pss_mib"]),
+        "large_job": [large_job(1, cpus="0"), large_job(2), large_job(4)],
+    }
+
+
+# Each section's name for --sections, and what it runs (rounds, progress) -> results to merge.
+SECTIONS = {
+    "1": latency_and_levers,
+    "2": lambda rounds, progress: large_jobs(),  # and section 4, from the same runs
+    "3": lambda rounds, progress: {"allreduce": allreduce()},
+    "5": lambda rounds, progress: {"hosts": across_hosts(rounds)},
+    "6": lambda rounds, progress: {"time_to_result": time_to_result(rounds)},
+}
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--rounds", type=int, default=3, help="tool launches per rank count (latency)")
     p.add_argument("--out", default=str(launch.BENCH / "results" / "latest.json"))
-    p.add_argument("--hosts-only", action="store_true", help="only section 5, across hosts")
-    p.add_argument("--time-only", action="store_true", help="only section 6, time to result")
+    p.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help="the sections to run, e.g. 5 or 1,6 (default: all; 2 includes 4)",
+    )
     args = p.parse_args()
+    sections = args.sections.split(",")
+    if not set(sections) <= set(SECTIONS):
+        p.error(f"--sections: choose from {', '.join(SECTIONS)}")
     started = time.monotonic()
     results: dict = {"machine": machine()}
 
     def progress(what: str) -> None:
         print(f"  {time.monotonic() - started:4.0f} s  {what}", flush=True)
 
-    if not (args.hosts_only or args.time_only):
-        print("hvd-linreg benchmark: about 15 minutes on 2 cores", flush=True)
-        results.update(on_this_host(args.rounds, progress))
-    if not args.hosts_only:
-        results["time_to_result"] = time_to_result(args.rounds)
-        progress("time to result")
-    if not args.time_only:
-        results["hosts"] = across_hosts(args.rounds)
-        progress("across hosts")
+    print("hvd-linreg benchmark: about 20 minutes on 2 cores for every section", flush=True)
+    for name in sections:
+        results.update(SECTIONS[name](args.rounds, progress))
+        progress(f"section {name}")
     results["machine"]["load_average_at_end"] = os.getloadavg()
     results["wall_s"] = time.monotonic() - started
     results["targets"] = table.targets(results)

@@ -138,12 +138,13 @@ def script(
     controller: str = "mpi",
     env: dict[str, str] | None = None,
     hosts: str | None = None,
+    cpus: str | None = None,
 ) -> dict:
     """`LAUNCHER -np N python bench/NAME ARGS --out PATH`; return rank 0's JSON."""
     with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
         out = Path(tmp) / "result.json"
         program = [sys.executable, str(BENCH / name), *args, "--out", str(out)]
-        _run([*launcher(np_, controller, hosts=hosts), *program], env)
+        _run([*launcher(np_, controller, cpus=cpus, hosts=hosts), *program], env)
         return json.loads(out.read_text())
 
 

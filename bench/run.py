@@ -311,12 +311,19 @@ def latency_and_levers(rounds: int, progress) -> dict:
 
 
 def large_jobs() -> dict:
-    """Sections 2 and 4."""
+    """Sections 2 and 4, and the NumPy loop (the floor's program) on the large job at 1 rank
+    on the same one core."""
     empty = launch.watched_tool(1, EMPTY_JOB)
+    rows = [large_job(1, cpus="0"), large_job(2), large_job(4)]
+    features = int(LARGE_JOB[LARGE_JOB.index("--num_features") + 1])
+    start = ["--initial", *["0"] * (features + 1), "--repeats", "2"]
+    floor = launch.script(1, "floor.py", [*LARGE_JOB, *LARGE_STEPS, *start], cpus="0")
+    samples = int(LARGE_STEPS[1]) * int(LARGE_JOB[LARGE_JOB.index("--batch_size") + 1])
     return {
         "empty_rss_mib": max(empty["peak_rss_mib"]),
         "empty_pss_mib": max(empty["peak_pss_mib"]),
-        "large_job": [large_job(1, cpus="0"), large_job(2), large_job(4)],
+        "large_job": rows,
+        "large_job_numpy_samples_per_s": samples / min(floor["times_s"]),
     }
 
 

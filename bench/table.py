@@ -85,6 +85,13 @@ def _targets_here(results: dict) -> list[tuple]:
                 0.85,
             ),
             ("peak RSS per rank, large job: 4 ranks / 1 rank", rss_ratio(results), "<=", 0.35),
+            (
+                "large job, 1 rank on 1 core: hvd-linreg / NumPy loop samples/s",
+                _at(results["large_job"], 1)["samples_per_s"]
+                / results["large_job_numpy_samples_per_s"],
+                ">=",
+                0.9,
+            ),
         ]
     if "allreduce" in results:
         ar = results["allreduce"]
@@ -211,6 +218,10 @@ def _large_job(results: dict) -> list[str]:
         ],
     )
     four, one = _at(large, 4), _at(large, 1)
+    out.append(
+        f"   The NumPy loop (bench/floor.py) on the same job, 1 rank on 1 core: "
+        f"{results['large_job_numpy_samples_per_s']:.3g} samples/s"
+    )
     out.append(
         f"   An empty run (1000 rows) peaks at {results['empty_rss_mib']:.0f} MiB RSS, "
         f"{results['empty_pss_mib']:.0f} MiB PSS. 4 ranks / 1 rank: RSS above the empty run "

@@ -162,11 +162,13 @@ class Config:
                     raise UsageError(
                         f"{flag} names columns of a CSV or Parquet file, so it needs --data"
                     )
-        names = self.feature_columns or ()
-        if self.features is not None and (not all(names) or len(set(names)) < len(names)):
-            raise UsageError(
-                f"--features takes distinct column names separated by commas, got {self.features!r}"
-            )
+        if self.features is not None:
+            names = self.feature_columns if isinstance(self.features, str) else ()
+            if not names or not all(names) or len(set(names)) < len(names):
+                raise UsageError(
+                    "--features takes distinct column names separated by commas, "
+                    f"got {self.features!r}"
+                )
 
     def _check_elastic(self) -> None:
         """What a reset cannot carry over: a rate scaled by the rank count, gradients

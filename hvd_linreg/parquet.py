@@ -23,7 +23,7 @@ from hvd_linreg.data import (
 )
 
 
-def parquet_table(files: list[Path], target: str | None, features: tuple[str, ...] | None):
+def parquet_table(files: list[Path], target: str | None, features: tuple[str, ...] | None) -> Table:
     """The files' rows, in order, as one Table of the chosen columns (nothing read yet but
     the footers); UsageError for a file, column or type the user can fix."""
     pq = _import_parquet()

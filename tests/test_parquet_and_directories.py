@@ -134,6 +134,18 @@ def test_features_choose_and_order_the_columns(rows, tmp_path, suffix):
     np.testing.assert_allclose(params_of(m), lstsq(rows[:, [2, 0]], rows[:, 1]), rtol=1e-9)
 
 
+def test_a_parquet_shard_larger_than_the_rank_s_memory_is_read_as_used(rows, tmp_path, monkeypatch):
+    path = write_parquet(tmp_path / "d.parquet", rows, 64)
+    in_memory = _shard(path, 1, 2, batch_size=10)
+    monkeypatch.setenv("HVD_LINREG_RANK_MEMORY", "1000")
+    streamed = _shard(path, 1, 2, batch_size=10)
+    assert in_memory.table is None and streamed.table is not None
+    blocks = list(streamed.blocks(max_rows=40))
+    assert len(blocks) > 2
+    np.testing.assert_array_equal(np.concatenate([X for X, _ in blocks]), in_memory.X)
+    np.testing.assert_array_equal(np.concatenate([y for _, y in blocks]), in_memory.y)
+
+
 def _rchar() -> int:
     """Bytes this process has read through read() calls so far (pyarrow's too)."""
     with open("/proc/self/io") as f:

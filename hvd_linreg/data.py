@@ -720,7 +720,8 @@ def _csv_lines(p: Path, data_start: int, begin: int, end: int) -> str:
     return text.decode("utf-8", errors="replace")
 
 
-def _parse_csv_split(text: str, num_columns: int) -> _CsvSplit:
+def _parse_csv_split(text: str, names: list[str]) -> _CsvSplit:
+    num_columns = len(names)
     rows: list[list[float]] = []
     reader = csv.reader(io.StringIO(text, newline=""))
     num_lines = text.count("\n") + (not text.endswith("\n") and bool(text))
@@ -733,8 +734,8 @@ def _parse_csv_split(text: str, num_columns: int) -> _CsvSplit:
         try:
             rows.append([float(c) for c in cells])
         except ValueError:
-            bad = next(c for c in cells if not _is_float(c))
-            problem = f"{bad!r} is not a number"
+            j = next(j for j, c in enumerate(cells) if not _is_float(c))
+            problem = f"{cells[j]!r} is not a number (column {names[j]!r})"
             return _CsvSplit(np.zeros((0, num_columns)), num_lines, (reader.line_num, problem))
     return _CsvSplit(np.array(rows, np.float64).reshape(-1, num_columns), num_lines)
 
@@ -750,7 +751,7 @@ def _read_csv(
         check_same_columns(files[0], names, p, theirs)
     chosen, t = choose_columns(names, cfg.target, cfg.feature_columns, files[0])
     texts = csv_split_texts([(p, n) for p, (_, n) in zip(files, headers)], rank, size)
-    splits = [(i, _parse_csv_split(text, len(names))) for i, text in texts]
+    splits = [(i, _parse_csv_split(text, names)) for i, text in texts]
     summary = [(i, len(s.rows), s.num_lines, s.problem) for i, s in splits]
     every = job.allgather(summary) if size > 1 else [summary]
     file_rows, lines_before = [0] * len(files), [1] * len(files)  # 1: the header

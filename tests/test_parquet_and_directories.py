@@ -287,7 +287,7 @@ BAD_INPUT = [
     (
         "csv files: not a number in the second",
         lambda t: ["--data", _files(t / "parts", a_csv="x,y\n1,2\n", b_csv="x,y\n1,2\n3,q\n")],
-        "{t}/parts/b.csv line 3: 'q' is not a number",
+        "{t}/parts/b.csv line 3: 'q' is not a number (column 'y')",
     ),
     (
         "csv files: NaN in the second",

@@ -4,6 +4,8 @@ and --features choose columns by name; bad input ends every rank with one line a
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -11,7 +13,7 @@ import pytest
 
 from conftest import launch, params_of, read_metrics
 from hvd_linreg.cli import main
-from hvd_linreg.config import Config
+from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import csv_split_texts, load_shard
 from reference import averaged_sgd, lstsq
 
@@ -144,6 +146,21 @@ def test_a_parquet_shard_larger_than_the_rank_s_memory_is_read_as_used(rows, tmp
     assert len(blocks) > 2
     np.testing.assert_array_equal(np.concatenate([X for X, _ in blocks]), in_memory.X)
     np.testing.assert_array_equal(np.concatenate([y for _, y in blocks]), in_memory.y)
+
+
+def test_columns_left_out_are_not_read_so_they_may_hold_anything(tmp_path):
+    path = _parquet(tmp_path / "d.parquet", note=["a", None, "c"], x=[1.0, 2, 3], y=[2.0, 4, 6])
+    shard = _shard(path, batch_size=1, features="x")
+    np.testing.assert_array_equal(shard.X[:, 0], [1, 2, 3])
+    np.testing.assert_array_equal(shard.y, [2, 4, 6])
+
+
+def test_without_pyarrow_reading_parquet_says_how_to_install_it(tmp_path, monkeypatch):
+    path = _parquet(tmp_path / "d.parquet", x=[1.0, 2, 3], y=[2.0, 4, 6])
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow now raises ImportError
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    with pytest.raises(UsageError, match="reading Parquet needs pyarrow: pip install pyarrow"):
+        _shard(path, batch_size=1)
 
 
 def _rchar() -> int:

@@ -328,7 +328,7 @@ BAD_INPUT = [
     ),
     (
         "a sub-directory",
-        lambda t: ["--data", _files(t / "parts", a_csv="x,y\n1,2\n") and _mkdir(t / "parts/x")],
+        lambda t: ["--data", _with_subdirectory(t / "parts")],
         "{t}/parts/x is not a file",
     ),
 ]
@@ -346,9 +346,10 @@ def _npys(t, *shapes) -> str:
     return str(t / "parts")
 
 
-def _mkdir(path) -> str:
-    path.mkdir()
-    return str(path.parent)
+def _with_subdirectory(directory) -> str:
+    _files(directory, a_csv="x,y\n1,2\n")
+    (directory / "x").mkdir()
+    return str(directory)
 
 
 @pytest.mark.parametrize("case, flags, message", BAD_INPUT, ids=[c[0] for c in BAD_INPUT])

@@ -5,8 +5,11 @@ page cache (posix_fadvise DONTNEED), and reports /proc/self/io read_bytes: what 
 from disk (or a cluster's shared file system) on a node of its own. Side by side on one machine
 the ranks share the page cache, and whichever touches a page first is charged for it.
 
-    python bench/io.py                       # this tree, a 1.09 GB .npy in /tmp, then a CSV
+    python bench/io.py                       # this tree, a 1.09 GB .npy in /tmp, a CSV, Parquet
     python bench/io.py --before /tmp/old     # also a tree of the code before (git archive)
+
+The Parquet file holds the .npy's rows in row groups of --row_group rows (default: the batch
+size, so that each rank's runs are whole row groups; 0: no Parquet file).
 
 The files are written once to --dir and deleted at the end (--keep keeps them).
 """
@@ -71,6 +74,20 @@ def write_npy(path: Path, rows: int, features: int) -> None:
     del out
 
 
+def write_parquet(path: Path, npy: Path, row_group: int) -> None:
+    """The .npy's rows as Parquet columns x0, x1, ..., y, in row groups of row_group rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = np.load(npy, mmap_mode="r")
+    names = [f"x{j}" for j in range(rows.shape[1] - 1)] + ["y"]
+    schema = pa.schema([(name, pa.float32()) for name in names])
+    with pq.ParquetWriter(path, schema) as writer:
+        for start in range(0, len(rows), row_group):
+            part = np.ascontiguousarray(rows[start : start + row_group].T)
+            writer.write_table(pa.table(dict(zip(names, part)), schema=schema))
+
+
 def write_csv(path: Path, npy: Path, num_bytes: int) -> None:
     """The .npy's first 16 K rows as text (%.6g), repeated until the file holds num_bytes:
     what is read is measured here, not what it says."""
@@ -113,11 +130,14 @@ def main() -> None:
     p.add_argument("--batch_size", type=int, default=65536, help="per rank, as in the tool")
     p.add_argument("--before", help="a tree of the code before, measured first")
     p.add_argument("--csv_bytes", type=int, default=1_050_000_000, help="0: no CSV")
+    p.add_argument("--row_group", type=int, help="Parquet rows per row group (0: no Parquet)")
     p.add_argument("--dir", default="/tmp")
     p.add_argument("--keep", action="store_true")
     args = p.parse_args()
     npy = Path(args.dir) / "hvd_linreg_io.npy"
     csv = Path(args.dir) / "hvd_linreg_io.csv"
+    parquet = Path(args.dir) / "hvd_linreg_io.parquet"
+    row_group = args.batch_size if args.row_group is None else args.row_group
     try:
         if not npy.exists():
             write_npy(npy, args.rows, args.features)
@@ -128,9 +148,13 @@ def main() -> None:
             if not csv.exists():
                 write_csv(csv, npy, args.csv_bytes)
             print_table(".csv byte ranges, after", csv, measure(str(REPO), csv, args.batch_size))
+        if row_group:
+            write_parquet(parquet, npy, row_group)
+            label = f".parquet, row groups of {row_group} rows"
+            print_table(label, parquet, measure(str(REPO), parquet, args.batch_size))
     finally:
         if not args.keep:
-            for path in (npy, csv):
+            for path in (npy, csv, parquet):
                 path.unlink(missing_ok=True)
 
 

@@ -45,10 +45,19 @@ class Config:
     data: str | None = setting(
         None,
         "train on a file instead: .npy (last column = target), .npz (arrays X, y), "
-        ".csv (header line; target = last column or --target)",
+        ".csv (header line; target = last column or --target), .parquet; or a directory or "
+        "glob of .npy, .csv or .parquet files, read in the order of their paths",
         "PATH",
     )
-    target: str | None = setting(None, "CSV column to predict (default: the last one)", "NAME")
+    target: str | None = setting(
+        None, "CSV or Parquet column to predict (default: the last one)", "NAME"
+    )
+    features: str | None = setting(
+        None,
+        "CSV or Parquet columns to use as features, comma-separated, in this order "
+        "(default: every column but the target)",
+        "A,B,...",
+    )
     dtype: str | None = setting(
         None,
         "precision of the data and the model (default: a file's own, float64 for CSV text; "
@@ -154,8 +163,19 @@ class Config:
                     raise UsageError(
                         f"--{name} cannot be combined with --data: it comes from the file"
                     )
-        elif self.target is not None:
-            raise UsageError("--target names a CSV column, so it needs --data FILE.csv")
+        else:
+            for flag, value in (("--target", self.target), ("--features", self.features)):
+                if value is not None:
+                    raise UsageError(
+                        f"{flag} names columns of a CSV or Parquet file, so it needs --data"
+                    )
+        if self.features is not None:
+            names = self.feature_columns if isinstance(self.features, str) else ()
+            if not names or not all(names) or len(set(names)) < len(names):
+                raise UsageError(
+                    "--features takes distinct column names separated by commas, "
+                    f"got {self.features!r}"
+                )
 
     def _check_elastic(self) -> None:
         """What a reset cannot carry over: a rate scaled by the rank count, gradients
@@ -176,6 +196,13 @@ class Config:
     def commit_interval(self) -> int:
         """Steps between elastic commits."""
         return self.commit_every or self.log_every
+
+    @property
+    def feature_columns(self) -> tuple[str, ...] | None:
+        """--features as column names, in its order."""
+        if self.features is None:
+            return None
+        return tuple(name.strip() for name in self.features.split(","))
 
     @property
     def synthetic(self) -> bool:

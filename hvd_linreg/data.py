@@ -20,6 +20,7 @@ rows are left out of SGD (s - 1 before).
 from __future__ import annotations
 
 import csv
+import glob
 import io
 import os
 import zipfile
@@ -147,11 +148,36 @@ class Table:
     num_features: int
     row_bytes: int  # a row's bytes in the file
     dtype: np.dtype  # the file's own precision (own_dtype)
+    columns: tuple[str, ...] | None = None  # the features' names then the target's, if named
+    file_rows: tuple[int, ...] | None = None  # rows of each file, in order, when several
 
     def parts(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         step = max(1, _PART_BYTES // self.row_bytes)
         for first in range(start, stop, step):
             yield self.read(first, min(first + step, stop))
+
+
+def read_across(
+    starts: np.ndarray, read_part: Callable[[int, int, int], tuple], num_features: int, dtype
+) -> Callable[[int, int], tuple[np.ndarray, np.ndarray]]:
+    """A Table's read over parts laid end to end (files, row groups): part i holds the global
+    rows starts[i] .. starts[i + 1] - 1, and read_part(i, lo, hi) reads its rows lo .. hi - 1."""
+
+    def read(start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        pieces = []
+        for i in range(max(int(np.searchsorted(starts, start, "right")) - 1, 0), len(starts) - 1):
+            if starts[i] >= stop:
+                break
+            lo, hi = max(start, starts[i]) - starts[i], min(stop, starts[i + 1]) - starts[i]
+            if hi > lo:
+                pieces.append(read_part(i, int(lo), int(hi)))
+        if len(pieces) == 1:
+            return pieces[0]
+        if not pieces:
+            return np.empty((0, num_features), dtype), np.empty(0, dtype)
+        return np.concatenate([X for X, _ in pieces]), np.concatenate([y for _, y in pieces])
+
+    return read
 
 
 @dataclass(frozen=True)
@@ -187,7 +213,7 @@ class StoredArray:
         out = np.empty((max(stop - start, 0), *self.shape[1:]), self.dtype)
         buffer = memoryview(out.reshape(-1).view(np.uint8))
         position = self.offset + start * self.row_bytes
-        with _open_without_readahead(self.path) as f:
+        with open_without_readahead(self.path) as f:
             done = 0
             while done < len(buffer):
                 got = os.preadv(f.fileno(), [buffer[done:]], position + done)
@@ -197,7 +223,7 @@ class StoredArray:
         return out
 
 
-def _open_without_readahead(path):
+def open_without_readahead(path):
     """The file, unbuffered, read as asked: any read through readahead (a buffered header
     read too) marks pages whose later reads fetch megabytes beyond what is asked for."""
     f = open(path, "rb", buffering=0)
@@ -234,6 +260,7 @@ class Shard:
     # Set when the shard is larger than the memory the rank may use: X and y then hold only
     # its first run, and the rest is read from the file as it is used (blocks, train.py).
     table: Table | None = None
+    feature_names: tuple[str, ...] | None = None  # from a CSV or Parquet file's columns
 
     @property
     def num_features(self) -> int:
@@ -402,38 +429,41 @@ def own_dtype(*dtypes) -> np.dtype:
 
 
 def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Shard:
-    """This rank's rows of the --data file (.npy/.npz/.csv), in --dtype (default: the file's
-    own, see own_dtype); read now, or as used when they do not fit in memory."""
-    path, target = cfg.data, cfg.target
-    p = Path(path)
-    if not p.exists():
-        raise UsageError(f"data file {path} does not exist")
-    if not p.is_file():
-        raise UsageError(f"data path {path} is not a file")
-    suffix = p.suffix.lower()
-    if target is not None and suffix != ".csv":
-        raise UsageError("--target names a CSV column; it does not apply to " + suffix)
+    """This rank's rows of --data (see data_files), in --dtype (default: the files' own, see
+    own_dtype); read now, or as used when they do not fit in memory."""
+    files = data_files(cfg.data)
+    suffix = files[0].suffix.lower()
+    if suffix in (".npy", ".npz"):
+        for flag, value in (("--target", cfg.target), ("--features", cfg.features)):
+            if value is not None:
+                raise UsageError(
+                    f"{flag} names columns of a CSV or Parquet file; it does not apply to {suffix}"
+                )
     if suffix == ".csv":
-        return Shard(*_read_csv(p, target, cfg, rank, size, job), path)
-    table = open_table(p)
+        X, y, layout, names = _read_csv(files, cfg, rank, size, job)
+        return Shard(X, y, layout, cfg.data, feature_names=names)
+    table = open_table(files, cfg)
     if table.num_rows == 0:
-        raise UsageError(f"{path} holds no rows")
+        raise UsageError(f"{cfg.data} holds no rows")
     layout = _layout(table.num_rows, rank, size, cfg.batch_size)
     dtype = np.dtype(cfg.dtype or table.dtype)
     shard_bytes = layout.num_local * (table.num_features + 1) * dtype.itemsize
+    names = table.columns[:-1] if table.columns else None
     try:
         if shard_bytes > memory_per_rank() * _SHARD_SHARE:
             # Checked now, block by block; read again as training uses it.
-            shard = Shard(*layout.take(table, dtype, range(1)), layout, path, table=table)
+            X, y = layout.take(table, dtype, range(1))
+            shard = Shard(X, y, layout, cfg.data, table=table, feature_names=names)
         else:
             X, y = layout.take(table, dtype, range(layout.num_batches), tail=True)
-            shard = Shard(X, y, layout, path)
+            shard = Shard(X, y, layout, cfg.data, feature_names=names)
+        locate, labels = _locator(files, table.file_rows), _labels(table, suffix)
         at = 0
         for X, y in shard.blocks():
-            _check_finite(X, y, path, layout, at)
+            _check_finite(X, y, layout, locate, labels, at)
             at += len(y)
     except OSError as e:
-        raise UsageError(f"cannot read {path}: {e}") from None
+        raise UsageError(f"cannot read {cfg.data}: {e}") from None
     return shard
 
 
@@ -441,40 +471,135 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
 # is for TensorFlow (about 0.4 GB), the float64 blocks of the passes over the data, and slack.
 _SHARD_SHARE = 0.5
 
+# The formats a dataset of several files (a directory, a glob) may have.
+_MULTI_FILE_FORMATS = (".npy", ".csv", ".parquet")
 
-def open_table(p: Path) -> Table:
-    """A .npy or .npz file's rows, to be read by ranges (nothing is read yet but headers)."""
-    try:
-        if p.suffix.lower() == ".npy":
-            with _open_without_readahead(p) as f:
-                a = _stored_array(p, f, 0)
-            if a is None:
-                a = np.load(p, mmap_mode="r", allow_pickle=False)
-            return _npy_table(a, str(p))
-        if p.suffix.lower() == ".npz":
-            return _npz_table(p)
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
-        raise UsageError(f"cannot read {p}: {e}") from None
+
+def data_files(data: str) -> list[Path]:
+    """The files --data names: one file; or a directory's files, or a glob's matches, sorted by
+    path, all of one format. Names starting with . or _ are skipped (Spark's _SUCCESS, the
+    .crc checksums beside its parts)."""
+    p = Path(data)
+    if p.is_dir():
+        files = [f for f in p.iterdir() if not f.name.startswith((".", "_"))]
+        if not files:
+            raise UsageError(f"data directory {data} holds no data files")
+    elif p.exists() or not any(c in data for c in "*?["):
+        if not p.exists():
+            raise UsageError(f"data file {data} does not exist")
+        if not p.is_file():
+            raise UsageError(f"data path {data} is not a file")
+        return [p]
+    else:
+        files = [Path(f) for f in glob.glob(data) if not Path(f).name.startswith((".", "_"))]
+        if not files:
+            raise UsageError(f"--data {data} matches no file")
+    files.sort(key=str)
+    for f in files:
+        if not f.is_file():
+            raise UsageError(f"{f} is not a file: --data {data} reads files, not sub-directories")
+    formats = {}
+    for f in files:
+        formats.setdefault(f.suffix.lower(), f)
+    if len(formats) > 1:
+        raise UsageError(
+            f"--data {data} mixes formats ({', '.join(map(str, formats.values()))}): the files "
+            "of one dataset must be all .npy, all .csv or all .parquet"
+        )
+    if len(files) > 1 and files[0].suffix.lower() not in _MULTI_FILE_FORMATS:
+        raise UsageError(
+            f"--data {data}: a dataset of several files reads .npy, .csv or .parquet files, "
+            f"not {files[0].suffix or '(no extension)'} ({files[0]})"
+        )
+    return files
+
+
+def _locator(files: list[Path], file_rows: tuple[int, ...] | None):
+    """global row -> (the file that holds it, its row there)."""
+    starts = np.cumsum([0, *(file_rows or [0])])
+
+    def locate(row: int) -> tuple[Path, int]:
+        i = int(np.searchsorted(starts, row, "right")) - 1 if file_rows else 0
+        return files[i], row - int(starts[i])
+
+    return locate
+
+
+def _labels(table: Table, suffix: str) -> list[str]:
+    """How messages name the columns of X then y's."""
+    if table.columns:
+        return [f"column {name!r}" for name in table.columns]
+    if suffix == ".npz":
+        return [f"X column {j}" for j in range(table.num_features)] + ["y"]
+    return [f"column {j}" for j in range(table.num_features + 1)]
+
+
+def open_table(files: list[Path], cfg: Config) -> Table:
+    """The files' rows, one file after another, to be read by ranges (nothing is read yet but
+    headers and footers)."""
+    suffix = files[0].suffix.lower()
+    if suffix == ".parquet":
+        from hvd_linreg.parquet import parquet_table  # imports pyarrow: only when needed
+
+        return parquet_table(files, cfg.target, cfg.feature_columns)
+    if suffix == ".npy":
+        return _npy_table(files)
+    if suffix == ".npz":
+        return _opened(files[0], _npz_table)
     raise UsageError(
-        f"{p}: unknown data format {p.suffix or '(no extension)'}; "
-        "use .npy, .npz (arrays X and y) or .csv (with a header line)"
+        f"{files[0]}: unknown data format {suffix or '(no extension)'}; use .npy, .npz "
+        "(arrays X and y), .csv (with a header line) or .parquet"
     )
 
 
-def _npy_table(a: np.ndarray | StoredArray, path: str) -> Table:
-    """A .npy holds one (N, features + 1) array; its last column is the target."""
-    _check_numeric(a, path)
+def _opened(p: Path, opener: Callable):
+    """opener(p), with what goes wrong reading the file said as a UsageError."""
+    try:
+        return opener(p)
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        raise UsageError(f"cannot read {p}: {e}") from None
+
+
+def _npy_array(p: Path) -> np.ndarray | StoredArray:
+    """A .npy file's one array, (rows, features + target), not read yet but its header."""
+    with open_without_readahead(p) as f:
+        a = _stored_array(p, f, 0)
+    if a is None:
+        a = np.load(p, mmap_mode="r", allow_pickle=False)
+    _check_numeric(a, str(p))
     if a.ndim != 2 or a.shape[1] < 2:
         raise UsageError(
-            f"{path}: a .npy file must hold a 2-D array (rows, features + target), "
-            f"got shape {a.shape}"
+            f"{p}: a .npy file must hold a 2-D array (rows, features + target), got shape {a.shape}"
         )
+    return a
 
-    def read(start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        part = a[start:stop]
+
+def _npy_table(files: list[Path]) -> Table:
+    """Each .npy holds one (rows, features + 1) array, the last column the target; the files
+    of a dataset hold as many columns of one dtype."""
+    arrays = [_opened(p, _npy_array) for p in files]
+    first = arrays[0]
+    for p, a in zip(files[1:], arrays[1:]):
+        if (a.shape[1], a.dtype) != (first.shape[1], first.dtype):
+            raise UsageError(
+                f"{p} holds {a.shape[1]} columns of {a.dtype}, but {files[0]} "
+                f"{first.shape[1]} of {first.dtype}: the files of one dataset need the same columns"
+            )
+
+    def read_file(i: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        part = arrays[i][lo:hi]
         return part[:, :-1], part[:, -1]
 
-    return Table(read, len(a), a.shape[1] - 1, a.shape[1] * a.dtype.itemsize, own_dtype(a.dtype))
+    starts = np.cumsum([0, *(len(a) for a in arrays)])
+    num_features = first.shape[1] - 1
+    return Table(
+        read_across(starts, read_file, num_features, first.dtype),
+        int(starts[-1]),
+        num_features,
+        first.shape[1] * first.dtype.itemsize,
+        own_dtype(first.dtype),
+        file_rows=tuple(len(a) for a in arrays) if len(arrays) > 1 else None,
+    )
 
 
 def _npz_table(p: Path) -> Table:
@@ -489,7 +614,7 @@ def _npz_table(p: Path) -> Table:
 
 
 def _npz_arrays(p: Path) -> tuple[np.ndarray | StoredArray, np.ndarray | StoredArray]:
-    with _open_without_readahead(p) as f, zipfile.ZipFile(f) as z:
+    with open_without_readahead(p) as f, zipfile.ZipFile(f) as z:
         names = {Path(n).stem: n for n in z.namelist()}
     missing = [k for k in ("X", "y") if k not in names]
     if missing:
@@ -524,7 +649,7 @@ _NPY_HEADER_READERS = {
 def _npz_member(p: Path, name: str) -> np.ndarray | StoredArray:
     """An uncompressed .npz member (np.savez) is read by ranges of rows, like a .npy; a
     compressed one, or one StoredArray does not read, is read whole."""
-    with _open_without_readahead(p) as f, zipfile.ZipFile(f) as z:
+    with open_without_readahead(p) as f, zipfile.ZipFile(f) as z:
         info = z.getinfo(name)
         stored = None
         if info.compress_type == zipfile.ZIP_STORED:
@@ -548,25 +673,56 @@ class _CsvSplit:
     problem: tuple[int, str] | None = None  # (line within the split, what is wrong)
 
 
-def _csv_header(p: Path, target: str | None) -> tuple[list[str], int, int]:
-    """The header's column names, the target's column and the header's length in bytes."""
+def _csv_header(p: Path) -> tuple[list[str], int]:
+    """The header's column names and its length in bytes."""
     with open(p, "rb") as f:
         first = f.readline()
     header = next(csv.reader([first.decode("utf-8", errors="replace")]), None)
     if not header or not any(h.strip() for h in header):
         raise UsageError(f"{p} is empty; a CSV file needs a header line and data rows")
-    header = [h.strip() for h in header]
-    if target is None:
-        t = len(header) - 1
-    elif target in header:
-        t = header.index(target)
-    else:
-        raise UsageError(
-            f"--target {target!r} is not a column of {p}; columns: {', '.join(header)}"
-        )
-    if len(header) < 2:
+    return [h.strip() for h in header], len(first)
+
+
+def choose_columns(
+    names: list[str], target: str | None, features: tuple[str, ...] | None, p: Path
+) -> tuple[list[int], int]:
+    """The feature columns (--features, in its order; else every column but the target) and
+    the target column (--target, else the last) of a file with these column names."""
+    for flag, wanted in (("--target", [target] if target else []), ("--features", features or [])):
+        for name in wanted:
+            if name not in names:
+                raise UsageError(
+                    f"{flag} {name!r} is not a column of {p}; columns: {column_list(names)}"
+                )
+    if len(names) < 2:
         raise UsageError(f"{p} has one column; it needs at least one feature and a target")
-    return header, t, len(first)
+    t = names.index(target) if target else len(names) - 1
+    if features is None:
+        return [j for j in range(len(names)) if j != t], t
+    if names[t] in features:
+        raise UsageError(
+            f"--features names {names[t]!r}, the target column of {p}; name another target "
+            "with --target"
+        )
+    return [names.index(name) for name in features], t
+
+
+def check_same_columns(first: Path, names: list[str], p: Path, theirs: list[str]) -> None:
+    """The files of one dataset have the same column names, in the same order."""
+    same = f"the files of one dataset need the same columns ({first}: {column_list(names)})"
+    for name in theirs:
+        if name not in names:
+            raise UsageError(f"{p} has a column {name!r} that {first} has not; {same}")
+    for name in names:
+        if name not in theirs:
+            raise UsageError(f"{p} has no column {name!r}; {same}")
+    if theirs != names:
+        raise UsageError(f"{p} has its columns in another order; {same}")
+
+
+def column_list(names: list[str]) -> str:
+    """Column names for a message: the first 20 of them."""
+    return ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
 
 
 def csv_split_text(p: Path, data_start: int, rank: int, size: int) -> str:
@@ -574,9 +730,26 @@ def csv_split_text(p: Path, data_start: int, rank: int, size: int) -> str:
     a file: the range is 1/size of the bytes after the header; a line that began before it is
     the previous rank's, a line that runs past its end is this rank's. So a rank reads its
     range, plus the header and at most one line past it."""
-    length = p.stat().st_size - data_start
-    begin = data_start + rank * length // size
-    end = data_start + (rank + 1) * length // size
+    return "".join(text for _, text in csv_split_texts([(p, data_start)], rank, size))
+
+
+def csv_split_texts(files: list[tuple[Path, int]], rank: int, size: int) -> list[tuple[int, str]]:
+    """This rank's lines of CSV files (path, header length) read one after another: the data
+    bytes of all the files are cut in size ranges, and each file's part of this rank's range
+    is cut at lines as csv_split_text cuts one file. (file index, its lines), by file."""
+    lengths = [p.stat().st_size - data_start for p, data_start in files]
+    offsets = np.cumsum([0, *lengths])
+    begin, end = rank * int(offsets[-1]) // size, (rank + 1) * int(offsets[-1]) // size
+    texts = []
+    for i, (p, data_start) in enumerate(files):
+        lo, hi = max(begin, offsets[i]) - offsets[i], min(end, offsets[i + 1]) - offsets[i]
+        if lo < hi:
+            texts.append((i, _csv_lines(p, data_start, data_start + int(lo), data_start + int(hi))))
+    return texts
+
+
+def _csv_lines(p: Path, data_start: int, begin: int, end: int) -> str:
+    """The lines of p that start in its bytes begin .. end - 1 (after the header)."""
     with open(p, "rb", buffering=0) as f:
         f.seek(max(begin - 1, data_start))
         if begin > data_start:
@@ -589,7 +762,8 @@ def csv_split_text(p: Path, data_start: int, rank: int, size: int) -> str:
     return text.decode("utf-8", errors="replace")
 
 
-def _parse_csv_split(text: str, num_columns: int) -> _CsvSplit:
+def _parse_csv_split(text: str, names: list[str]) -> _CsvSplit:
+    num_columns = len(names)
     rows: list[list[float]] = []
     reader = csv.reader(io.StringIO(text, newline=""))
     num_lines = text.count("\n") + (not text.endswith("\n") and bool(text))
@@ -602,43 +776,49 @@ def _parse_csv_split(text: str, num_columns: int) -> _CsvSplit:
         try:
             rows.append([float(c) for c in cells])
         except ValueError:
-            bad = next(c for c in cells if not _is_float(c))
-            problem = f"{bad!r} is not a number"
+            j = next(j for j, c in enumerate(cells) if not _is_float(c))
+            problem = f"{cells[j]!r} is not a number (column {names[j]!r})"
             return _CsvSplit(np.zeros((0, num_columns)), num_lines, (reader.line_num, problem))
     return _CsvSplit(np.array(rows, np.float64).reshape(-1, num_columns), num_lines)
 
 
 def _read_csv(
-    p: Path, target: str | None, cfg: Config, rank: int, size: int, job: Job | None
-) -> tuple[np.ndarray, np.ndarray, Layout]:
-    """Each rank parses the lines of its byte range; the rows then go to the ranks that hold
-    them by the layout (one alltoall), so no rank reads more than its part of the file."""
-    header, t, data_start = _csv_header(p, target)
-    split = _parse_csv_split(csv_split_text(p, data_start, rank, size), len(header))
-    summary = (len(split.rows), split.num_lines, split.problem)
-    splits = job.allgather(summary) if size > 1 else [summary]
-    lines_before = 1  # the header
-    for _, num_lines, problem in splits:  # the first problem in the file, on every rank
-        if problem is not None:
-            raise UsageError(f"{p} line {lines_before + problem[0]}: {problem[1]}")
-        lines_before += num_lines
-    counts = [n for n, _, _ in splits]
-    num_rows = sum(counts)
-    if num_rows == 0:
-        raise UsageError(f"{p} has a header but no data rows")
-    layout = _layout(num_rows, rank, size, cfg.batch_size)
-    first = sum(counts[:rank])
-    owners = layout.owners(np.arange(first, first + len(split.rows)))
+    files: list[Path], cfg: Config, rank: int, size: int, job: Job | None
+) -> tuple[np.ndarray, np.ndarray, Layout, tuple[str, ...]]:
+    """Each rank parses the lines of its byte range of the files; the rows then go to the ranks
+    that hold them by the layout (one alltoall), so no rank reads more than its part."""
+    headers = [_csv_header(p) for p in files]
+    names = headers[0][0]
+    for p, (theirs, _) in zip(files[1:], headers[1:]):
+        check_same_columns(files[0], names, p, theirs)
+    chosen, t = choose_columns(names, cfg.target, cfg.feature_columns, files[0])
+    texts = csv_split_texts([(p, n) for p, (_, n) in zip(files, headers)], rank, size)
+    splits = [(i, _parse_csv_split(text, names)) for i, text in texts]
+    summary = [(i, len(s.rows), s.num_lines, s.problem) for i, s in splits]
+    every = job.allgather(summary) if size > 1 else [summary]
+    file_rows, lines_before = [0] * len(files), [1] * len(files)  # 1: the header
+    for i, num_rows, num_lines, problem in (piece for pieces in every for piece in pieces):
+        if problem is not None:  # the first problem in the files, on every rank
+            raise UsageError(f"{files[i]} line {lines_before[i] + problem[0]}: {problem[1]}")
+        lines_before[i] += num_lines
+        file_rows[i] += num_rows
+    if sum(file_rows) == 0:
+        raise UsageError(f"{cfg.data} has a header but no data rows")
+    layout = _layout(sum(file_rows), rank, size, cfg.batch_size)
+    first = sum(n for pieces in every[:rank] for _, n, _, _ in pieces)
+    rows = np.concatenate([s.rows for _, s in splits] or [np.zeros((0, len(names)))])
+    owners = layout.owners(np.arange(first, first + len(rows)))
     order = np.argsort(owners, kind="stable")  # by rank, and in file order within each
     sent = np.bincount(owners, minlength=size)
-    table = job.alltoall(split.rows[order], sent) if size > 1 else split.rows
+    table = job.alltoall(rows[order], sent) if size > 1 else rows
     dtype = cfg.dtype or "float64"  # decimal text: float64 keeps what it says
-    X = aligned_empty((len(table), len(header) - 1), dtype)
-    X[...] = np.delete(table, t, axis=1)
+    X = aligned_empty((len(table), len(chosen)), dtype)
+    X[...] = table[:, chosen]
     y = aligned_empty((len(table),), dtype)
     y[...] = table[:, t]
-    _check_finite(X, y, str(p), layout)
-    return X, y, layout
+    labels = [f"column {names[j]!r}" for j in [*chosen, t]]
+    _check_finite(X, y, layout, _locator(files, tuple(file_rows)), labels)
+    return X, y, layout, tuple(names[j] for j in chosen)
 
 
 def _is_float(text: str) -> bool:
@@ -654,11 +834,16 @@ def _check_numeric(a: np.ndarray, path: str) -> None:
         raise UsageError(f"{path}: arrays must be numeric, got dtype {a.dtype}")
 
 
-def _check_finite(X: np.ndarray, y: np.ndarray, path: str, layout: Layout, first: int = 0) -> None:
-    """X and y are this rank's rows from its row number first on."""
+def _check_finite(
+    X: np.ndarray, y: np.ndarray, layout: Layout, locate: Callable, labels: list[str], first=0
+) -> None:
+    """X and y are this rank's rows from its row number first on; labels name their columns."""
     bad = ~(np.isfinite(X).all(axis=1) & np.isfinite(y))
     if bad.any():
-        row = layout.global_row(first + int(np.argmax(bad)))
+        local = int(np.argmax(bad))
+        path, row = locate(layout.global_row(first + local))
+        column = labels[int(np.argmax(~np.isfinite(np.append(X[local], y[local]))))]
         raise UsageError(
-            f"{path}: data row {row} (0-based) holds NaN or inf; clean or drop such rows"
+            f"{path}: data row {row} (0-based) holds NaN or inf in {column}; clean or drop "
+            "such rows"
         )

@@ -116,6 +116,7 @@ class Report:
             "learning_rate": cfg.learning_rate,
             "num_samples": shard.num_samples,
             "num_features": shard.num_features,
+            "features": None if shard.feature_names is None else list(shard.feature_names),
             "dtype": shard.dtype,
             "seed": cfg.seed,
             "data": shard.source,

@@ -130,7 +130,10 @@ def test_npy_of_another_shape_is_refused(tmp_path, shape):
 def test_target_on_a_file_that_is_not_csv_is_refused(tmp_path, table):
     path = tmp_path / "d.npz"
     np.savez(path, X=table[:, :2], y=table[:, 2])
-    with pytest.raises(UsageError, match="--target names a CSV column; it does not apply to .npz"):
+    with pytest.raises(
+        UsageError,
+        match="--target names columns of a CSV or Parquet file; it does not apply to .npz",
+    ):
         _read(path, target="price")
 
 

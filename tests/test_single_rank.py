@@ -50,7 +50,7 @@ def test_metrics_json_values_describe_the_run(seed_run):
     assert (m["size"], m["controller"], m["steps"], m["first_step"]) == (1, "MPI", 1000, 0)
     assert (m["batch_size"], m["global_batch_size"], m["learning_rate"]) == (100, 100, 0.01)
     assert (m["num_samples"], m["num_features"], m["seed"], m["data"]) == (1000, 1, 0, "synthetic")
-    assert (m["w_true"], m["b_true"]) == ([5.0], 2.0)
+    assert (m["w_true"], m["b_true"], m["features"]) == ([5.0], 2.0, None)
     for key in ("initial_w", "w"):
         assert isinstance(m[key], list) and len(m[key]) == 1 and isinstance(m[key][0], float)
     for key in ("initial_b", "b", "loss", "exact_loss", "optimality_gap", "wall_s"):

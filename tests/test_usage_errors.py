@@ -6,6 +6,8 @@ import re
 import sys
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from conftest import launch, launch_each_rank_reporting
@@ -21,6 +23,19 @@ def _npz(path, **arrays):
 def _text(path, text):
     path.write_text(text)
     return str(path)
+
+
+def _parquet(path, **columns):
+    pq.write_table(pa.table(columns), path)
+    return str(path)
+
+
+def _parts(directory, **texts):
+    """Files in directory, named by the keys with . for _ (a_csv: a.csv)."""
+    directory.mkdir()
+    for name, text in texts.items():
+        _text(directory / name.replace("_", "."), text)
+    return str(directory)
 
 
 X3 = np.zeros((10, 2), np.float32)
@@ -81,6 +96,17 @@ CASES = [
         lambda t: ["--data", _text(t / "d.csv", "a,b\n1,2\n3,nan\n5,6\n7,8\n")],
         "data row 1 (0-based) holds NaN or inf",
     ),
+    (
+        "null in the Parquet rows of rank 1",
+        lambda t: ["--data", _parquet(t / "d.parquet", x=[1.0, 2, 3, None], y=[1.0, 2, 3, 4])],
+        "d.parquet: column 'x' is null in data row 3 (0-based)",
+    ),
+    (
+        "CSV files whose columns differ",
+        lambda t: ["--data", _parts(t / "parts", a_csv="x,y\n1,2\n", b_csv="x,z\n1,2\n")],
+        "parts/b.csv has a column 'z' that",
+    ),
+    ("glob matching nothing", lambda t: ["--data", f"{t}/p-*.parquet"], "matches no file"),
     (
         "unwritable checkpoint dir",
         lambda t: ["--checkpoint_dir", _text(t / "f", "") + "/ckpt"],

@@ -1,0 +1,128 @@
+"""Parquet files (--data x.parquet, or a directory or glob of them) as one Table.
+
+A Parquet file is cut into row groups, and its footer gives each group's row count; so the
+rows [start, stop) that the layout hands a rank are read as the row groups holding them, and of
+those only the chosen columns. A rank whose runs cover whole row groups reads only its own.
+pyarrow is imported here, and this module only when a Parquet file is read: start-up stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from hvd_linreg.config import UsageError
+from hvd_linreg.data import (
+    Table,
+    check_same_columns,
+    choose_columns,
+    open_without_readahead,
+    own_dtype,
+    read_across,
+)
+
+
+def parquet_table(files: list[Path], target: str | None, features: tuple[str, ...] | None) -> Table:
+    """The files' rows, in order, as one Table of the chosen columns (nothing read yet but
+    the footers); UsageError for a file, column or type the user can fix."""
+    pq = _import_parquet()
+    metadata = [_footer(pq, p) for p in files]
+    schema = metadata[0].schema.to_arrow_schema()
+    for p, m in zip(files[1:], metadata[1:]):
+        _check_same_columns(files[0], schema, p, m.schema.to_arrow_schema())
+    names = schema.names
+    chosen, t = choose_columns(names, target, features, files[0])
+    columns = [names[j] for j in [*chosen, t]]
+    dtype = own_dtype(*(_numpy_type(files[0], schema.field(name)) for name in columns))
+    groups = [(p, m, g) for p, m in zip(files, metadata) for g in range(m.num_row_groups)]
+    starts = np.cumsum([0] + [m.row_group(g).num_rows for _, m, g in groups])
+    last = {}  # the row group read last: the next read usually starts in it
+
+    def read_group(i: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        if last.get("group") != i:
+            last.clear()
+            last["group"], last["rows"] = i, _read_group(pq, *groups[i], columns, dtype)
+        X, y = last["rows"]
+        return X[lo:hi], y[lo:hi]
+
+    return Table(
+        read_across(starts, read_group, len(chosen), dtype),
+        int(starts[-1]),
+        len(chosen),
+        len(columns) * dtype.itemsize,  # as decoded: what a part of a read holds in memory
+        dtype,
+        tuple(columns),
+        tuple(m.num_rows for m in metadata),
+    )
+
+
+def _import_parquet():
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise UsageError(
+            "reading Parquet needs pyarrow: pip install pyarrow (ci/requirements.txt pins the "
+            "version tested)"
+        ) from None
+    return pq
+
+
+def _footer(pq, p: Path):
+    import pyarrow as pa
+
+    try:
+        with open_without_readahead(p) as f:
+            return pq.ParquetFile(f).metadata
+    except pa.ArrowInvalid as e:
+        raise UsageError(f"{p} is not a Parquet file ({e})") from None
+    except (OSError, pa.ArrowException) as e:
+        raise UsageError(f"cannot read {p}: {e}") from None
+
+
+def _check_same_columns(first: Path, schema, p: Path, theirs) -> None:
+    """The files of one dataset have the same columns, by name, order and type."""
+    check_same_columns(first, schema.names, p, theirs.names)
+    for field in schema:
+        if theirs.field(field.name).type != field.type:
+            raise UsageError(
+                f"{p}: column {field.name!r} is {theirs.field(field.name).type}, but "
+                f"{field.type} in {first}; the files of one dataset need the same columns"
+            )
+
+
+def _numpy_type(p: Path, field) -> np.dtype:
+    import pyarrow as pa
+
+    if not (pa.types.is_integer(field.type) or pa.types.is_floating(field.type)) and not (
+        pa.types.is_boolean(field.type)
+    ):
+        raise UsageError(
+            f"{p}: column {field.name!r} is {field.type}, not numbers; choose numeric columns "
+            "with --features and --target, or cast this one to float64"
+        )
+    return np.dtype(field.type.to_pandas_dtype())
+
+
+def _read_group(pq, p: Path, metadata, group: int, columns: list[str], dtype: np.dtype):
+    """One row group's chosen columns as X (rows, features) and y, in dtype."""
+    import pyarrow as pa
+
+    try:
+        # The footer read at the start is passed in, so only the column chunks are read.
+        with open_without_readahead(p) as f:
+            rows = pq.ParquetFile(f, metadata=metadata).read_row_group(group, columns=columns)
+    except (OSError, pa.ArrowException) as e:
+        raise UsageError(f"cannot read {p}: {e}") from None
+    X = np.empty((rows.num_rows, len(columns) - 1), dtype)
+    y = np.empty(rows.num_rows, dtype)
+    for j, name in enumerate(columns):
+        column = rows.column(name)
+        if column.null_count:
+            first = sum(metadata.row_group(g).num_rows for g in range(group))
+            row = first + int(np.argmax(column.is_null().to_numpy(zero_copy_only=False)))
+            raise UsageError(
+                f"{p}: column {name!r} is null in data row {row} (0-based); fill or drop such rows"
+            )
+        (X[:, j] if j < len(columns) - 1 else y)[...] = column.to_numpy()
+    return X, y

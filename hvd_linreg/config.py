@@ -66,6 +66,11 @@ class Config:
         "allreduce of the normal equations",
         choices=SOLVERS,
     )
+    l2: float = setting(
+        0.0,
+        "ridge: minimise the mean squared error + LAMBDA x |w|^2 (the bias is not penalised)",
+        "LAMBDA",
+    )
     optimizer: str = setting("sgd", "the optimizer Horovod wraps", choices=OPTIMIZERS)
     momentum: float = setting(0.9, "momentum of --optimizer momentum")
     lr_warmup_steps: int = setting(
@@ -121,6 +126,9 @@ class Config:
             raise UsageError(f"--learning_rate must be a finite number, got {lr!r}")
         if lr <= 0:
             raise UsageError(f"--learning_rate must be > 0, got {lr!r}")
+        l2 = self.l2
+        if isinstance(l2, bool) or not isinstance(l2, (int, float)) or not 0 <= l2 < math.inf:
+            raise UsageError(f"--l2 must be a finite number >= 0, got {l2!r}")
         if not _is_int(self.lr_warmup_steps) or self.lr_warmup_steps < 0:
             raise UsageError(
                 f"--lr_warmup_steps must be a whole number >= 0, got {self.lr_warmup_steps!r}"

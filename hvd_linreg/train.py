@@ -59,16 +59,17 @@ def run(cfg: Config) -> int:
 
     # The exact optimum costs one pass and one allreduce: SGD's result is measured against it.
     start = time.perf_counter()
-    optimum, exact_loss = solve_exactly(job, shard)
+    optimum = solve_exactly(cfg, job, shard)
     if cfg.solver == "exact":
         if optimum is None:
             raise UsageError(f"--solver exact handles up to {exact.MAX_FEATURES} features")
-        result = TrainingResult(None, optimum, exact_loss, 0, 0, time.perf_counter() - start)
+        wall_s = time.perf_counter() - start
+        result = TrainingResult(None, optimum.params, optimum.loss, 0, 0, wall_s)
     else:
         trainer = Trainer(cfg, job, shard, ckpt_dir)
         trainer.start()
         result = trainer.fit()
-    report(cfg, job, shard, result, exact_loss)
+    report(cfg, job, shard, result, optimum)
     return 0
 
 
@@ -96,19 +97,21 @@ def prepare(cfg: Config, job: Job) -> tuple[Shard, Path | None]:
     return shard, ckpt_dir
 
 
-def solve_exactly(job: Job, shard: Shard) -> tuple[np.ndarray | None, float | None]:
-    """The exact optimum and its loss (None, None above exact.MAX_FEATURES features)."""
+def solve_exactly(cfg: Config, job: Job, shard: Shard) -> exact.Optimum | None:
+    """The exact optimum (of --l2's ridge objective) over the whole dataset, the same on every
+    rank; None above exact.MAX_FEATURES features."""
     if shard.num_features > exact.MAX_FEATURES:
-        return None, None
-    optimum = exact.solve(job, shard)
-    return optimum, global_mse(optimum, shard)
+        return None
+    equations = exact.normal_equations(shard)
+    params = equations.solve(job.warn, cfg.l2)
+    return exact.Optimum(params, global_mse(params, shard), equations, cfg.l2)
 
 
 def report(
-    cfg: Config, job: Job, shard: Shard, result: TrainingResult, exact_loss: float | None
+    cfg: Config, job: Job, shard: Shard, result: TrainingResult, optimum: exact.Optimum | None
 ) -> None:
     if job.is_root:  # only rank 0 writes, so ranks never race on the same file
-        summary = Report(cfg, job, shard, result, exact_loss)
+        summary = Report(cfg, job, shard, result, optimum)
         for line in summary.summary_lines():
             job.log(line)
         if cfg.metrics_json:
@@ -153,7 +156,7 @@ class Trainer:
     def __init__(self, cfg: Config, job: Job, shard: Shard, ckpt_dir: Path | None):
         self.cfg = cfg
         self.model = LinearModel(
-            initial_params(cfg.seed, job.rank, shard.num_features), shard.dtype
+            initial_params(cfg.seed, job.rank, shard.num_features), shard.dtype, cfg.l2
         )
         # Keras keeps the learning rate in its float type: float32 would round a float64 run's.
         tf.keras.backend.set_floatx(shard.dtype)

@@ -234,6 +234,10 @@ class Shard:
     # Set when the shard is larger than the memory the rank may use: X and y then hold only
     # its first run, and the rest is read from the file as it is used (blocks, train.py).
     table: Table | None = None
+    # --validation_fraction: this rank's piece of the held-out rows (X, y), and their number
+    # over all ranks; the layout above then numbers the training rows alone.
+    validation: tuple[np.ndarray, np.ndarray] | None = None
+    num_validation: int = 0
 
     @property
     def num_features(self) -> int:
@@ -253,6 +257,12 @@ class Shard:
     def dtype(self) -> str:
         return self.X.dtype.name
 
+    def validation_blocks(self, max_rows: int = 1 << 15) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """This rank's validation rows in blocks of max_rows (none without a held-out set)."""
+        X, y = self.validation if self.validation is not None else (self.X[:0], self.y[:0])
+        for start in range(0, len(y), max_rows):
+            yield X[start : start + max_rows], y[start : start + max_rows]
+
     def blocks(self, max_rows: int = 1 << 15) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """All of this rank's rows, runs then tail, in blocks of about max_rows."""
         if self.table is None:
@@ -270,11 +280,22 @@ def load_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     """Build or read only this rank's rows; raise UsageError for anything the user can fix.
     job: the ranks' collectives, which reading a CSV file on several ranks needs."""
     if cfg.synthetic:
-        num_samples = cfg.num_samples or SYNTHETIC_SAMPLES
         num_features = cfg.num_features or SYNTHETIC_FEATURES
-        layout = _layout(num_samples, rank, size, cfg.batch_size)
-        X, y = synthetic_rows(cfg.seed, layout.rows(), num_features, cfg.dtype or "float32")
-        return Shard(X, y, layout, "synthetic", true_weights(num_features).tolist(), TRUE_BIAS)
+        holdout = Holdout.of(cfg, cfg.num_samples or SYNTHETIC_SAMPLES)
+        layout = _layout(holdout.num_train, rank, size, cfg.batch_size)
+
+        def rows(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return synthetic_rows(cfg.seed, ids, num_features, cfg.dtype or "float32")
+
+        validation = rows(holdout.piece(rank, size)) if holdout.held_out else None
+        shard = Shard(*rows(holdout.global_ids(layout.rows())), layout, "synthetic")
+        return replace(
+            shard,
+            w_true=true_weights(num_features).tolist(),
+            b_true=TRUE_BIAS,
+            validation=validation,
+            num_validation=len(holdout.validation),
+        )
     return read_shard(cfg, rank, size, job)
 
 
@@ -350,6 +371,103 @@ def synthetic_rows(
     return X, y
 
 
+# --- Held-out validation rows -----------------------------------------------------------------
+# Before the layout: the layout contract numbers the training rows alone, so the training run is
+# the one a file of just those rows would give.
+
+_VALIDATION_KEY = 0x76616C6964617465  # "validate": hashes unlike the synthetic generator's
+
+
+def is_validation(seed: int, ids: np.ndarray, fraction: float) -> np.ndarray:
+    """Whether each global row id is held out: u = (h >> 11) / 2^53 < fraction, where
+    h = splitmix64(id XOR splitmix64(seed XOR _VALIDATION_KEY)) (README, Validation)."""
+    key = _splitmix64(np.array([seed ^ _VALIDATION_KEY], dtype=np.uint64))[0]
+    with np.errstate(over="ignore"):
+        h = _splitmix64(ids.astype(np.uint64) ^ key)
+    return (h >> np.uint64(11)).astype(np.float64) < fraction * 2.0**53
+
+
+@dataclass(frozen=True)
+class Holdout:
+    """Which of the N rows --validation_fraction holds out, whatever the number of ranks. The
+    training rows, in order, are renumbered 0 .. num_train - 1 for the layout; the validation
+    rows are cut into one consecutive piece per rank."""
+
+    num_rows: int
+    validation: np.ndarray  # global ids of the held-out rows, increasing (empty: no split)
+    train: np.ndarray | None  # global ids of the training rows, increasing; None: every row
+
+    @classmethod
+    def of(cls, cfg: Config, num_rows: int) -> Holdout:
+        fraction = cfg.validation_fraction
+        if not fraction:
+            return cls(num_rows, np.zeros(0, np.int64), None)
+        held = is_validation(cfg.seed, np.arange(num_rows, dtype=np.int64), fraction)
+        if not held.any():
+            raise UsageError(
+                f"--validation_fraction {fraction} holds out none of the {num_rows} rows: "
+                "use a larger fraction"
+            )
+        return cls(num_rows, np.flatnonzero(held), np.flatnonzero(~held))
+
+    @property
+    def held_out(self) -> bool:
+        return self.train is not None
+
+    @property
+    def num_train(self) -> int:
+        return self.num_rows - len(self.validation)
+
+    def global_ids(self, train_ids: np.ndarray) -> np.ndarray:
+        """The global row ids of training rows by their training number."""
+        return train_ids if self.train is None else self.train[train_ids]
+
+    def file_row(self, layout: Layout) -> Callable[[int], int]:
+        """The global row id of this rank's training row number local (for messages)."""
+        return lambda local: int(self.global_ids(layout.global_row(local)))
+
+    def _piece_start(self, rank: int, size: int) -> int:
+        return rank * len(self.validation) // size
+
+    def piece(self, rank: int, size: int) -> np.ndarray:
+        """The global ids of the validation rows this rank holds."""
+        return self.validation[self._piece_start(rank, size) : self._piece_start(rank + 1, size)]
+
+    def owners(self, ids: np.ndarray, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
+        """For global row ids: the rank that holds each, and whether it is a validation row."""
+        if self.train is None:
+            return layout.owners(ids), np.zeros(len(ids), bool)
+        held = np.isin(ids, self.validation)
+        starts = [self._piece_start(r, layout.size) for r in range(layout.size)]
+        position = np.searchsorted(self.validation, ids)
+        piece_owner = np.searchsorted(starts, position, side="right") - 1
+        train_owner = layout.owners(np.searchsorted(self.train, ids))
+        return np.where(held, piece_owner, train_owner), held
+
+    def training_table(self, table: Table) -> Table:
+        """The table's training rows, numbered 0 .. num_train - 1."""
+        if self.train is None:
+            return table
+        train = self.train
+        return replace(table, read=lambda a, b: rows_of(table, train[a:b]), num_rows=len(train))
+
+
+def rows_of(table: Table, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The table's rows ids (increasing), each read spanning no more than _PART_BYTES of rows."""
+    if len(ids) == 0:
+        return table.read(0, 0)
+    step = max(1, _PART_BYTES // table.row_bytes)
+    parts, at = [], 0
+    while at < len(ids):
+        first = int(ids[at])
+        end = int(np.searchsorted(ids, first + step))
+        X, y = table.read(first, int(ids[end - 1]) + 1)
+        keep = ids[at:end] - first
+        parts.append((X[keep], y[keep]))
+        at = end
+    return np.concatenate([X for X, _ in parts]), np.concatenate([y for _, y in parts])
+
+
 # --- Data files ------------------------------------------------------------------------------
 
 
@@ -372,24 +490,32 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     if target is not None and suffix != ".csv":
         raise UsageError("--target names a CSV column; it does not apply to " + suffix)
     if suffix == ".csv":
-        return Shard(*_read_csv(p, target, cfg, rank, size, job), path)
+        return _read_csv(p, target, cfg, rank, size, job)
     table = open_table(p)
     if table.num_rows == 0:
         raise UsageError(f"{path} holds no rows")
-    layout = _layout(table.num_rows, rank, size, cfg.batch_size)
+    holdout = Holdout.of(cfg, table.num_rows)
+    training = holdout.training_table(table)
+    layout = _layout(training.num_rows, rank, size, cfg.batch_size)
     dtype = np.dtype(cfg.dtype or table.dtype)
     shard_bytes = layout.num_local * (table.num_features + 1) * dtype.itemsize
     try:
         if shard_bytes > memory_per_rank() * _SHARD_SHARE:
             # Checked now, block by block; read again as training uses it.
-            shard = Shard(*layout.take(table, dtype, range(1)), layout, path, table=table)
+            shard = Shard(*layout.take(training, dtype, range(1)), layout, path, table=training)
         else:
-            X, y = layout.take(table, dtype, range(layout.num_batches), tail=True)
+            X, y = layout.take(training, dtype, range(layout.num_batches), tail=True)
             shard = Shard(X, y, layout, path)
         at = 0
         for X, y in shard.blocks():
-            _check_finite(X, y, path, layout, at)
+            _check_finite(X, y, path, holdout.file_row(layout), at)
             at += len(y)
+        if holdout.held_out:  # held in memory: a fraction of the rows, used at log steps
+            ids = holdout.piece(rank, size)
+            X, y = rows_of(table, ids)
+            X, y = X.astype(dtype), y.astype(dtype)
+            _check_finite(X, y, path, lambda i: int(ids[i]))
+            shard = replace(shard, validation=(X, y), num_validation=len(holdout.validation))
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e}") from None
     return shard
@@ -568,9 +694,10 @@ def _parse_csv_split(text: str, num_columns: int) -> _CsvSplit:
 
 def _read_csv(
     p: Path, target: str | None, cfg: Config, rank: int, size: int, job: Job | None
-) -> tuple[np.ndarray, np.ndarray, Layout]:
+) -> Shard:
     """Each rank parses the lines of its byte range; the rows then go to the ranks that hold
-    them by the layout (one alltoall), so no rank reads more than its part of the file."""
+    them by the layout and the validation split (one alltoall), so no rank reads more than its
+    part of the file."""
     header, t, data_start = _csv_header(p, target)
     split = _parse_csv_split(csv_split_text(p, data_start, rank, size), len(header))
     summary = (len(split.rows), split.num_lines, split.problem)
@@ -584,19 +711,38 @@ def _read_csv(
     num_rows = sum(counts)
     if num_rows == 0:
         raise UsageError(f"{p} has a header but no data rows")
-    layout = _layout(num_rows, rank, size, cfg.batch_size)
+    holdout = Holdout.of(cfg, num_rows)
+    layout = _layout(holdout.num_train, rank, size, cfg.batch_size)
     first = sum(counts[:rank])
-    owners = layout.owners(np.arange(first, first + len(split.rows)))
+    owners, held = holdout.owners(np.arange(first, first + len(split.rows)), layout)
     order = np.argsort(owners, kind="stable")  # by rank, and in file order within each
     sent = np.bincount(owners, minlength=size)
-    table = job.alltoall(split.rows[order], sent) if size > 1 else split.rows
+    rows = split.rows
+    if holdout.held_out:  # a last column tells the receiver which rows are validation rows
+        rows = np.c_[rows, held]
+    table = job.alltoall(rows[order], sent) if size > 1 else rows
+    if holdout.held_out:
+        held = table[:, -1] == 1
+        table, validation = table[~held, :-1], table[held, :-1]
     dtype = cfg.dtype or "float64"  # decimal text: float64 keeps what it says
-    X = aligned_empty((len(table), len(header) - 1), dtype)
+    X, y = _features_and_target(table, t, dtype)
+    _check_finite(X, y, str(p), holdout.file_row(layout))
+    shard = Shard(X, y, layout, cfg.data)
+    if holdout.held_out:
+        ids = holdout.piece(rank, size)
+        X, y = _features_and_target(validation, t, dtype)
+        _check_finite(X, y, str(p), lambda i: int(ids[i]))
+        shard = replace(shard, validation=(X, y), num_validation=len(holdout.validation))
+    return shard
+
+
+def _features_and_target(table: np.ndarray, t: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Column t of a CSV's rows is the target; the others are the features."""
+    X = aligned_empty((len(table), table.shape[1] - 1), dtype)
     X[...] = np.delete(table, t, axis=1)
     y = aligned_empty((len(table),), dtype)
     y[...] = table[:, t]
-    _check_finite(X, y, str(p), layout)
-    return X, y, layout
+    return X, y
 
 
 def _is_float(text: str) -> bool:
@@ -612,11 +758,13 @@ def _check_numeric(a: np.ndarray, path: str) -> None:
         raise UsageError(f"{path}: arrays must be numeric, got dtype {a.dtype}")
 
 
-def _check_finite(X: np.ndarray, y: np.ndarray, path: str, layout: Layout, first: int = 0) -> None:
-    """X and y are this rank's rows from its row number first on."""
+def _check_finite(
+    X: np.ndarray, y: np.ndarray, path: str, file_row: Callable[[int], int], first: int = 0
+) -> None:
+    """X and y are rows first, first + 1, ... of a set whose file row ids file_row gives."""
     bad = ~(np.isfinite(X).all(axis=1) & np.isfinite(y))
     if bad.any():
-        row = layout.global_row(first + int(np.argmax(bad)))
+        row = file_row(first + int(np.argmax(bad)))
         raise UsageError(
             f"{path}: data row {row} (0-based) holds NaN or inf; clean or drop such rows"
         )

@@ -29,7 +29,7 @@ from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrup
 from hvd_linreg import ranks
 from hvd_linreg.config import Config
 from hvd_linreg.report import header_line
-from hvd_linreg.train import Trainer, prepare, report, solve_exactly
+from hvd_linreg.train import Trainer, prepare, report, solve_exactly, validation_scores
 
 Reset = tuple[int, int, int]  # (step training went on from, ranks before, ranks after)
 
@@ -190,5 +190,6 @@ def _train(state: TrainingState, cfg: Config):
         initial_params=state.committed.initial,
         first_step=state.committed.first_step,
         resets=list(state.committed.resets),
+        validation=validation_scores(job, shard, result.params),
     )
     return job, shard, result, optimum

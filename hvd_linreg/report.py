@@ -17,7 +17,9 @@ from hvd_linreg.atomic import atomic_write
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard
 from hvd_linreg.exact import MAX_FEATURES, Optimum, objective
+from hvd_linreg.monitor import scores_line
 from hvd_linreg.ranks import Job
+from hvd_linreg.scores import Scores
 from hvd_linreg.statistics import Statistics, describe
 
 _SHOWN_WEIGHTS = 8  # the summary lists at most this many w's; the JSON has all of them
@@ -34,6 +36,9 @@ class TrainingResult:
     history: list[tuple[int, float]] = field(default_factory=list)  # (step, mean loss) logged
     # --elastic: each reset as (step it went on from, ranks before, ranks after), in order
     resets: list[tuple[int, int, int]] = field(default_factory=list)
+    # --validation_fraction: the scores on the held-out rows at the end, and at each log step
+    validation: Scores | None = None
+    validation_history: list[tuple[int, Scores]] = field(default_factory=list)
 
     @property
     def steps_per_s(self) -> float:
@@ -49,9 +54,10 @@ def header_line(cfg: Config, job: Job, shard: Shard) -> str:
         else f"batch {cfg.batch_size} per rank ({cfg.batch_size * job.size} global), "
         f"{cfg.num_steps} steps, {cfg.optimizer}, learning rate {cfg.learning_rate}"
     )
+    held_out = f" + {shard.num_validation} validation" if shard.num_validation else ""
     return (
         f"hvd-linreg: {job.size} rank{'s' * (job.size > 1)} ({job.controller}), "
-        f"{shard.num_samples} samples x {shard.num_features} feature"
+        f"{shard.num_samples}{held_out} samples x {shard.num_features} feature"
         f"{'s' * (shard.num_features > 1)} ({shard.dtype}) from {shard.source}, {run}"
     )
 
@@ -132,11 +138,33 @@ class Report:
             "exact_loss": self.exact_loss,
             "optimality_gap": self.optimality_gap,
             "statistics": None if self.statistics is None else self.statistics.as_json(),
+            "validation": self._validation_json(),
             "wall_s": result.wall_s,
             "steps_per_s": result.steps_per_s,
             "samples_per_s": self.samples_per_s,
             "versions": self.versions,
             "config": cfg.as_dict(),
+        }
+
+    def _validation_json(self) -> dict[str, Any] | None:
+        """The held-out rows' scores at the end and at each log step; R² null when undefined."""
+        if self.result.validation is None:
+            return None
+
+        def scored(s: Scores) -> dict[str, float | None]:
+            return {
+                "mse": s.mse,
+                "rmse": s.rmse,
+                "mae": s.mae,
+                "r2": s.r2 if np.isfinite(s.r2) else None,
+            }
+
+        history = [{"step": step, **scored(s)} for step, s in self.result.validation_history]
+        return {
+            "num_samples": self.result.validation.count,
+            "fraction": self.cfg.validation_fraction,
+            **scored(self.result.validation),
+            "history": history,
         }
 
     def summary_lines(self) -> list[str]:
@@ -156,7 +184,12 @@ class Report:
             f"  w: {vec(result.params[:-1])}{true_w}",
             f"  b: {result.params[-1]:.6g}{true_b}",
             f"  final loss: {result.loss:.6g} (mean squared error over all "
-            f"{shard.num_samples} samples)",
+            f"{shard.num_samples}{' training' * bool(shard.num_validation)} samples)",
+            *(
+                [f"  validation: {scores_line(result.validation)} ({shard.num_validation} samples)"]
+                if result.validation is not None
+                else []
+            ),
             (
                 f"  exact optimum's loss: {self.exact_loss:.6g}, {gap}: {self.optimality_gap:.3g}"
                 if self.exact_loss is not None

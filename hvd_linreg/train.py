@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -21,6 +22,7 @@ from hvd_linreg.monitor import Monitor
 from hvd_linreg.plot import save_plot
 from hvd_linreg.ranks import Job, Watchdog
 from hvd_linreg.report import Report, TrainingResult, check_writable, header_line, write_json
+from hvd_linreg.scores import Scores, scores
 
 
 def _horovod_functions_without_autograph() -> None:
@@ -69,6 +71,7 @@ def run(cfg: Config) -> int:
         trainer = Trainer(cfg, job, shard, ckpt_dir)
         trainer.start()
         result = trainer.fit()
+    result = replace(result, validation=validation_scores(job, shard, result.params))
     report(cfg, job, shard, result, optimum)
     return 0
 
@@ -105,6 +108,11 @@ def solve_exactly(cfg: Config, job: Job, shard: Shard) -> exact.Optimum | None:
     equations = exact.normal_equations(shard)
     params = equations.solve(job.warn, cfg.l2)
     return exact.Optimum(params, global_mse(params, shard), equations, cfg.l2)
+
+
+def validation_scores(job: Job, shard: Shard, params: np.ndarray) -> Scores | None:
+    """The scores of params on the held-out rows (every rank's piece); None without them."""
+    return scores(job, params, shard.validation_blocks()) if shard.num_validation else None
 
 
 def report(
@@ -314,12 +322,14 @@ class Trainer:
                 if done % cfg.log_every == 0 or done == cfg.num_steps:
                     # Each rank's last batch loss, averaged: the global batch's loss at this step.
                     mean_loss = float(hvd.allreduce(loss, op=hvd.Average, name="log_loss"))
+                    params = self.model.numpy_params()
                     monitor.record(
                         done,
                         mean_loss,
                         float(self.optimizer.learning_rate),
                         (done - self.first_step) / (time.perf_counter() - start),
-                        self.model.params.numpy(),
+                        params,
+                        validation_scores(self.job, self.shard, params),
                     )
                 if self.ckpt_dir is not None and (
                     done % cfg.checkpoint_every == 0 or done == cfg.num_steps
@@ -339,6 +349,7 @@ class Trainer:
             first_step=self.first_step,
             wall_s=wall_s,
             history=monitor.history,
+            validation_history=monitor.validation_history,
         )
 
     def save_checkpoint(self, step: int) -> None:

@@ -9,6 +9,7 @@ from sklearn.linear_model import Ridge
 
 from conftest import launch, params_of, read_metrics
 from hvd_linreg.cli import main
+from hvd_linreg.config import Config, UsageError
 from reference import averaged_sgd, mse, ridge
 
 L2 = 0.3
@@ -76,3 +77,9 @@ def test_sgd_with_l2_follows_the_reference_to_the_ridge_optimum(tmp_path, float6
     assert m["optimality_gap"] == pytest.approx(gap, rel=1e-6, abs=1e-12)
     assert 0 <= gap < 1e-12
     np.testing.assert_allclose(params_of(m), optimum, rtol=1e-6)
+
+
+@pytest.mark.parametrize("l2", [-0.1, float("nan"), float("inf")])
+def test_a_negative_or_non_finite_l2_is_a_usage_error(l2):
+    with pytest.raises(UsageError, match="--l2 must be a finite number >= 0"):
+        Config(l2=l2)

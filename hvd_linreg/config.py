@@ -64,6 +64,12 @@ class Config:
         "float32 for synthetic data)",
         choices=DTYPES,
     )
+    validation_fraction: float = setting(
+        0.0,
+        "hold out this fraction of the rows, picked by a hash of the row index and --seed (the "
+        "same rows for any number of ranks), and score the model on them at each log step",
+        "F",
+    )
     metrics_json: str | None = setting(None, "rank 0 writes the run's results here as JSON", "PATH")
     checkpoint_dir: str | None = setting(
         None, "rank 0 saves checkpoints here; a run resumes from the newest one it finds", "DIR"
@@ -81,6 +87,11 @@ class Config:
         "SGD runs: solve the normal equations too and report the distance from their optimum; "
         "auto: when that costs less than the training (N x (F+1) <= 2 x steps x global batch)",
         choices=OPTIMALITY_GAP,
+    )
+    l2: float = setting(
+        0.0,
+        "ridge: minimise the mean squared error + LAMBDA x |w|^2 (the bias is not penalised)",
+        "LAMBDA",
     )
     optimizer: str = setting("sgd", "the optimizer Horovod wraps", choices=OPTIMIZERS)
     momentum: float = setting(0.9, "momentum of --optimizer momentum")
@@ -137,6 +148,12 @@ class Config:
             raise UsageError(f"--learning_rate must be a finite number, got {lr!r}")
         if lr <= 0:
             raise UsageError(f"--learning_rate must be > 0, got {lr!r}")
+        l2 = self.l2
+        if isinstance(l2, bool) or not isinstance(l2, (int, float)) or not 0 <= l2 < math.inf:
+            raise UsageError(f"--l2 must be a finite number >= 0, got {l2!r}")
+        f = self.validation_fraction
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f < 1:
+            raise UsageError(f"--validation_fraction must be a number in [0, 1), got {f!r}")
         if not _is_int(self.lr_warmup_steps) or self.lr_warmup_steps < 0:
             raise UsageError(
                 f"--lr_warmup_steps must be a whole number >= 0, got {self.lr_warmup_steps!r}"

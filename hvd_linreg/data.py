@@ -261,6 +261,10 @@ class Shard:
     # its first run, and the rest is read from the file as it is used (blocks, train.py).
     table: Table | None = None
     feature_names: tuple[str, ...] | None = None  # from a CSV or Parquet file's columns
+    # --validation_fraction: this rank's piece of the held-out rows (X, y), and their number
+    # over all ranks; the layout above then numbers the training rows alone.
+    validation: tuple[np.ndarray, np.ndarray] | None = None
+    num_validation: int = 0
 
     @property
     def num_features(self) -> int:
@@ -280,6 +284,12 @@ class Shard:
     def dtype(self) -> str:
         return self.X.dtype.name
 
+    def validation_blocks(self, max_rows: int = 1 << 15) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """This rank's validation rows in blocks of max_rows (none without a held-out set)."""
+        X, y = self.validation if self.validation is not None else (self.X[:0], self.y[:0])
+        for start in range(0, len(y), max_rows):
+            yield X[start : start + max_rows], y[start : start + max_rows]
+
     def blocks(self, max_rows: int = 1 << 15) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """All of this rank's rows, runs then tail, in blocks of about max_rows."""
         if self.table is None:
@@ -297,11 +307,22 @@ def load_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     """Build or read only this rank's rows; raise UsageError for anything the user can fix.
     job: the ranks' collectives, which reading a CSV file on several ranks needs."""
     if cfg.synthetic:
-        num_samples = cfg.num_samples or SYNTHETIC_SAMPLES
         num_features = cfg.num_features or SYNTHETIC_FEATURES
-        layout = _layout(num_samples, rank, size, cfg.batch_size)
-        X, y = synthetic_rows(cfg.seed, layout.rows(), num_features, cfg.dtype or "float32")
-        return Shard(X, y, layout, "synthetic", true_weights(num_features).tolist(), TRUE_BIAS)
+        holdout = Holdout.of(cfg, cfg.num_samples or SYNTHETIC_SAMPLES)
+        layout = _layout(holdout.num_train, rank, size, cfg.batch_size)
+
+        def rows(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return synthetic_rows(cfg.seed, ids, num_features, cfg.dtype or "float32")
+
+        validation = rows(holdout.piece(rank, size)) if holdout.held_out else None
+        shard = Shard(*rows(holdout.global_ids(layout.rows())), layout, "synthetic")
+        return replace(
+            shard,
+            w_true=true_weights(num_features).tolist(),
+            b_true=TRUE_BIAS,
+            validation=validation,
+            num_validation=len(holdout.validation),
+        )
     return read_shard(cfg, rank, size, job)
 
 
@@ -419,6 +440,111 @@ def _standard_normal(keys: np.ndarray, columns: np.ndarray, half: int) -> np.nda
     return z
 
 
+# --- Held-out validation rows -----------------------------------------------------------------
+# Before the layout: the layout contract numbers the training rows alone, so the training run is
+# the one a file of just those rows would give.
+
+_VALIDATION_KEY = 0x76616C6964617465  # "validate"
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's output function: a bijective 64-bit hash, easy to recompute anywhere."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def is_validation(seed: int, ids: np.ndarray, fraction: float) -> np.ndarray:
+    """Whether each global row id is held out: u = (h >> 11) / 2^53 < fraction, where
+    h = splitmix64(id XOR splitmix64(seed XOR _VALIDATION_KEY)) (README, Validation)."""
+    key = _splitmix64(np.array([seed ^ _VALIDATION_KEY], dtype=np.uint64))[0]
+    with np.errstate(over="ignore"):
+        h = _splitmix64(ids.astype(np.uint64) ^ key)
+    return (h >> np.uint64(11)).astype(np.float64) < fraction * 2.0**53
+
+
+@dataclass(frozen=True)
+class Holdout:
+    """Which of the N rows --validation_fraction holds out, whatever the number of ranks. The
+    training rows, in order, are renumbered 0 .. num_train - 1 for the layout; the validation
+    rows are cut into one consecutive piece per rank."""
+
+    num_rows: int
+    validation: np.ndarray  # global ids of the held-out rows, increasing (empty: no split)
+    train: np.ndarray | None  # global ids of the training rows, increasing; None: every row
+
+    @classmethod
+    def of(cls, cfg: Config, num_rows: int) -> Holdout:
+        fraction = cfg.validation_fraction
+        if not fraction:
+            return cls(num_rows, np.zeros(0, np.int64), None)
+        held = is_validation(cfg.seed, np.arange(num_rows, dtype=np.int64), fraction)
+        if not held.any():
+            raise UsageError(
+                f"--validation_fraction {fraction} holds out none of the {num_rows} rows: "
+                "use a larger fraction"
+            )
+        return cls(num_rows, np.flatnonzero(held), np.flatnonzero(~held))
+
+    @property
+    def held_out(self) -> bool:
+        return self.train is not None
+
+    @property
+    def num_train(self) -> int:
+        return self.num_rows - len(self.validation)
+
+    def global_ids(self, train_ids: np.ndarray) -> np.ndarray:
+        """The global row ids of training rows by their training number."""
+        return train_ids if self.train is None else self.train[train_ids]
+
+    def file_row(self, layout: Layout) -> Callable[[int], int]:
+        """The global row id of this rank's training row number local (for messages)."""
+        return lambda local: int(self.global_ids(layout.global_row(local)))
+
+    def _piece_start(self, rank: int, size: int) -> int:
+        return rank * len(self.validation) // size
+
+    def piece(self, rank: int, size: int) -> np.ndarray:
+        """The global ids of the validation rows this rank holds."""
+        return self.validation[self._piece_start(rank, size) : self._piece_start(rank + 1, size)]
+
+    def owners(self, ids: np.ndarray, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
+        """For global row ids: the rank that holds each, and whether it is a validation row."""
+        if self.train is None:
+            return layout.owners(ids), np.zeros(len(ids), bool)
+        held = np.isin(ids, self.validation)
+        starts = [self._piece_start(r, layout.size) for r in range(layout.size)]
+        position = np.searchsorted(self.validation, ids)
+        piece_owner = np.searchsorted(starts, position, side="right") - 1
+        train_owner = layout.owners(np.searchsorted(self.train, ids))
+        return np.where(held, piece_owner, train_owner), held
+
+    def training_table(self, table: Table) -> Table:
+        """The table's training rows, numbered 0 .. num_train - 1."""
+        if self.train is None:
+            return table
+        train = self.train
+        return replace(table, read=lambda a, b: rows_of(table, train[a:b]), num_rows=len(train))
+
+
+def rows_of(table: Table, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The table's rows ids (increasing), each read spanning no more than _PART_BYTES of rows."""
+    if len(ids) == 0:
+        return table.read(0, 0)
+    step = max(1, _PART_BYTES // table.row_bytes)
+    parts, at = [], 0
+    while at < len(ids):
+        first = int(ids[at])
+        end = int(np.searchsorted(ids, first + step))
+        X, y = table.read(first, int(ids[end - 1]) + 1)
+        keep = ids[at:end] - first
+        parts.append((X[keep], y[keep]))
+        at = end
+    return np.concatenate([X for X, _ in parts]), np.concatenate([y for _, y in parts])
+
+
 # --- Data files ------------------------------------------------------------------------------
 
 
@@ -440,28 +566,35 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
                     f"{flag} names columns of a CSV or Parquet file; it does not apply to {suffix}"
                 )
     if suffix == ".csv":
-        X, y, layout, names = _read_csv(files, cfg, rank, size, job)
-        return Shard(X, y, layout, cfg.data, feature_names=names)
+        return _read_csv(files, cfg, rank, size, job)
     table = open_table(files, cfg)
     if table.num_rows == 0:
         raise UsageError(f"{cfg.data} holds no rows")
-    layout = _layout(table.num_rows, rank, size, cfg.batch_size)
+    holdout = Holdout.of(cfg, table.num_rows)
+    training = holdout.training_table(table)
+    layout = _layout(training.num_rows, rank, size, cfg.batch_size)
     dtype = np.dtype(cfg.dtype or table.dtype)
     shard_bytes = layout.num_local * (table.num_features + 1) * dtype.itemsize
     names = table.columns[:-1] if table.columns else None
     try:
         if shard_bytes > memory_per_rank() * _SHARD_SHARE:
             # Checked now, block by block; read again as training uses it.
-            X, y = layout.take(table, dtype, range(1))
-            shard = Shard(X, y, layout, cfg.data, table=table, feature_names=names)
+            X, y = layout.take(training, dtype, range(1))
+            shard = Shard(X, y, layout, cfg.data, table=training, feature_names=names)
         else:
-            X, y = layout.take(table, dtype, range(layout.num_batches), tail=True)
+            X, y = layout.take(training, dtype, range(layout.num_batches), tail=True)
             shard = Shard(X, y, layout, cfg.data, feature_names=names)
         locate, labels = _locator(files, table.file_rows), _labels(table, suffix)
         at = 0
         for X, y in shard.blocks():
-            _check_finite(X, y, layout, locate, labels, at)
+            _check_finite(X, y, holdout.file_row(layout), locate, labels, at)
             at += len(y)
+        if holdout.held_out:  # held in memory: a fraction of the rows, used at log steps
+            ids = holdout.piece(rank, size)
+            X, y = rows_of(table, ids)
+            X, y = X.astype(dtype), y.astype(dtype)
+            _check_finite(X, y, lambda i: int(ids[i]), locate, labels)
+            shard = replace(shard, validation=(X, y), num_validation=len(holdout.validation))
     except OSError as e:
         raise UsageError(f"cannot read {cfg.data}: {e}") from None
     return shard
@@ -782,11 +915,10 @@ def _parse_csv_split(text: str, names: list[str]) -> _CsvSplit:
     return _CsvSplit(np.array(rows, np.float64).reshape(-1, num_columns), num_lines)
 
 
-def _read_csv(
-    files: list[Path], cfg: Config, rank: int, size: int, job: Job | None
-) -> tuple[np.ndarray, np.ndarray, Layout, tuple[str, ...]]:
+def _read_csv(files: list[Path], cfg: Config, rank: int, size: int, job: Job | None) -> Shard:
     """Each rank parses the lines of its byte range of the files; the rows then go to the ranks
-    that hold them by the layout (one alltoall), so no rank reads more than its part."""
+    that hold them by the layout and the validation split (one alltoall), so no rank reads more
+    than its part."""
     headers = [_csv_header(p) for p in files]
     names = headers[0][0]
     for p, (theirs, _) in zip(files[1:], headers[1:]):
@@ -804,21 +936,40 @@ def _read_csv(
         file_rows[i] += num_rows
     if sum(file_rows) == 0:
         raise UsageError(f"{cfg.data} has a header but no data rows")
-    layout = _layout(sum(file_rows), rank, size, cfg.batch_size)
+    holdout = Holdout.of(cfg, sum(file_rows))
+    layout = _layout(holdout.num_train, rank, size, cfg.batch_size)
     first = sum(n for pieces in every[:rank] for _, n, _, _ in pieces)
     rows = np.concatenate([s.rows for _, s in splits] or [np.zeros((0, len(names)))])
-    owners = layout.owners(np.arange(first, first + len(rows)))
+    owners, held = holdout.owners(np.arange(first, first + len(rows)), layout)
     order = np.argsort(owners, kind="stable")  # by rank, and in file order within each
     sent = np.bincount(owners, minlength=size)
+    if holdout.held_out:  # a last column tells the receiver which rows are validation rows
+        rows = np.c_[rows, held]
     table = job.alltoall(rows[order], sent) if size > 1 else rows
+    if holdout.held_out:
+        held = table[:, -1] == 1
+        table, validation = table[~held, :-1], table[held, :-1]
     dtype = cfg.dtype or "float64"  # decimal text: float64 keeps what it says
+    locate = _locator(files, tuple(file_rows))
+    labels = [f"column {names[j]!r}" for j in [*chosen, t]]
+    X, y = _columns(table, chosen, t, dtype)
+    _check_finite(X, y, holdout.file_row(layout), locate, labels)
+    shard = Shard(X, y, layout, cfg.data, feature_names=tuple(names[j] for j in chosen))
+    if holdout.held_out:
+        ids = holdout.piece(rank, size)
+        X, y = _columns(validation, chosen, t, dtype)
+        _check_finite(X, y, lambda i: int(ids[i]), locate, labels)
+        shard = replace(shard, validation=(X, y), num_validation=len(holdout.validation))
+    return shard
+
+
+def _columns(table: np.ndarray, chosen: list[int], t: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The chosen columns of a CSV's rows as the features, column t as the target."""
     X = aligned_empty((len(table), len(chosen)), dtype)
     X[...] = table[:, chosen]
     y = aligned_empty((len(table),), dtype)
     y[...] = table[:, t]
-    labels = [f"column {names[j]!r}" for j in [*chosen, t]]
-    _check_finite(X, y, layout, _locator(files, tuple(file_rows)), labels)
-    return X, y, layout, tuple(names[j] for j in chosen)
+    return X, y
 
 
 def _is_float(text: str) -> bool:
@@ -835,13 +986,19 @@ def _check_numeric(a: np.ndarray, path: str) -> None:
 
 
 def _check_finite(
-    X: np.ndarray, y: np.ndarray, layout: Layout, locate: Callable, labels: list[str], first=0
+    X: np.ndarray,
+    y: np.ndarray,
+    row_of: Callable[[int], int],
+    locate: Callable,
+    labels: list[str],
+    first: int = 0,
 ) -> None:
-    """X and y are this rank's rows from its row number first on; labels name their columns."""
+    """X and y are rows first, first + 1, ... of a set whose global row ids row_of gives;
+    locate turns a global row id into (file, row in it); labels name the columns."""
     bad = ~(np.isfinite(X).all(axis=1) & np.isfinite(y))
     if bad.any():
         local = int(np.argmax(bad))
-        path, row = locate(layout.global_row(first + local))
+        path, row = locate(row_of(first + local))
         column = labels[int(np.argmax(~np.isfinite(np.append(X[local], y[local]))))]
         raise UsageError(
             f"{path}: data row {row} (0-based) holds NaN or inf in {column}; clean or drop "

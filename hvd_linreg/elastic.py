@@ -29,7 +29,7 @@ from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrup
 from hvd_linreg import ranks
 from hvd_linreg.config import Config
 from hvd_linreg.report import header_line
-from hvd_linreg.train import Trainer, prepare, report, solve_exactly
+from hvd_linreg.train import Trainer, prepare, report, solve_exactly, validation_scores
 
 Reset = tuple[int, int, int]  # (step training went on from, ranks before, ranks after)
 
@@ -156,9 +156,9 @@ def run(cfg: Config, job: ranks.Job) -> int:
     running job meets the others only in its synchronisation), everything else inside it."""
     state = TrainingState()
     began = time.perf_counter()
-    job, shard, result, exact_loss = run_elastic(_train)(state, cfg)
+    job, shard, result, optimum = run_elastic(_train)(state, cfg)
     result = replace(result, wall_s=time.perf_counter() - began)
-    report(cfg, job, shard, result, exact_loss)
+    report(cfg, job, shard, result, optimum)
     return 0
 
 
@@ -184,11 +184,12 @@ def _train(state: TrainingState, cfg: Config):
         state.committed = replace(s, size=job.size, resets=(*s.resets, event))
     trainer.first_step = state.committed.step
     result = trainer.fit(commit=state.commit_at)
-    _, exact_loss = solve_exactly(cfg, job, shard)
+    optimum = solve_exactly(cfg, job, shard)
     result = replace(
         result,
         initial_params=state.committed.initial,
         first_step=state.committed.first_step,
         resets=list(state.committed.resets),
+        validation=validation_scores(job, shard, result.params),
     )
-    return job, shard, result, exact_loss
+    return job, shard, result, optimum

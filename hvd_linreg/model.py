@@ -1,4 +1,5 @@
-"""The model: y = X·w + b, fitted by mean squared error, as in the seed program."""
+"""The model: y = X·w + b, fitted by mean squared error, as in the seed program (plus a ridge
+penalty on w with --l2)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ def initial_params(seed: int, rank: int, num_features: int) -> np.ndarray:
 class LinearModel(tf.Module):
     """w and b live in ONE variable, so each step allreduces one gradient tensor, not two."""
 
-    def __init__(self, params: np.ndarray, dtype: str = "float32"):
+    def __init__(self, params: np.ndarray, dtype: str = "float32", l2: float = 0.0):
         super().__init__(name="linear")
         self.num_features = len(params) - 1
+        self.l2 = l2
         # The data's precision: float64 data trained in float32 would lose what it holds.
         self.params = tf.Variable(np.asarray(params, dtype).reshape(-1, 1), name="params")
 
@@ -29,7 +31,11 @@ class LinearModel(tf.Module):
         return tf.squeeze(tf.matmul(X, w), axis=1) + b
 
     def loss(self, X: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
-        return tf.reduce_mean(tf.square(self.predict(X) - y))
+        """mean((X w + b - y)²) + l2·‖w‖²: exact.objective, on a batch."""
+        loss = tf.reduce_mean(tf.square(self.predict(X) - y))
+        if self.l2:  # the bias is not penalised
+            loss += self.l2 * tf.reduce_sum(tf.square(self.params[:-1]))
+        return loss
 
     def numpy_params(self) -> np.ndarray:
         return self.params.numpy().reshape(-1).astype(np.float64)

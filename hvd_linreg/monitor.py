@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from hvd_linreg.config import Config
 from hvd_linreg.ranks import Job
+from hvd_linreg.scores import Scores
 
 _MAX_SCALAR_WEIGHTS = 8  # TensorBoard gets w_j for at most this many features
 
@@ -19,6 +20,7 @@ class Monitor:
         self.job = job
         self.quiet = cfg.quiet
         self.history: list[tuple[int, float]] = []
+        self.validation_history: list[tuple[int, Scores]] = []
         speaks = job.is_root
         self.bar = None
         if speaks and not cfg.quiet and sys.stderr.isatty():
@@ -27,17 +29,32 @@ class Monitor:
             self.bar = tqdm(total=cfg.num_steps, initial=first_step, unit="step", file=sys.stderr)
         self.writer = tf.summary.create_file_writer(cfg.logdir) if speaks and cfg.logdir else None
 
-    def record(self, step: int, loss: float, lr: float, steps_per_s: float, params) -> None:
-        """One log point: the loss averaged over ranks at this step, and what goes with it."""
+    def record(
+        self,
+        step: int,
+        loss: float,
+        lr: float,
+        steps_per_s: float,
+        params,
+        validation: Scores | None = None,
+    ) -> None:
+        """One log point: the loss averaged over ranks at this step, and what goes with it
+        (with --validation_fraction, the scores on the held-out rows)."""
         self.history.append((step, loss))
+        scored = ""
+        if validation is not None:
+            self.validation_history.append((step, validation))
+            scored = f" Validation: {scores_line(validation)}"
         if self.bar is not None:
             self.bar.update(step - self.bar.n)
             self.bar.set_postfix(loss=f"{loss:.4g}", refresh=False)
         elif not self.quiet:
-            self.job.log(f"Step: {step} Loss: {loss:.6g}")
+            self.job.log(f"Step: {step} Loss: {loss:.6g}{scored}")
         if self.writer is not None:
             with self.writer.as_default(step=step):
                 tf.summary.scalar("loss", loss)
+                for name in ("mse", "rmse", "mae", "r2") if validation is not None else ():
+                    tf.summary.scalar(f"validation/{name}", getattr(validation, name))
                 tf.summary.scalar("learning_rate", lr)
                 tf.summary.scalar("steps_per_s", steps_per_s)
                 theta = np.asarray(params).reshape(-1)
@@ -51,3 +68,8 @@ class Monitor:
         if self.writer is not None:
             self.writer.flush()
             self.writer.close()
+
+
+def scores_line(s: Scores) -> str:
+    """Validation scores as the log lines and the summary show them."""
+    return f"MSE {s.mse:.6g}, RMSE {s.rmse:.6g}, MAE {s.mae:.6g}, R² {s.r2:.6g}"

@@ -16,8 +16,11 @@ from hvd_linreg import __version__
 from hvd_linreg.atomic import atomic_write
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard
-from hvd_linreg.exact import MAX_FEATURES
+from hvd_linreg.exact import MAX_FEATURES, Optimum, objective
+from hvd_linreg.monitor import scores_line
 from hvd_linreg.ranks import Job
+from hvd_linreg.scores import Scores
+from hvd_linreg.statistics import Statistics, describe
 
 _SHOWN_WEIGHTS = 8  # the summary lists at most this many w's; the JSON has all of them
 
@@ -33,6 +36,9 @@ class TrainingResult:
     history: list[tuple[int, float]] = field(default_factory=list)  # (step, mean loss) logged
     # --elastic: each reset as (step it went on from, ranks before, ranks after), in order
     resets: list[tuple[int, int, int]] = field(default_factory=list)
+    # --validation_fraction: the scores on the held-out rows at the end, and at each log step
+    validation: Scores | None = None
+    validation_history: list[tuple[int, Scores]] = field(default_factory=list)
 
     @property
     def steps_per_s(self) -> float:
@@ -48,9 +54,10 @@ def header_line(cfg: Config, job: Job, shard: Shard) -> str:
         else f"batch {cfg.batch_size} per rank ({cfg.batch_size * job.size} global), "
         f"{cfg.num_steps} steps, {cfg.optimizer}, learning rate {cfg.learning_rate}"
     )
+    held_out = f" + {shard.num_validation} validation" if shard.num_validation else ""
     return (
         f"hvd-linreg: {job.size} rank{'s' * (job.size > 1)} ({job.controller}), "
-        f"{shard.num_samples} samples x {shard.num_features} feature"
+        f"{shard.num_samples}{held_out} samples x {shard.num_features} feature"
         f"{'s' * (shard.num_features > 1)} ({shard.dtype}) from {shard.source}, {run}"
     )
 
@@ -76,8 +83,16 @@ class Report:
     job: Job
     shard: Shard
     result: TrainingResult
-    exact_loss: float | None  # None above exact.MAX_FEATURES features
+    optimum: Optimum | None  # None above exact.MAX_FEATURES features
     versions: dict[str, str] = field(default_factory=versions)
+    statistics: Statistics | None = field(init=False)  # the exact optimum's
+
+    def __post_init__(self) -> None:
+        self.statistics = None if self.optimum is None else describe(self.optimum)
+
+    @property
+    def exact_loss(self) -> float | None:
+        return None if self.optimum is None else self.optimum.loss
 
     @property
     def global_batch_size(self) -> int:
@@ -94,7 +109,10 @@ class Report:
 
     @property
     def optimality_gap(self) -> float | None:
-        return None if self.exact_loss is None else self.result.loss - self.exact_loss
+        """How far the result's objective (with --l2, the ridge one) is above the optimum's."""
+        if self.optimum is None:
+            return None
+        return objective(self.result.loss, self.result.params, self.cfg.l2) - self.optimum.objective
 
     @property
     def samples_per_s(self) -> float:
@@ -129,11 +147,34 @@ class Report:
             "loss": result.loss,
             "exact_loss": self.exact_loss,
             "optimality_gap": self.optimality_gap,
+            "statistics": None if self.statistics is None else self.statistics.as_json(),
+            "validation": self._validation_json(),
             "wall_s": result.wall_s,
             "steps_per_s": result.steps_per_s,
             "samples_per_s": self.samples_per_s,
             "versions": self.versions,
             "config": cfg.as_dict(),
+        }
+
+    def _validation_json(self) -> dict[str, Any] | None:
+        """The held-out rows' scores at the end and at each log step; R² null when undefined."""
+        if self.result.validation is None:
+            return None
+
+        def scored(s: Scores) -> dict[str, float | None]:
+            return {
+                "mse": s.mse,
+                "rmse": s.rmse,
+                "mae": s.mae,
+                "r2": s.r2 if np.isfinite(s.r2) else None,
+            }
+
+        history = [{"step": step, **scored(s)} for step, s in self.result.validation_history]
+        return {
+            "num_samples": self.result.validation.count,
+            "fraction": self.cfg.validation_fraction,
+            **scored(self.result.validation),
+            "history": history,
         }
 
     def summary_lines(self) -> list[str]:
@@ -143,6 +184,9 @@ class Report:
             return f"[{shown}{more}]"
 
         shard, result, v = self.shard, self.result, self.versions
+        gap = "optimality gap" + (
+            f" (of the objective with --l2 {self.cfg.l2:g})" * (self.cfg.l2 > 0)
+        )
         true_w = f"  (true {vec(shard.w_true)})" if shard.w_true is not None else ""
         true_b = f"  (true {shard.b_true:.6g})" if shard.b_true is not None else ""
         return [
@@ -150,10 +194,14 @@ class Report:
             f"  w: {vec(result.params[:-1])}{true_w}",
             f"  b: {result.params[-1]:.6g}{true_b}",
             f"  final loss: {result.loss:.6g} (mean squared error over all "
-            f"{shard.num_samples} samples)",
+            f"{shard.num_samples}{' training' * bool(shard.num_validation)} samples)",
+            *(
+                [f"  validation: {scores_line(result.validation)} ({shard.num_validation} samples)"]
+                if result.validation is not None
+                else []
+            ),
             (
-                f"  exact optimum's loss: {self.exact_loss:.6g}, optimality gap: "
-                f"{self.optimality_gap:.3g}"
+                f"  exact optimum's loss: {self.exact_loss:.6g}, {gap}: {self.optimality_gap:.3g}"
                 if self.exact_loss is not None
                 else f"  exact optimum: skipped ({self.exact_skipped})"
             ),
@@ -167,7 +215,37 @@ class Report:
             f"global batch: {self.global_batch_size}",
             f"  versions: hvd_linreg {v['hvd_linreg']}, Horovod {v['horovod']}, "
             f"TensorFlow {v['tensorflow']}, NumPy {v['numpy']}, Python {v['python']}",
+            *([] if self.statistics is None else statistics_table(self.statistics)),
         ]
+
+
+def _cell(value: float | None, spec: str) -> str:
+    return "undefined" if value is None else format(value, spec)
+
+
+def statistics_table(stats: Statistics) -> list[str]:
+    """The exact optimum's fit statistics and coefficient table: the first _SHOWN_WEIGHTS w's
+    and b (the metrics JSON has all); an undefined statistic says so, and the lines below say
+    why."""
+    dof = "" if stats.dof is None else f", {stats.dof} residual degrees of freedom"
+    lines = [
+        f"Statistics of the exact optimum: R² {_cell(stats.r2, '.6g')}, adjusted R² "
+        f"{_cell(stats.adjusted_r2, '.6g')}, RMSE {stats.rmse:.6g}{dof}",
+        f"  {'coefficient':<12}{'estimate':>14}{'std error':>14}{'t':>11}{'p':>11}",
+    ]
+    weights, bias = stats.coefficients[:-1], stats.coefficients[-1]
+    for c in [*weights[:_SHOWN_WEIGHTS], bias]:
+        lines.append(
+            f"  {c.name:<12}{c.estimate:>14.6g}{_cell(c.std_error, '.6g'):>14}"
+            f"{_cell(c.t, '.4g'):>11}{_cell(c.p, '.3g'):>11}"
+        )
+    if len(weights) > _SHOWN_WEIGHTS:
+        lines.insert(-1, f"  ... ({len(weights)} w's in all: every one in --metrics_json)")
+    reasons: dict[str, list[str]] = {}
+    for name, why in stats.undefined.items():
+        reasons.setdefault(why, []).append(name)
+    lines += [f"  undefined: {', '.join(names)}: {why}" for why, names in reasons.items()]
+    return lines
 
 
 def check_writable(flag: str, path: str | None) -> None:

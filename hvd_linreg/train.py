@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -21,6 +22,7 @@ from hvd_linreg.monitor import Monitor
 from hvd_linreg.plot import save_plot
 from hvd_linreg.ranks import Job, Watchdog
 from hvd_linreg.report import Report, TrainingResult, check_writable, header_line, write_json
+from hvd_linreg.scores import Scores, scores
 
 
 def _horovod_functions_without_autograph() -> None:
@@ -59,16 +61,18 @@ def run(cfg: Config) -> int:
 
     # The exact optimum costs one pass and one allreduce: SGD's result is measured against it.
     start = time.perf_counter()
-    optimum, exact_loss = solve_exactly(cfg, job, shard)
+    optimum = solve_exactly(cfg, job, shard)
     if cfg.solver == "exact":
         if optimum is None:
             raise UsageError(f"--solver exact handles up to {exact.MAX_FEATURES} features")
-        result = TrainingResult(None, optimum, exact_loss, 0, 0, time.perf_counter() - start)
+        wall_s = time.perf_counter() - start
+        result = TrainingResult(None, optimum.params, optimum.loss, 0, 0, wall_s)
     else:
         trainer = Trainer(cfg, job, shard, ckpt_dir)
         trainer.start()
         result = trainer.fit()
-    report(cfg, job, shard, result, exact_loss)
+    result = replace(result, validation=validation_scores(job, shard, result.params))
+    report(cfg, job, shard, result, optimum)
     return 0
 
 
@@ -96,13 +100,20 @@ def prepare(cfg: Config, job: Job) -> tuple[Shard, Path | None]:
     return shard, ckpt_dir
 
 
-def solve_exactly(cfg: Config, job: Job, shard: Shard) -> tuple[np.ndarray | None, float | None]:
-    """The exact optimum and its loss; (None, None) above exact.MAX_FEATURES features, or for
-    an SGD run that does not want it (Report.exact_skipped says why)."""
+def solve_exactly(cfg: Config, job: Job, shard: Shard) -> exact.Optimum | None:
+    """The exact optimum (of --l2's ridge objective) over the whole dataset, the same on every
+    rank; None above exact.MAX_FEATURES features, or for an SGD run that does not want it
+    (Report.exact_skipped says why)."""
     if shard.num_features > exact.MAX_FEATURES or not wants_optimum(cfg, shard, job.size):
-        return None, None
-    optimum = exact.solve(job, shard)
-    return optimum, global_mse(optimum, shard)
+        return None
+    equations = exact.normal_equations(shard)
+    params = equations.solve(job.warn, cfg.l2)
+    return exact.Optimum(params, global_mse(params, shard), equations, cfg.l2)
+
+
+def validation_scores(job: Job, shard: Shard, params: np.ndarray) -> Scores | None:
+    """The scores of params on the held-out rows (every rank's piece); None without them."""
+    return scores(job, params, shard.validation_blocks()) if shard.num_validation else None
 
 
 def wants_optimum(cfg: Config, shard: Shard, size: int) -> bool:
@@ -118,10 +129,10 @@ def wants_optimum(cfg: Config, shard: Shard, size: int) -> bool:
 
 
 def report(
-    cfg: Config, job: Job, shard: Shard, result: TrainingResult, exact_loss: float | None
+    cfg: Config, job: Job, shard: Shard, result: TrainingResult, optimum: exact.Optimum | None
 ) -> None:
     if job.is_root:  # only rank 0 writes, so ranks never race on the same file
-        summary = Report(cfg, job, shard, result, exact_loss)
+        summary = Report(cfg, job, shard, result, optimum)
         for line in summary.summary_lines():
             job.log(line)
         if cfg.metrics_json:
@@ -166,7 +177,7 @@ class Trainer:
     def __init__(self, cfg: Config, job: Job, shard: Shard, ckpt_dir: Path | None):
         self.cfg = cfg
         self.model = LinearModel(
-            initial_params(cfg.seed, job.rank, shard.num_features), shard.dtype
+            initial_params(cfg.seed, job.rank, shard.num_features), shard.dtype, cfg.l2
         )
         # Keras keeps the learning rate in its float type: float32 would round a float64 run's.
         tf.keras.backend.set_floatx(shard.dtype)
@@ -324,12 +335,14 @@ class Trainer:
                 if done % cfg.log_every == 0 or done == cfg.num_steps:
                     # Each rank's last batch loss, averaged: the global batch's loss at this step.
                     mean_loss = float(hvd.allreduce(loss, op=hvd.Average, name="log_loss"))
+                    params = self.model.numpy_params()
                     monitor.record(
                         done,
                         mean_loss,
                         float(self.optimizer.learning_rate),
                         (done - self.first_step) / (time.perf_counter() - start),
-                        self.model.params.numpy(),
+                        params,
+                        validation_scores(self.job, self.shard, params),
                     )
                 if self.ckpt_dir is not None and (
                     done % cfg.checkpoint_every == 0 or done == cfg.num_steps
@@ -349,6 +362,7 @@ class Trainer:
             first_step=self.first_step,
             wall_s=wall_s,
             history=monitor.history,
+            validation_history=monitor.validation_history,
         )
 
     def save_checkpoint(self, step: int) -> None:

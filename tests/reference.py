@@ -17,10 +17,11 @@ def shards(
     return [(X[ids[:, r].ravel()], y[ids[:, r].ravel()]) for r in range(size)]
 
 
-def gradient(theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """d/dtheta of mean((X w + b - y)^2), theta = [w..., b]."""
+def gradient(theta: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float = 0.0) -> np.ndarray:
+    """d/dtheta of mean((X w + b - y)^2) + l2 * |w|^2, theta = [w..., b]."""
     residual = X @ theta[:-1] + theta[-1] - y
-    return np.append(2.0 * X.T @ residual, 2.0 * residual.sum()) / len(y)
+    penalty = np.append(2.0 * l2 * theta[:-1], 0.0)  # the bias is not penalised
+    return np.append(2.0 * X.T @ residual, 2.0 * residual.sum()) / len(y) + penalty
 
 
 def mse(theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
@@ -34,6 +35,14 @@ def lstsq(X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The least-squares [w..., b] in float64."""
     A = np.c_[np.asarray(X, np.float64), np.ones(len(y))]
     return np.linalg.lstsq(A, np.asarray(y, np.float64), rcond=None)[0]
+
+
+def ridge(X: np.ndarray, y: np.ndarray, l2: float) -> np.ndarray:
+    """The [w..., b] minimising mean((X w + b - y)^2) + l2 * |w|^2, in float64: the normal
+    equations of [X 1], with N * l2 added to the diagonal of w's rows only."""
+    A = np.c_[np.asarray(X, np.float64), np.ones(len(y))]
+    penalty = len(y) * l2 * np.diag(np.append(np.ones(A.shape[1] - 1), 0.0))
+    return np.linalg.solve(A.T @ A + penalty, A.T @ np.asarray(y, np.float64))
 
 
 def batch(X: np.ndarray, y: np.ndarray, step: int, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -83,14 +92,21 @@ class Adam:
         return theta - self.m * alpha / (np.sqrt(self.v) + self.epsilon)
 
 
-def averaged(X, y, *, ranks, batch_size, steps, optimizer, w0, b0) -> np.ndarray:
+def averaged(X, y, *, ranks, batch_size, steps, optimizer, w0, b0, l2=0.0) -> np.ndarray:
     """What a correct run computes: every step applies the mean of the ranks' gradients."""
     return averaged_in_segments(
-        X, y, segments=[(0, steps, ranks)], batch_size=batch_size, optimizer=optimizer, w0=w0, b0=b0
+        X,
+        y,
+        segments=[(0, steps, ranks)],
+        batch_size=batch_size,
+        optimizer=optimizer,
+        w0=w0,
+        b0=b0,
+        l2=l2,
     )
 
 
-def averaged_in_segments(X, y, *, segments, batch_size, optimizer, w0, b0) -> np.ndarray:
+def averaged_in_segments(X, y, *, segments, batch_size, optimizer, w0, b0, l2=0.0) -> np.ndarray:
     """A run whose rank count changes (an elastic one): segments are (first step, end step,
     ranks), in order; each step uses the sharding and batching contract at its segment's ranks,
     and the optimizer's state carries over from one segment to the next."""
@@ -99,13 +115,13 @@ def averaged_in_segments(X, y, *, segments, batch_size, optimizer, w0, b0) -> np
     for first, end, ranks in segments:
         parts = shards(X, y, ranks, batch_size)
         for i in range(first, end):
-            grads = [gradient(theta, *batch(Xs, ys, i, batch_size)) for Xs, ys in parts]
+            grads = [gradient(theta, *batch(Xs, ys, i, batch_size), l2) for Xs, ys in parts]
             theta = optimizer.apply(theta, np.mean(grads, axis=0))
     return theta
 
 
-def averaged_sgd(X, y, *, ranks, batch_size, steps, lr, w0, b0) -> np.ndarray:
-    """Averaged-gradient plain SGD at a constant rate."""
+def averaged_sgd(X, y, *, ranks, batch_size, steps, lr, w0, b0, l2=0.0) -> np.ndarray:
+    """Averaged-gradient plain SGD at a constant rate (on the ridge loss with l2 > 0)."""
     return averaged(
         X,
         y,
@@ -115,4 +131,5 @@ def averaged_sgd(X, y, *, ranks, batch_size, steps, lr, w0, b0) -> np.ndarray:
         optimizer=SGD(constant(lr)),
         w0=w0,
         b0=b0,
+        l2=l2,
     )

@@ -1,0 +1,90 @@
+"""Statistics of the exact fit, as an ordinary least squares package reports them: R², adjusted
+R², RMSE, and each coefficient's standard error, t value and two-sided p value. A statistic the
+fit does not define is None, with the reason in Statistics.undefined: never a number that means
+nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import tensorflow as tf
+
+from hvd_linreg.exact import Optimum
+
+
+@dataclass(frozen=True)
+class Coefficient:
+    name: str  # w[j] or b
+    estimate: float
+    std_error: float | None
+    t: float | None
+    p: float | None  # two-sided: P(|T| > |t|) for Student's t with the residual dof
+
+
+@dataclass(frozen=True)
+class Statistics:
+    coefficients: list[Coefficient]  # w[0] ... w[F-1], then b
+    r2: float | None
+    adjusted_r2: float | None
+    rmse: float  # sqrt(mean squared residual): the tool's loss, as a length
+    dof: int | None  # residual degrees of freedom, N - F - 1
+    undefined: dict[str, str] = field(default_factory=dict)  # statistic -> why it is None
+
+    def as_json(self) -> dict:
+        return {
+            "r2": self.r2,
+            "adjusted_r2": self.adjusted_r2,
+            "rmse": self.rmse,
+            "dof": self.dof,
+            "coefficients": [vars(c) for c in self.coefficients],
+            "undefined": self.undefined,
+        }
+
+
+def describe(optimum: Optimum) -> Statistics:
+    """The statistics of the exact optimum, from its normal equations and its loss."""
+    eq, params = optimum.equations, optimum.params
+    n, k = eq.count, len(params)  # k: the features and the bias
+    rss, rmse = optimum.loss * n, float(np.sqrt(optimum.loss))
+    names = [f"w[{j}]" for j in range(k - 1)] + ["b"]
+    undefined: dict[str, str] = {}
+    r2 = 1.0 - rss / eq.y_ss if eq.y_ss > 0 else None
+    if r2 is None:
+        undefined["r2"] = undefined["adjusted_r2"] = "the target is constant"
+    inverse = None
+    if optimum.l2 > 0:
+        why = "a ridge fit (--l2 > 0): ordinary least squares' errors do not apply"
+    elif n <= k:
+        why = f"{n} rows for {k} coefficients: no residual degrees of freedom"
+    elif (inverse := eq.inverse()) is None:
+        why = "the design is singular (features collinear or constant)"
+    if inverse is None:
+        for name in ("std_error", "t", "p", "adjusted_r2", "dof"):
+            undefined.setdefault(name, why)
+        estimates = [Coefficient(nm, v, None, None, None) for nm, v in zip(names, params.tolist())]
+        return Statistics(estimates, r2, None, rmse, None, undefined)
+    dof = n - k
+    # Var(w) = σ² (Xcᵀ Xc)⁻¹; b = ȳ - x̄·w, with ȳ and w uncorrelated:
+    # Var(b) = σ² (1/N + x̄ᵀ (Xcᵀ Xc)⁻¹ x̄)
+    sigma2 = rss / dof
+    variance = np.append(np.diag(inverse), 1.0 / n + eq.x_mean @ inverse @ eq.x_mean)
+    std_error = np.sqrt(sigma2 * variance)
+    if sigma2 > 0:
+        t = params / std_error
+        columns = zip(names, params.tolist(), std_error.tolist(), t.tolist(), two_sided_p(t, dof))
+    else:
+        undefined["t"] = undefined["p"] = "the fit is exact (zero residuals)"
+        columns = zip(names, params.tolist(), std_error.tolist(), [None] * k, [None] * k)
+    adjusted = None if r2 is None else 1.0 - (1.0 - r2) * (n - 1) / dof
+    return Statistics([Coefficient(*c) for c in columns], r2, adjusted, rmse, dof, undefined)
+
+
+def two_sided_p(t: np.ndarray, dof: int) -> list[float]:
+    """P(|T| > |t|) for Student's t with dof degrees of freedom: the regularised incomplete
+    beta function I_x(dof/2, 1/2) at x = dof / (dof + t²). TensorFlow's betainc, so that the
+    tool needs no SciPy."""
+    x = tf.constant(dof / (dof + np.square(t)), tf.float64)
+    a = tf.fill(tf.shape(x), tf.constant(dof / 2, tf.float64))
+    b = tf.fill(tf.shape(x), tf.constant(0.5, tf.float64))
+    return tf.math.betainc(a, b, x).numpy().tolist()

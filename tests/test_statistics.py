@@ -1,0 +1,110 @@
+"""The exact fit's statistics are statsmodels' OLS numbers on real data (scikit-learn's diabetes
+set), at 1 and 2 ranks; what a design does not define is said to be undefined, not printed."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import statsmodels.api as sm
+from scipy import stats
+
+from conftest import REPO, launch, read_metrics
+from hvd_linreg.cli import main
+from hvd_linreg.statistics import two_sided_p
+
+
+@pytest.fixture(scope="module")
+def diabetes(tmp_path_factory) -> tuple[str, pd.DataFrame]:
+    """The README's worked example's file, written by its script."""
+    path = tmp_path_factory.mktemp("diabetes") / "diabetes.csv"
+    subprocess.run([sys.executable, str(REPO / "docs" / "diabetes_csv.py"), str(path)], check=True)
+    return str(path), pd.read_csv(path)
+
+
+def ols(table: pd.DataFrame):
+    """statsmodels' OLS of the last column on the others, with an intercept (named b)."""
+    X, y = table.iloc[:, :-1], table.iloc[:, -1]
+    X = X.set_axis([f"w[{j}]" for j in range(X.shape[1])], axis=1)
+    return sm.OLS(y, sm.add_constant(X).rename(columns={"const": "b"})).fit()
+
+
+def _exact(tmp_path, path: str, size: int, *flags: str) -> tuple[dict, str]:
+    """Metrics and output of --solver exact at size ranks (1: in this process)."""
+    args = ["--data", path, "--solver", "exact", *flags]
+    if size > 1:
+        run = launch("mpirun", size, args, tmp_path)
+        assert run.returncode == 0, run.output
+        return run.metrics, run.stdout
+    out = tmp_path / "m.json"
+    assert main([*args, "--metrics_json", str(out)]) == 0
+    return read_metrics(out), ""
+
+
+@pytest.mark.parametrize("size", [1, pytest.param(2, marks=pytest.mark.multiprocess)])
+def test_statistics_of_the_diabetes_fit_are_statsmodels_ols(tmp_path, diabetes, size):
+    path, table = diabetes
+    s = _exact(tmp_path, path, size)[0]["statistics"]
+    reference = ols(table)
+    names = [c["name"] for c in s["coefficients"]]
+    assert names == [*(f"w[{j}]" for j in range(10)), "b"]
+    for key, attribute in [("estimate", "params"), ("std_error", "bse"), ("t", "tvalues")]:
+        got = [c[key] for c in s["coefficients"]]
+        np.testing.assert_allclose(got, getattr(reference, attribute)[names], rtol=1e-6)
+    np.testing.assert_allclose(
+        [c["p"] for c in s["coefficients"]], reference.pvalues[names], rtol=1e-6
+    )
+    assert s["r2"] == pytest.approx(reference.rsquared, rel=1e-6)
+    assert s["adjusted_r2"] == pytest.approx(reference.rsquared_adj, rel=1e-6)
+    assert s["dof"] == reference.df_resid == 431
+    assert s["rmse"] == pytest.approx(np.sqrt(reference.ssr / 442), rel=1e-6)
+    assert s["undefined"] == {}
+
+
+def test_the_summary_prints_the_coefficient_table(tmp_path, diabetes, capsys):
+    _exact(tmp_path, diabetes[0], 1)
+    out = capsys.readouterr().out
+    assert "R² 0.517748, adjusted R² 0.506559, RMSE 53.4761, 431 residual degrees" in out
+    assert "  w[2]               519.846       66.5334      7.813    4.3e-14" in out
+    assert "... (10 w's in all: every one in --metrics_json)" in out
+    assert "w[8]" not in out  # the first 8 and b
+
+
+@pytest.mark.parametrize("dof", [1, 3, 30, 431, 100_000])
+def test_p_values_are_scipys_student_t(dof):
+    t = np.array([0.0, 0.1, -0.5, 1.0, 2.0, -3.0, 5.0, 10.0, 40.0])
+    np.testing.assert_allclose(two_sided_p(t, dof), 2 * stats.t.sf(np.abs(t), dof), rtol=1e-6)
+
+
+def test_a_singular_design_says_which_statistics_are_undefined(tmp_path, diabetes, capsys):
+    path, table = diabetes
+    doubled = table.copy()
+    doubled.insert(3, "bmi again", table["bmi"])  # collinear: w[2] and w[3] are not identified
+    doubled.to_csv(tmp_path / "doubled.csv", index=False)
+    s = _exact(tmp_path, str(tmp_path / "doubled.csv"), 1)[0]["statistics"]
+    assert all(c["std_error"] is c["t"] is c["p"] is None for c in s["coefficients"])
+    assert s["adjusted_r2"] is None and s["dof"] is None
+    why = "the design is singular (features collinear or constant)"
+    assert s["undefined"] == {k: why for k in ("std_error", "t", "p", "adjusted_r2", "dof")}
+    # The fitted values are still unique: R² and RMSE are the full-rank fit's.
+    assert s["r2"] == pytest.approx(ols(table).rsquared, rel=1e-6)
+    out = capsys.readouterr().out
+    assert f"undefined: std_error, t, p, adjusted_r2, dof: {why}" in out
+    assert re.search(r"w\[2\] +259.923 +undefined +undefined +undefined\n", out)
+    assert "nan" not in out
+
+
+def test_as_many_coefficients_as_rows_leaves_no_degrees_of_freedom(tmp_path):
+    path = tmp_path / "three.csv"
+    path.write_text("x1,x2,y\n0,1,1\n1,0,2\n1,1,4\n")
+    m, _ = _exact(tmp_path, str(path), 1, "--batch_size", "1")
+    s = m["statistics"]
+    assert s["r2"] == pytest.approx(1.0)
+    assert s["dof"] is None and s["coefficients"][0]["std_error"] is None
+    assert (
+        s["undefined"]["std_error"] == "3 rows for 3 coefficients: no residual degrees of freedom"
+    )

@@ -234,6 +234,7 @@ class Shard:
     # Set when the shard is larger than the memory the rank may use: X and y then hold only
     # its first run, and the rest is read from the file as it is used (blocks, train.py).
     table: Table | None = None
+    feature_names: tuple[str, ...] | None = None  # the columns of X, where the file names them
 
     @property
     def num_features(self) -> int:
@@ -372,7 +373,8 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     if target is not None and suffix != ".csv":
         raise UsageError("--target names a CSV column; it does not apply to " + suffix)
     if suffix == ".csv":
-        return Shard(*_read_csv(p, target, cfg, rank, size, job), path)
+        X, y, layout, names = _read_csv(p, target, cfg, rank, size, job)
+        return Shard(X, y, layout, path, feature_names=names)
     table = open_table(p)
     if table.num_rows == 0:
         raise UsageError(f"{path} holds no rows")
@@ -506,25 +508,35 @@ class _CsvSplit:
     problem: tuple[int, str] | None = None  # (line within the split, what is wrong)
 
 
-def _csv_header(p: Path, target: str | None) -> tuple[list[str], int, int]:
-    """The header's column names, the target's column and the header's length in bytes."""
+@dataclass(frozen=True)
+class CsvHeader:
+    """A CSV file's header line: its column names, and where the data after it starts."""
+
+    path: Path
+    names: list[str]
+    data_start: int  # the header's length in bytes
+
+
+def csv_header(p: Path) -> CsvHeader:
     with open(p, "rb") as f:
         first = f.readline()
     header = next(csv.reader([first.decode("utf-8", errors="replace")]), None)
     if not header or not any(h.strip() for h in header):
         raise UsageError(f"{p} is empty; a CSV file needs a header line and data rows")
-    header = [h.strip() for h in header]
+    return CsvHeader(p, [h.strip() for h in header], len(first))
+
+
+def _target_column(header: CsvHeader, target: str | None) -> int:
+    names, p = header.names, header.path
     if target is None:
-        t = len(header) - 1
-    elif target in header:
-        t = header.index(target)
+        t = len(names) - 1
+    elif target in names:
+        t = names.index(target)
     else:
-        raise UsageError(
-            f"--target {target!r} is not a column of {p}; columns: {', '.join(header)}"
-        )
-    if len(header) < 2:
+        raise UsageError(f"--target {target!r} is not a column of {p}; columns: {', '.join(names)}")
+    if len(names) < 2:
         raise UsageError(f"{p} has one column; it needs at least one feature and a target")
-    return header, t, len(first)
+    return t
 
 
 def csv_split_text(p: Path, data_start: int, rank: int, size: int) -> str:
@@ -566,13 +578,15 @@ def _parse_csv_split(text: str, num_columns: int) -> _CsvSplit:
     return _CsvSplit(np.array(rows, np.float64).reshape(-1, num_columns), num_lines)
 
 
-def _read_csv(
-    p: Path, target: str | None, cfg: Config, rank: int, size: int, job: Job | None
-) -> tuple[np.ndarray, np.ndarray, Layout]:
-    """Each rank parses the lines of its byte range; the rows then go to the ranks that hold
-    them by the layout (one alltoall), so no rank reads more than its part of the file."""
-    header, t, data_start = _csv_header(p, target)
-    split = _parse_csv_split(csv_split_text(p, data_start, rank, size), len(header))
+def read_csv_split(
+    header: CsvHeader, rank: int, size: int, job: Job | None
+) -> tuple[np.ndarray, list[int]]:
+    """This rank's rows (float64, every column, in file order): the lines that start in its
+    1/size of the file's bytes; and every rank's number of rows. The file's first problem is
+    raised on every rank."""
+    p = header.path
+    num_columns = len(header.names)
+    split = _parse_csv_split(csv_split_text(p, header.data_start, rank, size), num_columns)
     summary = (len(split.rows), split.num_lines, split.problem)
     splits = job.allgather(summary) if size > 1 else [summary]
     lines_before = 1  # the header
@@ -581,22 +595,33 @@ def _read_csv(
             raise UsageError(f"{p} line {lines_before + problem[0]}: {problem[1]}")
         lines_before += num_lines
     counts = [n for n, _, _ in splits]
-    num_rows = sum(counts)
-    if num_rows == 0:
+    if sum(counts) == 0:
         raise UsageError(f"{p} has a header but no data rows")
-    layout = _layout(num_rows, rank, size, cfg.batch_size)
+    return split.rows, counts
+
+
+def _read_csv(
+    p: Path, target: str | None, cfg: Config, rank: int, size: int, job: Job | None
+) -> tuple[np.ndarray, np.ndarray, Layout, tuple[str, ...]]:
+    """Each rank parses the lines of its byte range; the rows then go to the ranks that hold
+    them by the layout (one alltoall), so no rank reads more than its part of the file.
+    Returns X, y, the layout and the features' names."""
+    header = csv_header(p)
+    t = _target_column(header, target)
+    rows, counts = read_csv_split(header, rank, size, job)
+    layout = _layout(sum(counts), rank, size, cfg.batch_size)
     first = sum(counts[:rank])
-    owners = layout.owners(np.arange(first, first + len(split.rows)))
+    owners = layout.owners(np.arange(first, first + len(rows)))
     order = np.argsort(owners, kind="stable")  # by rank, and in file order within each
     sent = np.bincount(owners, minlength=size)
-    table = job.alltoall(split.rows[order], sent) if size > 1 else split.rows
+    table = job.alltoall(rows[order], sent) if size > 1 else rows
     dtype = cfg.dtype or "float64"  # decimal text: float64 keeps what it says
-    X = aligned_empty((len(table), len(header) - 1), dtype)
+    X = aligned_empty((len(table), len(header.names) - 1), dtype)
     X[...] = np.delete(table, t, axis=1)
     y = aligned_empty((len(table),), dtype)
     y[...] = table[:, t]
     _check_finite(X, y, str(p), layout)
-    return X, y, layout
+    return X, y, layout, tuple(header.names[:t] + header.names[t + 1 :])
 
 
 def _is_float(text: str) -> bool:

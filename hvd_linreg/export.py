@@ -48,6 +48,8 @@ def check_target(path: str | None) -> None:
     parent = p.absolute().parent
     if not parent.is_dir() or not os.access(parent, os.W_OK):
         raise UsageError(f"cannot write --export {path}: {parent} is not a writable directory")
+    if p.is_symlink():
+        raise UsageError(f"--export {path} is a symbolic link; give the directory's own path")
     if os.path.lexists(p):
         try:
             load(path)

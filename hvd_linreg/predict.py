@@ -56,7 +56,8 @@ def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
         r2 = "undefined (the targets are constant)" if math.isnan(result.r2) else f"{result.r2:.6g}"
         job.log(f"  R²:   {r2}")
         if metrics_json:
-            values = {k: None if v != v else v for k, v in asdict(result).items()}  # NaN: null
+            # JSON has no NaN: an undefined R² is null.
+            values = {k: None if v != v else v for k, v in asdict(result).items()}
             write_json(metrics_json, {"model": model_path, "data": data_path, **values})
     return 0
 

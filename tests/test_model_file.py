@@ -23,6 +23,8 @@ from conftest import (
     read_metrics,
 )
 from hvd_linreg import __version__
+from hvd_linreg.ranks import Job
+from hvd_linreg.scores import scores
 
 NUM_ROWS, NUM_FEATURES = 203, 3  # an odd count: the ranks' blocks differ in size
 
@@ -316,3 +318,23 @@ def test_bad_input_ends_every_rank_with_exit_code_2(case, exported, tmp_path):
     errors = [line for line in run.stderr.splitlines() if "hvd-linreg: error:" in line]
     assert len(errors) == 1 and message in errors[0], run.output
     assert "Traceback" not in run.output
+
+
+def _one_rank() -> Job:
+    return Job(rank=0, size=1, controller="MPI", stall_limit_s=0)
+
+
+def test_r2_keeps_its_precision_on_targets_far_from_zero():
+    """Targets around 1e8 with a spread of 1: sums of y and y² would cancel to nothing."""
+    X, y = _regression(seed=3)
+    y = y + 1e8
+    theta = np.linalg.lstsq(np.column_stack([X, np.ones(len(y))]), y, rcond=None)[0]
+    blocks = [(X[i : i + 50], y[i : i + 50]) for i in range(0, len(y), 50)]
+    predicted = X @ theta[:-1] + theta[-1]
+    assert scores(_one_rank(), theta, blocks).r2 == pytest.approx(r2_score(y, predicted), rel=1e-9)
+
+
+def test_r2_is_nan_when_the_targets_are_constant():
+    X = np.arange(6.0).reshape(3, 2)
+    result = scores(_one_rank(), np.array([0.5, 0.0, 1.0]), [(X, np.full(3, 4.0))])
+    assert np.isnan(result.r2) and result.count == 3

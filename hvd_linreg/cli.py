@@ -1,4 +1,5 @@
-"""Command line: parse the flags into a Config and hand it to the trainer. Exit codes:
+"""Command line: parse the flags into a Config and hand it to the trainer, or a subcommand's
+flags to it (doctor; predict and evaluate, which apply an exported model). Exit codes:
 0 done; 2 a usage error (one line from rank 0, no traceback, on every rank); 1 the job lost a
 rank (another rank died or stalled); 130 interrupted; anything else is a bug, with a traceback."""
 
@@ -55,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Data-parallel linear regression on Horovod: every rank trains on its own "
         "shard and hvd.DistributedOptimizer averages the gradients. Launch with "
         "'horovodrun -np N hvd-linreg', 'mpirun -np N hvd-linreg' or srun. "
-        "'hvd-linreg doctor' checks that this machine can.",
+        "'hvd-linreg doctor' checks that this machine can; 'hvd-linreg predict' and "
+        "'hvd-linreg evaluate' apply a model that --export wrote.",
         allow_abbrev=False,
     )
     for f in fields(Config):
@@ -83,6 +85,58 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _TYPES = {"int": int, "float": float, "str": str}
+
+MODEL_COMMANDS = ("predict", "evaluate")
+
+
+def build_model_parser(command: str) -> argparse.ArgumentParser:
+    """The flags of `hvd-linreg predict` or `hvd-linreg evaluate`."""
+    p = _Parser(
+        prog=f"hvd-linreg {command}",
+        description="Apply a model that 'hvd-linreg --export DIR' wrote to a data file: "
+        + (
+            "write its predictions, one per row, in the file's order."
+            if command == "predict"
+            else "print its scores (MSE, RMSE, MAE, R²) against the file's target column."
+        )
+        + " Launch with horovodrun or mpirun to share the rows among ranks.",
+        allow_abbrev=False,
+    )
+    p.add_argument("--model", required=True, metavar="DIR", help="the --export directory")
+    p.add_argument(
+        "--data",
+        required=True,
+        metavar="PATH",
+        help="a data file as training reads it, with the model's features "
+        + ("(the target column may be there or not)" if command == "predict" else "and target"),
+    )
+    if command == "predict":
+        p.add_argument(
+            "--out",
+            required=True,
+            metavar="FILE",
+            help="rank 0 writes the predictions here: .npy (float64) or .csv (header 'prediction')",
+        )
+    else:
+        p.add_argument(
+            "--metrics_json",
+            "--metrics-json",
+            metavar="PATH",
+            help="rank 0 writes the scores here as JSON",
+        )
+    return p
+
+
+def run_model_command(command: str, argv: list[str]) -> int:
+    args = build_model_parser(command).parse_args(argv)
+    check_host_name()
+    quiet_tensorflow()
+    from hvd_linreg import predict  # checks the model and data before TensorFlow starts
+
+    with without_pandas():  # TensorFlow is imported in there, once the inputs are checked
+        if command == "predict":
+            return predict.predict(args.model, args.data, args.out)
+        return predict.evaluate(args.model, args.data, args.metrics_json)
 
 
 def parse_config(argv: list[str] | None = None) -> Config:
@@ -123,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return doctor.main(argv[1:])
     try:
+        if argv[:1] and argv[0] in MODEL_COMMANDS:
+            return run_model_command(argv[0], argv[1:])
         cfg = parse_config(argv)
         check_host_name()  # a bad host name would crash Horovod: refuse it before it starts
         check_elastic_launch(cfg.elastic)

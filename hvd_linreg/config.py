@@ -111,6 +111,12 @@ class Config:
     plot: str | None = setting(
         None, "rank 0 saves a figure of the loss and the fit here", "PATH.png"
     )
+    export: str | None = setting(
+        None,
+        "rank 0 writes the trained model here: a TensorFlow SavedModel with its metadata, "
+        "for hvd-linreg predict and evaluate (README, Use the model)",
+        "DIR",
+    )
     quiet: bool = setting(False, "print only the summary (no progress bar or Step lines)")
     verbose: bool = setting(False, "let every rank log, tagged with its rank")
     elastic: bool = setting(

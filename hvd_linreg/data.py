@@ -261,6 +261,7 @@ class Shard:
     # its first run, and the rest is read from the file as it is used (blocks, train.py).
     table: Table | None = None
     feature_names: tuple[str, ...] | None = None  # from a CSV or Parquet file's columns
+    target_name: str | None = None  # the same
     # --validation_fraction: this rank's piece of the held-out rows (X, y), and their number
     # over all ranks; the layout above then numbers the training rows alone.
     validation: tuple[np.ndarray, np.ndarray] | None = None
@@ -576,14 +577,16 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     dtype = np.dtype(cfg.dtype or table.dtype)
     shard_bytes = layout.num_local * (table.num_features + 1) * dtype.itemsize
     names = table.columns[:-1] if table.columns else None
+    target_name = table.columns[-1] if table.columns else None
     try:
         if shard_bytes > memory_per_rank() * _SHARD_SHARE:
             # Checked now, block by block; read again as training uses it.
             X, y = layout.take(training, dtype, range(1))
             shard = Shard(X, y, layout, cfg.data, table=training, feature_names=names)
+            shard = replace(shard, target_name=target_name)
         else:
             X, y = layout.take(training, dtype, range(layout.num_batches), tail=True)
-            shard = Shard(X, y, layout, cfg.data, feature_names=names)
+            shard = Shard(X, y, layout, cfg.data, feature_names=names, target_name=target_name)
         locate, labels = _locator(files, table.file_rows), _labels(table, suffix)
         at = 0
         for X, y in shard.blocks():
@@ -806,14 +809,22 @@ class _CsvSplit:
     problem: tuple[int, str] | None = None  # (line within the split, what is wrong)
 
 
-def _csv_header(p: Path) -> tuple[list[str], int]:
-    """The header's column names and its length in bytes."""
+@dataclass(frozen=True)
+class CsvHeader:
+    """A CSV file's header line: its column names, and where the data after it starts."""
+
+    path: Path
+    names: list[str]
+    data_start: int  # the header's length in bytes
+
+
+def csv_header(p: Path) -> CsvHeader:
     with open(p, "rb") as f:
         first = f.readline()
     header = next(csv.reader([first.decode("utf-8", errors="replace")]), None)
     if not header or not any(h.strip() for h in header):
         raise UsageError(f"{p} is empty; a CSV file needs a header line and data rows")
-    return [h.strip() for h in header], len(first)
+    return CsvHeader(p, [h.strip() for h in header], len(first))
 
 
 def choose_columns(
@@ -919,12 +930,12 @@ def _read_csv(files: list[Path], cfg: Config, rank: int, size: int, job: Job | N
     """Each rank parses the lines of its byte range of the files; the rows then go to the ranks
     that hold them by the layout and the validation split (one alltoall), so no rank reads more
     than its part."""
-    headers = [_csv_header(p) for p in files]
-    names = headers[0][0]
-    for p, (theirs, _) in zip(files[1:], headers[1:]):
-        check_same_columns(files[0], names, p, theirs)
+    headers = [csv_header(p) for p in files]
+    names = headers[0].names
+    for header in headers[1:]:
+        check_same_columns(files[0], names, header.path, header.names)
     chosen, t = choose_columns(names, cfg.target, cfg.feature_columns, files[0])
-    texts = csv_split_texts([(p, n) for p, (_, n) in zip(files, headers)], rank, size)
+    texts = csv_split_texts([(h.path, h.data_start) for h in headers], rank, size)
     splits = [(i, _parse_csv_split(text, names)) for i, text in texts]
     summary = [(i, len(s.rows), s.num_lines, s.problem) for i, s in splits]
     every = job.allgather(summary) if size > 1 else [summary]
@@ -954,7 +965,8 @@ def _read_csv(files: list[Path], cfg: Config, rank: int, size: int, job: Job | N
     labels = [f"column {names[j]!r}" for j in [*chosen, t]]
     X, y = _columns(table, chosen, t, dtype)
     _check_finite(X, y, holdout.file_row(layout), locate, labels)
-    shard = Shard(X, y, layout, cfg.data, feature_names=tuple(names[j] for j in chosen))
+    features = tuple(names[j] for j in chosen)
+    shard = Shard(X, y, layout, cfg.data, feature_names=features, target_name=names[t])
     if holdout.held_out:
         ids = holdout.piece(rank, size)
         X, y = _columns(validation, chosen, t, dtype)
@@ -970,6 +982,28 @@ def _columns(table: np.ndarray, chosen: list[int], t: int, dtype) -> tuple[np.nd
     y = aligned_empty((len(table),), dtype)
     y[...] = table[:, t]
     return X, y
+
+
+def read_csv_split(
+    header: CsvHeader, rank: int, size: int, job: Job | None
+) -> tuple[np.ndarray, list[int]]:
+    """This rank's rows (float64, every column, in file order): the lines that start in its
+    1/size of the file's bytes; and every rank's number of rows. The file's first problem is
+    raised on every rank."""
+    p = header.path
+    num_columns = len(header.names)
+    split = _parse_csv_split(csv_split_text(p, header.data_start, rank, size), num_columns)
+    summary = (len(split.rows), split.num_lines, split.problem)
+    splits = job.allgather(summary) if size > 1 else [summary]
+    lines_before = 1  # the header
+    for _, num_lines, problem in splits:  # the first problem in the file, on every rank
+        if problem is not None:
+            raise UsageError(f"{p} line {lines_before + problem[0]}: {problem[1]}")
+        lines_before += num_lines
+    counts = [n for n, _, _ in splits]
+    if sum(counts) == 0:
+        raise UsageError(f"{p} has a header but no data rows")
+    return split.rows, counts
 
 
 def _is_float(text: str) -> bool:

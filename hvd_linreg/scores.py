@@ -1,15 +1,14 @@
-"""Regression scores of a model on rows spread over the ranks (the validation rows): MSE, RMSE,
-MAE and R², in float64, with one allreduce."""
+"""Regression scores of a model on rows spread over the ranks (held-out validation rows, or
+new data for `evaluate`): MSE, RMSE, MAE and R², in float64, with one allreduce."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import reduce
 
-import horovod.tensorflow as hvd
 import numpy as np
-import tensorflow as tf
 
 from hvd_linreg.ranks import Job
 
@@ -24,36 +23,33 @@ class Scores:
 
 
 def scores(job: Job, theta: np.ndarray, blocks: Iterable[tuple[np.ndarray, np.ndarray]]) -> Scores:
-    """Regression scores of theta (w..., b; float64) on every rank's blocks of (X, y), summed with
-    one allreduce."""
-    theta = np.asarray(theta, np.float64)
-    sse = sae = 0.0
-    moments = (0, 0.0, 0.0)  # this rank's targets: count, mean, centred sum of squares
+    """Regression scores of theta (w..., b; float64) on every rank's blocks of (X, y), summed
+    with one allreduce."""
+    count, sse, sae, mean, m2 = 0, 0.0, 0.0, 0.0, 0.0
     for X, y in blocks:
-        y = np.asarray(y, np.float64)
-        residual = np.asarray(X, np.float64) @ theta[:-1] + theta[-1] - y
+        y = y.astype(np.float64)
+        residual = X.astype(np.float64) @ theta[:-1] + theta[-1] - y
         sse, sae = sse + float(residual @ residual), sae + float(np.abs(residual).sum())
         if len(y):
-            mean = float(y.mean())
-            moments = _merged(moments, (len(y), mean, float(np.square(y - mean).sum())))
-    # The targets' total sum of squares from per-rank moments, each rank in its own slot: the
-    # sums of y and y² would cancel catastrophically for targets with a large mean.
-    packed = np.zeros(2 + 3 * job.size)
-    packed[:2] = sse, sae
-    packed[2 + 3 * job.rank : 5 + 3 * job.rank] = moments
-    packed = hvd.allreduce(tf.constant(packed, tf.float64), op=hvd.Sum, name="scores").numpy()
-    total = (0, 0.0, 0.0)
-    for count, mean, m2 in packed[2:].reshape(job.size, 3):
-        total = _merged(total, (int(count), mean, m2))
-    count, sse, sae = total[0], float(packed[0]), float(packed[1])
-    if count == 0:
-        return Scores(0, math.nan, math.nan, math.nan, math.nan)
-    r2 = 1.0 - sse / total[2] if total[2] > 0 else math.nan
-    return Scores(count, sse / count, math.sqrt(sse / count), sae / count, r2)
+            block = (len(y), float(y.mean()), float(((y - y.mean()) ** 2).sum()))
+            count, mean, m2 = _pooled((count, mean, m2), block)
+    rows = np.zeros((job.size, 5))
+    rows[job.rank] = [count, sse, sae, mean, m2]
+    if job.size > 1:
+        import horovod.tensorflow as hvd
+        import tensorflow as tf
+
+        # Each rank fills its own row, so the sum is every rank's row: the ranks' means and
+        # squared deviations then pool without the cancellation of summing y and y².
+        rows = hvd.allreduce(tf.constant(rows), op=hvd.Sum, name="scores").numpy()
+    count, mean, m2 = reduce(_pooled, [(int(r[0]), r[3], r[4]) for r in rows], (0, 0.0, 0.0))
+    sse, sae = float(rows[:, 1].sum()), float(rows[:, 2].sum())
+    mse, mae = (sse / count, sae / count) if count else (math.nan, math.nan)
+    return Scores(count, mse, math.sqrt(mse), mae, 1 - sse / m2 if m2 > 0 else math.nan)
 
 
-def _merged(a: tuple[int, float, float], b: tuple[int, float, float]) -> tuple[int, float, float]:
-    """Count, mean and centred sum of squares of two groups together (Chan et al.'s update)."""
+def _pooled(a: tuple[int, float, float], b: tuple[int, float, float]) -> tuple[int, float, float]:
+    """(count, mean, sum of squared deviations) of two groups together (Chan et al.)."""
     (n_a, mean_a, m2_a), (n_b, mean_b, m2_b) = a, b
     n = n_a + n_b
     if n == 0:

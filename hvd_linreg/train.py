@@ -14,7 +14,7 @@ import horovod.tensorflow.keras as hvd_keras
 import numpy as np
 import tensorflow as tf
 
-from hvd_linreg import checkpoint, exact, ranks
+from hvd_linreg import checkpoint, exact, export, ranks
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard, aligned_empty, load_shard
 from hvd_linreg.model import LinearModel, initial_params
@@ -86,6 +86,7 @@ def prepare(cfg: Config, job: Job) -> tuple[Shard, Path | None]:
         if job.is_root:
             check_writable("--metrics_json", cfg.metrics_json)
             check_writable("--plot", cfg.plot)
+            export.check_target(cfg.export)
             ckpt_dir = checkpoint.prepare_dir(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
     except UsageError as e:
         error = e
@@ -131,14 +132,23 @@ def wants_optimum(cfg: Config, shard: Shard, size: int) -> bool:
 def report(
     cfg: Config, job: Job, shard: Shard, result: TrainingResult, optimum: exact.Optimum | None
 ) -> None:
+    error = None
     if job.is_root:  # only rank 0 writes, so ranks never race on the same file
         summary = Report(cfg, job, shard, result, optimum)
         for line in summary.summary_lines():
             job.log(line)
+        metrics = summary.metrics()
         if cfg.metrics_json:
-            write_json(cfg.metrics_json, summary.metrics())
+            write_json(cfg.metrics_json, metrics)
         if cfg.plot:
             save_plot(cfg.plot, summary)
+        if cfg.export:
+            try:
+                export.save(cfg, shard, result.params, metrics)
+            except UsageError as e:  # --export was taken while training ran
+                error = e
+    if cfg.export:
+        job.agree(error)  # every rank exits as rank 0 does
 
 
 def make_optimizer(cfg: Config, size: int):

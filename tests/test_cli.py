@@ -12,7 +12,7 @@ from dataclasses import fields
 import pytest
 
 from conftest import REPO, launcher_env
-from hvd_linreg.cli import main, parse_config
+from hvd_linreg.cli import MODEL_COMMANDS, build_model_parser, main, parse_config
 from hvd_linreg.config import Config, UsageError, field_names
 
 
@@ -50,6 +50,19 @@ def test_readme_flag_table_lists_every_flag_with_its_default():
     for f in fields(Config):
         if f.default is not None:
             assert table[f.name] == ("off" if f.default is False else str(f.default)), f.name
+
+
+def test_readme_lists_the_flags_of_predict_and_evaluate():
+    """The 'Use the model' table: each flag of each subcommand, and no other."""
+    section = (REPO / "README.md").read_text().split("\n## Use the model\n", 1)[1]
+    rows = section.split("\n## ", 1)[0].splitlines()
+    table = [
+        re.match(r"\| `--(\w+) [^|]*\| (\w+) \|", row).groups() for row in rows if "| `--" in row
+    ]
+    for command in MODEL_COMMANDS:
+        documented = {name for name, of in table if of in ("both", command)}
+        actions = build_model_parser(command)._actions
+        assert documented == {a.dest for a in actions if a.dest != "help"}, command
 
 
 def test_help_explains_every_flag():

@@ -1,0 +1,133 @@
+"""The model as a file (--export): a TensorFlow SavedModel whose serving signature maps
+features to predictions, and hvd_linreg's metadata inside it, assets.extra/hvd_linreg.json
+(w and b, the features' names, the training data, flags and metrics), which predict and
+evaluate read without TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hvd_linreg import __version__
+from hvd_linreg.atomic import atomic_directory
+from hvd_linreg.config import Config, UsageError
+from hvd_linreg.data import Shard
+
+# TensorFlow Serving's place for files of the model that are not TensorFlow's own.
+METADATA = Path("assets.extra") / "hvd_linreg.json"
+FORMAT = "hvd_linreg linear model"
+SIGNATURE = "serving_default"
+
+
+@dataclass(frozen=True)
+class ExportedModel:
+    """What predict and evaluate need of an exported model: y = X·w + b."""
+
+    path: str
+    theta: np.ndarray  # [w..., b], float64
+    dtype: str  # the training precision, that of the serving signature
+    feature_names: tuple[str, ...] | None
+    target_name: str | None
+
+    @property
+    def num_features(self) -> int:
+        return len(self.theta) - 1
+
+
+def check_target(path: str | None) -> None:
+    """Refuse, before training, an --export path that cannot be written, or that holds
+    something other than a model hvd_linreg exported: that is never overwritten."""
+    if path is None:
+        return
+    p = Path(path)
+    parent = p.absolute().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise UsageError(f"cannot write --export {path}: {parent} is not a writable directory")
+    if p.is_symlink():
+        raise UsageError(f"--export {path} is a symbolic link; give the directory's own path")
+    if os.path.lexists(p):
+        try:
+            load(path)
+        except UsageError:
+            raise UsageError(
+                f"--export {path} exists and is not a model hvd-linreg exported: it is left as "
+                "it is; choose another path"
+            ) from None
+
+
+def save(cfg: Config, shard: Shard, theta: np.ndarray, metrics: dict[str, Any]) -> None:
+    """Rank 0 writes the model to --export, whole or not at all (atomic_directory)."""
+    check_target(cfg.export)  # again: something may have appeared there while training ran
+    metadata = {
+        "format": FORMAT,
+        "hvd_linreg": __version__,
+        "num_features": len(theta) - 1,
+        "dtype": shard.dtype,
+        "w": [float(v) for v in theta[:-1]],
+        "b": float(theta[-1]),
+        "feature_names": None if shard.feature_names is None else list(shard.feature_names),
+        "target_name": shard.target_name,
+        "data": shard.source if cfg.synthetic else str(Path(shard.source).absolute()),
+        "config": cfg.as_dict(),
+        "metrics": metrics,
+    }
+
+    def build(directory: Path) -> None:
+        _write_saved_model(directory, theta, shard.dtype)
+        (directory / METADATA).parent.mkdir(exist_ok=True)
+        (directory / METADATA).write_text(json.dumps(metadata, indent=2) + "\n")
+
+    atomic_directory(Path(cfg.export), build)
+
+
+def _write_saved_model(directory: Path, theta: np.ndarray, dtype: str) -> None:
+    import tensorflow as tf
+
+    from hvd_linreg.model import LinearModel
+
+    model = LinearModel(theta, dtype)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, model.num_features], dtype, "features")])
+    def serve(features):
+        return {"prediction": model.predict(features)}
+
+    model.serve = serve  # tracked by the module, so the SavedModel keeps it
+    tf.saved_model.save(model, str(directory), signatures={SIGNATURE: serve})
+
+
+def load(path: str) -> ExportedModel:
+    """The model at --model path; UsageError when it is not one hvd_linreg exported."""
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"--model {path} does not exist")
+    if not p.is_dir():
+        raise UsageError(f"--model {path} is not a directory; hvd-linreg --export writes one")
+    if not (p / METADATA).is_file() or not (p / "saved_model.pb").is_file():
+        raise UsageError(
+            f"--model {path} is not a model hvd-linreg exported (it has no saved_model.pb and "
+            f"{METADATA}); write one with hvd-linreg --export {path}"
+        )
+    try:
+        meta = json.loads((p / METADATA).read_text())
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"its format is {meta.get('format')!r}, not {FORMAT!r}")
+        theta = np.array([*meta["w"], meta["b"]], np.float64)
+        if theta.ndim != 1 or len(theta) != meta["num_features"] + 1:
+            raise ValueError("w does not have num_features values")
+        names = meta["feature_names"]
+        return ExportedModel(
+            path,
+            theta,
+            meta["dtype"],
+            None if names is None else tuple(names),
+            meta["target_name"],
+        )
+    except KeyError as e:
+        raise UsageError(f"cannot read --model {path}'s metadata ({METADATA}): no {e}") from None
+    except (OSError, ValueError, TypeError, AttributeError) as e:
+        raise UsageError(f"cannot read --model {path}'s metadata ({METADATA}): {e}") from None

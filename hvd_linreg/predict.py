@@ -1,0 +1,220 @@
+"""`hvd-linreg predict` and `hvd-linreg evaluate`: a model that --export wrote, applied to a
+data file. Each rank reads a contiguous block of the file's rows; rank 0 writes the
+predictions, gathered in the file's row order, or the scores of every rank's block together.
+
+Everything that can be checked without reading rows (the model, the file's columns, the
+output's name) is checked before Horovod and TensorFlow start."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hvd_linreg import ranks
+from hvd_linreg.atomic import atomic_write
+from hvd_linreg.config import Config, UsageError
+from hvd_linreg.data import CsvHeader, Table, csv_header, open_table, read_csv_split
+from hvd_linreg.export import ExportedModel, load
+from hvd_linreg.ranks import Job
+
+OUTPUT_FORMATS = (".npy", ".csv")
+
+
+def predict(model_path: str, data_path: str, out: str) -> int:
+    """Write the model's prediction for every row of the data file to out, in its order."""
+    if Path(out).suffix.lower() not in OUTPUT_FORMATS:
+        raise UsageError(f"--out {out} must end in .npy or .csv (the format it is written in)")
+    request = Request.check(model_path, data_path, need_target=False)
+    job = ranks.init()
+    X, _ = request.read(job, "--out", out)
+    theta = request.model.theta
+    # Rank order is file order: each rank's block follows the previous rank's.
+    predictions = np.concatenate(job.allgather(X @ theta[:-1] + theta[-1], name="predictions"))
+    if job.is_root:  # only rank 0 writes, so ranks never race on the same file
+        write_predictions(Path(out), predictions)
+        job.log(f"hvd-linreg predict: {len(predictions)} predictions written to {out}")
+    return 0
+
+
+def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
+    """Print the model's scores on the data file (it needs the target column)."""
+    request = Request.check(model_path, data_path, need_target=True)
+    job = ranks.init()
+    X, y = request.read(job, "--metrics_json", metrics_json)
+    from hvd_linreg.report import write_json
+    from hvd_linreg.scores import scores
+
+    result = scores(job, request.model.theta, [(X, y)])
+    if job.is_root:
+        job.log(f"Scores of the model {model_path} on {data_path} ({result.count} rows):")
+        job.log(f"  MSE:  {result.mse:.6g}")
+        job.log(f"  RMSE: {result.rmse:.6g}")
+        job.log(f"  MAE:  {result.mae:.6g}")
+        r2 = "undefined (the targets are constant)" if math.isnan(result.r2) else f"{result.r2:.6g}"
+        job.log(f"  R²:   {r2}")
+        if metrics_json:
+            # JSON has no NaN: an undefined R² is null.
+            values = {k: None if v != v else v for k, v in asdict(result).items()}
+            write_json(metrics_json, {"model": model_path, "data": data_path, **values})
+    return 0
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A data file's columns, known before any row is read: a .npy or .npz (or anything
+    open_table reads) as its Table's features then its target; a CSV file by its header."""
+
+    path: Path
+    num_columns: int
+    names: list[str] | None  # a CSV header's
+    target_is_last: bool  # a .npz's y is always the target
+    table: Table | None = None
+    header: CsvHeader | None = None
+
+
+def open_data(path: str) -> DataFile:
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"data file {path} does not exist")
+    if p.suffix.lower() == ".csv":
+        header = csv_header(p)
+        return DataFile(p, len(header.names), header.names, False, header=header)
+    table = open_table([p], Config())
+    if table.num_rows == 0:
+        raise UsageError(f"{path} holds no rows")
+    return DataFile(p, table.num_features + 1, None, p.suffix.lower() == ".npz", table=table)
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Where the model's features (in the model's order) and the target are in a file."""
+
+    features: list[int]
+    target: int | None
+
+    @property
+    def used(self) -> list[int]:
+        return self.features + ([] if self.target is None else [self.target])
+
+
+def match_columns(data: DataFile, model: ExportedModel) -> Columns:
+    """By name where both the file and the model name their columns; else by count: the
+    model's F features, or those and then the target (F + 1 columns, as training reads)."""
+    if data.names is not None and model.feature_names is not None:
+        return _match_names(data, model)
+    F, C = model.num_features, data.num_columns
+    if C == F + 1:
+        return Columns(list(range(F)), F)
+    if C == F and not data.target_is_last:
+        return Columns(list(range(F)), None)
+    if data.target_is_last:
+        raise UsageError(
+            f"{data.path}: X has {C - 1} columns, but the model {model.path} has {F} features"
+        )
+    raise UsageError(
+        f"{data.path} has {C} columns, but the model {model.path} takes {F} (its features) or "
+        f"{F + 1} (its features, then the target)"
+    )
+
+
+def _match_names(data: DataFile, model: ExportedModel) -> Columns:
+    names, features = data.names, model.feature_names
+    missing = [n for n in features if n not in names]
+    if missing:
+        raise UsageError(
+            f"{data.path} has no column {', '.join(missing)}: the model {model.path}'s features "
+            f"are {', '.join(features)}"
+        )
+    others = [n for n in names if n not in features and n != model.target_name]
+    if others:
+        target = f" nor its target {model.target_name}" if model.target_name else ""
+        raise UsageError(
+            f"{data.path} has the column {', '.join(others)}: neither one of the model "
+            f"{model.path}'s features ({', '.join(features)}){target}"
+        )
+    target = names.index(model.target_name) if model.target_name in names else None
+    return Columns([names.index(n) for n in features], target)
+
+
+@dataclass(frozen=True)
+class Request:
+    """A model and a data file, checked against each other."""
+
+    model: ExportedModel
+    data: DataFile
+    columns: Columns
+
+    @classmethod
+    def check(cls, model_path: str, data_path: str, need_target: bool) -> Request:
+        model = load(model_path)
+        data = open_data(data_path)
+        columns = match_columns(data, model)
+        if need_target and columns.target is None:
+            what = (
+                f"no column {model.target_name} (the model's target)"
+                if data.names is not None and model.target_name
+                else f"only the model's {model.num_features} features"
+            )
+            raise UsageError(f"{data_path} has {what}; evaluate needs the target too")
+        return cls(model, data, columns)
+
+    def read(self, job: Job, flag: str, output: str | None) -> tuple[np.ndarray, np.ndarray]:
+        """This rank's block of rows as (features, target; empty without one), float64; rank 0
+        first checks that it can write output. A problem any rank sees stops all of them."""
+        from hvd_linreg.report import check_writable
+
+        error, X, y = None, None, None
+        if job.is_root:
+            try:
+                check_writable(flag, output)
+            except UsageError as e:
+                error = e
+        # Agreed on before reading: reading a CSV file makes collective calls of its own.
+        job.agree(error)
+        try:
+            block, first = self._block(job)
+            bad = ~np.isfinite(block[:, self.columns.used]).all(axis=1)
+            if bad.any():
+                row = first + int(np.argmax(bad))
+                raise UsageError(
+                    f"{self.data.path}: data row {row} (0-based) holds NaN or inf; clean or drop "
+                    "such rows"
+                )
+            X = block[:, self.columns.features]
+            y = block[:, self.columns.target] if self.columns.target is not None else block[:, :0]
+        except UsageError as e:
+            error = e
+        job.agree(error)
+        return X, y
+
+    def _block(self, job: Job) -> tuple[np.ndarray, int]:
+        """This rank's contiguous block of the file's rows (float64, every column), and its
+        first row's number in the file."""
+        data = self.data
+        if data.header is not None:  # a CSV file: the lines that start in this rank's bytes
+            rows, counts = read_csv_split(data.header, job.rank, job.size, job)
+            return rows, sum(counts[: job.rank])
+        n = data.table.num_rows
+        start, stop = job.rank * n // job.size, (job.rank + 1) * n // job.size
+        block = np.empty((stop - start, data.num_columns))
+        at = start
+        try:
+            for X, y in data.table.parts(start, stop):
+                block[at - start : at - start + len(y)] = np.column_stack([X, y])
+                at += len(y)
+        except OSError as e:
+            raise UsageError(f"cannot read {data.path}: {e}") from None
+        return block, start
+
+
+def write_predictions(path: Path, predictions: np.ndarray) -> None:
+    """Atomically: .npy (float64), or .csv with the header `prediction` and values that read
+    back exactly."""
+    if path.suffix.lower() == ".npy":
+        atomic_write(path, lambda f: np.save(f, predictions))
+        return
+    text = "prediction\n" + "".join(f"{v!r}\n" for v in predictions.tolist())
+    atomic_write(path, lambda f: f.write(text.encode()))

@@ -991,8 +991,7 @@ def read_csv_split(
     1/size of the file's bytes; and every rank's number of rows. The file's first problem is
     raised on every rank."""
     p = header.path
-    num_columns = len(header.names)
-    split = _parse_csv_split(csv_split_text(p, header.data_start, rank, size), num_columns)
+    split = _parse_csv_split(csv_split_text(p, header.data_start, rank, size), header.names)
     summary = (len(split.rows), split.num_lines, split.problem)
     splits = job.allgather(summary) if size > 1 else [summary]
     lines_before = 1  # the header

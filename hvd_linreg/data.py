@@ -49,22 +49,33 @@ class Layout:
     rank: int
     size: int
     batch_size: int  # B, per rank
+    run: int = 1  # g: the rows of each of the rank's runs; divides B
 
     @property
     def global_batch(self) -> int:
         return self.size * self.batch_size
 
     @property
-    def num_batches(self) -> int:  # C: global batches in an epoch
-        return self.num_rows // self.global_batch
+    def stride(self) -> int:  # s * g: from one of a rank's runs to its next
+        return self.size * self.run
+
+    @property
+    def num_runs(self) -> int:  # m: this rank's runs
+        return self.num_rows // self.stride
 
     @property
     def num_batched(self) -> int:  # N_sgd: rows in some batch
-        return self.num_batches * self.global_batch
+        return self.num_runs * self.stride
 
     @property
     def num_train(self) -> int:  # n: this rank's rows in batches
-        return self.num_batches * self.batch_size
+        return self.num_runs * self.run
+
+    @property
+    def num_wrap(self) -> int:
+        """Rows held twice: a batch starts at a multiple of g below n, so a copy of the first
+        B - g rows after the n makes every batch one slice, also one that wraps around."""
+        return self.batch_size - self.run
 
     def _tail_start(self, rank: int) -> int:
         return self.num_batched + rank * (self.num_rows - self.num_batched) // self.size
@@ -75,61 +86,101 @@ class Layout:
         return slice(self._tail_start(self.rank), self._tail_start(self.rank + 1))
 
     @property
-    def num_local(self) -> int:
+    def num_local(self) -> int:  # rows of this rank, each once
         return self.num_train + self.tail.stop - self.tail.start
 
+    @property
+    def num_held(self) -> int:  # rows of a shard in memory: num_local and the copy
+        return self.num_local + self.num_wrap
+
+    def held_positions(self) -> np.ndarray:
+        """What a shard in memory holds, as positions in this rank's order (its runs, then
+        its tail piece): the n rows in batches, the first B - g of them again, the tail."""
+        n = self.num_train
+        return np.r_[0:n, 0 : self.num_wrap, n : self.num_local]
+
     def rows(self) -> np.ndarray:
-        """The global row ids this rank holds, in its order: its runs, then its tail piece."""
-        ids = np.arange(self.num_batched, dtype=np.int64)
-        runs = ids.reshape(self.num_batches, self.size, self.batch_size)[:, self.rank]
-        return np.concatenate([runs.ravel(), np.arange(self.tail.start, self.tail.stop)])
+        """The global row ids a shard in memory holds, in its order (held_positions)."""
+        runs = np.arange(self.num_runs, dtype=np.int64)[:, None] * self.stride
+        runs = (runs + self.rank * self.run + np.arange(self.run)).ravel()
+        return np.r_[runs, self.tail.start : self.tail.stop][self.held_positions()]
 
     def global_row(self, local: int) -> int:
-        """The global id of this rank's row number local."""
+        """The global id of this rank's row number local (its runs, then its tail piece)."""
         if local >= self.num_train:
             return self.tail.start + local - self.num_train
-        run, j = divmod(local, self.batch_size)
-        return run * self.global_batch + self.rank * self.batch_size + j
+        run, j = divmod(local, self.run)
+        return run * self.stride + self.rank * self.run + j
 
     def owners(self, ids: np.ndarray) -> np.ndarray:
         """The rank that holds each of the global row ids."""
         batched = ids < self.num_batched
         tail_starts = [self._tail_start(r) for r in range(self.size)]
         in_tail = np.searchsorted(tail_starts, ids, side="right") - 1
-        return np.where(batched, (ids % self.global_batch) // self.batch_size, in_tail)
+        return np.where(batched, (ids % self.stride) // self.run, in_tail)
 
     def take(
-        self, table: Table, dtype, batches: range, tail: bool = False
+        self, table: Table, dtype, rows: range, tail: bool = False
     ) -> tuple[np.ndarray, np.ndarray]:
-        """This rank's rows of table, as dtype, in aligned arrays: its runs of the given global
-        batches, then (with tail) its piece of the rows in no batch."""
+        """This rank's rows of table, as dtype, in aligned arrays: its rows in batches
+        rows.start .. rows.stop - 1 (multiples of g), taken mod n, then (with tail) its piece
+        of the rows in no batch. Rows it holds twice are read once."""
+        once = range(rows.start, min(rows.stop, rows.start + self.num_train))
         tail = self.tail if tail else slice(0, 0)
-        num_rows = len(batches) * self.batch_size + tail.stop - tail.start
-        X = aligned_empty((num_rows, table.num_features), dtype)
-        y = aligned_empty((num_rows,), dtype)
+        X = aligned_empty((len(rows) + tail.stop - tail.start, table.num_features), dtype)
+        y = aligned_empty((len(X),), dtype)
         at = 0
-        for X_part, y_part in self._parts(table, batches, tail):
+        for X_part, y_part in self._parts(table, once):
+            X[at : at + len(y_part)], y[at : at + len(y_part)] = X_part, y_part
+            at += len(y_part)
+        X[at : len(rows)], y[at : len(rows)] = X[: len(rows) - at], y[: len(rows) - at]
+        at = len(rows)
+        for X_part, y_part in table.parts(tail.start, tail.stop):
             X[at : at + len(y_part)], y[at : at + len(y_part)] = X_part, y_part
             at += len(y_part)
         return X, y
 
-    def _parts(self, table: Table, batches: range, tail: slice) -> Iterator[tuple]:
-        """This rank's rows in order, read in parts of at most _PART_BYTES."""
-        B, G = self.batch_size, self.global_batch
-        if B * table.row_bytes >= _MIN_RUN_BYTES:  # read each run: only this rank's pages
-            for c in batches:
-                yield from table.parts(c * G + self.rank * B, c * G + (self.rank + 1) * B)
-        else:  # shorter runs share pages with the other ranks': read whole global batches
-            per_read = max(1, _PART_BYTES // (G * table.row_bytes))
-            for first in range(batches.start, batches.stop, per_read):
-                k = min(per_read, batches.stop - first)
-                X, y = table.read(first * G, (first + k) * G)
-                mine = np.s_[:, self.rank]
-                yield (
-                    X.reshape(k, self.size, B, -1)[mine].reshape(k * B, -1),
-                    y.reshape(k, self.size, B)[mine].reshape(-1),
-                )
-        yield from table.parts(tail.start, tail.stop)
+    def _parts(self, table: Table, rows: range) -> Iterator[tuple]:
+        """This rank's rows in batches rows.start .. rows.stop - 1, taken mod n, in order."""
+        g, m = self.run, self.num_runs
+        first = rows.start // g
+        while first < rows.stop // g:  # up to the end of the shard, then on from its start
+            count = min(rows.stop // g - first, m - first % m)
+            yield from self._runs(table, first % m, first % m + count)
+            first += count
+
+    def _runs(self, table: Table, first: int, last: int) -> Iterator[tuple]:
+        """This rank's runs first .. last - 1, read in parts of at most _PART_BYTES."""
+        g, S, at = self.run, self.stride, self.rank * self.run
+        if g * table.row_bytes >= _MIN_RUN_BYTES:  # read each run: only this rank's pages
+            for q in range(first, last):
+                yield from table.parts(q * S + at, q * S + at + g)
+            return
+        # Shorter runs share pages with the other ranks': read whole strides, keep this rank's.
+        per_read = max(1, _PART_BYTES // (S * table.row_bytes))
+        for q in range(first, last, per_read):
+            k = min(per_read, last - q)
+            X, y = table.read(q * S, (q + k) * S)
+            mine = np.s_[:, self.rank]
+            yield (
+                X.reshape(k, self.size, g, -1)[mine].reshape(k * g, -1),
+                y.reshape(k, self.size, g)[mine].reshape(-1),
+            )
+
+
+def run_length(size: int, batch_size: int, row_bytes: int | None) -> int:
+    """g, the rows of each run (README, layout): 1 on one rank, for data that is not read by
+    ranges of rows (row_bytes None), and where B rows are under _MIN_RUN_BYTES: such runs
+    share pages with the other ranks' rows, and a rank reads whole strides anyway. Otherwise
+    the smallest divisor of B whose rows reach _MIN_RUN_BYTES: the fewest rows left out
+    (under s * g) while each run is still worth reading alone."""
+    if size == 1 or row_bytes is None or batch_size * row_bytes < _MIN_RUN_BYTES:
+        return 1
+    return next(
+        g
+        for g in range(1, batch_size + 1)
+        if batch_size % g == 0 and g * row_bytes >= _MIN_RUN_BYTES
+    )
 
 
 # Reads of this many bytes at most, and runs at least this long are read alone: then the pages
@@ -225,7 +276,7 @@ def _stored_array(p: Path, f, position: int) -> StoredArray | None:
 
 @dataclass
 class Shard:
-    X: np.ndarray  # (rows, num_features) float32 or float64: this rank's runs, then its tail
+    X: np.ndarray  # (rows, num_features) float32 or float64: the rows of Layout.rows()
     y: np.ndarray  # (rows,), the dtype of X
     layout: Layout
     source: str  # "synthetic" or the data file's path
@@ -246,7 +297,8 @@ class Shard:
 
     @property
     def num_train(self) -> int:
-        """This rank's rows that SGD's batches use: the first num_train of X and y."""
+        """This rank's rows that SGD's batches use, n: the first n of X and y (in memory),
+        followed by a copy of the first layout.num_wrap of them."""
         return self.layout.num_train
 
     @property
@@ -254,15 +306,18 @@ class Shard:
         return self.X.dtype.name
 
     def blocks(self, max_rows: int = 1 << 15) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """All of this rank's rows, runs then tail, in blocks of about max_rows."""
+        """All of this rank's rows, each once, runs then tail, in blocks of about max_rows."""
+        layout, n = self.layout, self.layout.num_train
         if self.table is None:
-            for start in range(0, len(self.y), max_rows):
-                yield self.X[start : start + max_rows], self.y[start : start + max_rows]
+            tail = n + layout.num_wrap  # after the copy of the first rows
+            for rows in (range(0, n), range(tail, len(self.y))):
+                for start in range(rows.start, rows.stop, max_rows):
+                    stop = min(start + max_rows, rows.stop)
+                    yield self.X[start:stop], self.y[start:stop]
             return
-        layout, per_block = self.layout, max(1, max_rows // self.layout.batch_size)
-        for first in range(0, layout.num_batches, per_block):
-            last = min(first + per_block, layout.num_batches)
-            yield layout.take(self.table, self.dtype, range(first, last))
+        step = max(1, max_rows // layout.run) * layout.run
+        for start in range(0, n, step):
+            yield layout.take(self.table, self.dtype, range(start, min(start + step, n)))
         yield layout.take(self.table, self.dtype, range(0), tail=True)
 
 
@@ -272,13 +327,18 @@ def load_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     if cfg.synthetic:
         num_samples = cfg.num_samples or SYNTHETIC_SAMPLES
         num_features = cfg.num_features or SYNTHETIC_FEATURES
+        # Runs of 1 row: no file is read, so longer runs would only leave out more rows.
         layout = _layout(num_samples, rank, size, cfg.batch_size)
         X, y = synthetic_rows(cfg.seed, layout.rows(), num_features, cfg.dtype or "float32")
         return Shard(X, y, layout, "synthetic", true_weights(num_features).tolist(), TRUE_BIAS)
     return read_shard(cfg, rank, size, job)
 
 
-def _layout(num_samples: int, rank: int, size: int, batch_size: int) -> Layout:
+def _layout(
+    num_samples: int, rank: int, size: int, batch_size: int, row_bytes: int | None = None
+) -> Layout:
+    """The layout of num_samples rows; row_bytes: a row's bytes in a file read by ranges of
+    rows, which sets the runs' length (run_length)."""
     if num_samples < size:
         raise UsageError(
             f"{num_samples} samples cannot be split over {size} ranks: "
@@ -291,7 +351,7 @@ def _layout(num_samples: int, rank: int, size: int, batch_size: int) -> Layout:
             f"({num_samples} samples over {size} ranks): use --batch_size {shard} or less, "
             "more samples, or fewer ranks"
         )
-    return Layout(num_samples, rank, size, batch_size)
+    return Layout(num_samples, rank, size, batch_size, run_length(size, batch_size, row_bytes))
 
 
 # --- Synthetic data --------------------------------------------------------------------------
@@ -418,15 +478,17 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     table = open_table(p)
     if table.num_rows == 0:
         raise UsageError(f"{path} holds no rows")
-    layout = _layout(table.num_rows, rank, size, cfg.batch_size)
+    layout = _layout(table.num_rows, rank, size, cfg.batch_size, table.row_bytes)
     dtype = np.dtype(cfg.dtype or table.dtype)
-    shard_bytes = layout.num_local * (table.num_features + 1) * dtype.itemsize
+    shard_bytes = layout.num_held * (table.num_features + 1) * dtype.itemsize
     try:
         if shard_bytes > memory_per_rank() * _SHARD_SHARE:
             # Checked now, block by block; read again as training uses it.
-            shard = Shard(*layout.take(table, dtype, range(1)), layout, path, table=table)
+            first_run = range(layout.run)
+            shard = Shard(*layout.take(table, dtype, first_run), layout, path, table=table)
         else:
-            X, y = layout.take(table, dtype, range(layout.num_batches), tail=True)
+            held = range(layout.num_train + layout.num_wrap)
+            X, y = layout.take(table, dtype, held, tail=True)
             shard = Shard(X, y, layout, path)
         at = 0
         for X, y in shard.blocks():
@@ -632,12 +694,15 @@ def _read_csv(
     order = np.argsort(owners, kind="stable")  # by rank, and in file order within each
     sent = np.bincount(owners, minlength=size)
     table = job.alltoall(split.rows[order], sent) if size > 1 else split.rows
+    table = table[layout.held_positions()]  # received in file order: runs, then tail
     dtype = cfg.dtype or "float64"  # decimal text: float64 keeps what it says
     X = aligned_empty((len(table), len(header) - 1), dtype)
     X[...] = np.delete(table, t, axis=1)
     y = aligned_empty((len(table),), dtype)
     y[...] = table[:, t]
-    _check_finite(X, y, str(p), layout)
+    n, copy_end = layout.num_train, layout.num_train + layout.num_wrap
+    _check_finite(X[:n], y[:n], str(p), layout)
+    _check_finite(X[copy_end:], y[copy_end:], str(p), layout, n)
     return X, y, layout
 
 

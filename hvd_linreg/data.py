@@ -2,19 +2,26 @@
 
 Layout contract (the README repeats it; tests/reference.py simulates it). With N rows, s ranks,
 B rows per rank per step and G = s * B rows per step (the global batch):
-  * SGD uses the first N_sgd = (N // G) * G rows: a whole number C = N // G of global batches;
-  * step i's global batch is the rows c * G + k, k = 0 .. G-1, with c = i mod C, whatever s;
-    rank r takes the r-th B-row slice of it, the rows c * G + r * B + j, j = 0 .. B-1;
-  * so rank r's shard is C runs of B consecutive rows, G apart (n = C * B rows), and step i
-    uses the shard's rows i * B + j taken mod n: always one slice (train.py);
-  * the last N - N_sgd rows (fewer than G) are in no batch: they are cut into s consecutive
-    pieces, one per rank, so that the passes over the whole dataset (the exact solution, the
-    final loss) see all N rows.
-Kept: step i's global batch depends on G alone, so k ranks with batch B walk the same batches
-as 1 rank with batch k * B, and a checkpoint resumes exactly on another number of ranks with
-the same global batch. Gained: a rank reads only its runs and its piece of the rest, about 1/s
-of a file, in runs of B rows (page granularity), instead of every page. Given up: up to G - 1
-rows are left out of SGD (s - 1 before).
+  * the rows are cut into runs of g consecutive rows, g a divisor of B (run_length): g = 1
+    unless B rows of a file read by ranges of rows (.npy, .npz) reach _MIN_RUN_BYTES, and
+    then the smallest divisor of B whose rows do; g = 1 on one rank and for synthetic data
+    and CSV, which no rank reads by runs;
+  * SGD uses the first N_sgd = N - N mod (s * g) rows; run q of them is rank q mod s's, so
+    rank r's shard is n = N_sgd / s rows (runs of g rows, s * g apart), and step i uses the
+    shard's rows (i * B + j) mod n, j = 0 .. B-1 (a batch may wrap around the shard's end);
+  * hence step i's global batch is the rows (i * G + k) mod N_sgd, k = 0 .. G-1: it depends
+    on G and N_sgd alone, not on s;
+  * the last N - N_sgd rows (fewer than s * g) are in no batch: they are cut into s
+    consecutive pieces, one per rank, so that the passes over the whole dataset (the exact
+    solution, the final loss) see all N rows.
+A shard in memory holds its n rows, then a copy of their first B - g, then its piece of the
+rest: a batch starts at a multiple of g below n, so every batch is one slice (train.py).
+Kept: k ranks with batch B walk the same batches as 1 rank with batch k * B when both use the
+same N_sgd (whenever k * g divides N); a checkpoint resumes exactly on another number of ranks
+with the same global batch and the same N_sgd (otherwise the resume warns). Left out of SGD:
+under s * g rows (under s with g = 1, as before #12). Read: a rank reads its runs and its piece
+of the rest, about 1/s of a file, where runs are long enough to read alone; shorter runs share
+pages with the other ranks' rows, and a rank reads whole strides of s * g rows.
 """
 
 from __future__ import annotations

@@ -246,3 +246,25 @@ def test_each_rank_reads_its_runs_alone_when_they_are_256_kb_or_more(tmp_path):
         np.testing.assert_array_equal(shard.X, table[ids, :-1])
         np.testing.assert_array_equal(shard.y, table[ids, -1])
         assert read <= path.stat().st_size / 4 + 8192
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_runs_shorter_than_the_batch_are_read_alone_and_their_copy_is_not_read(tmp_path, size):
+    """Rows of 520 bytes at batch 1024: runs of 512 rows (266 KB), and a rank reads its runs
+    and its piece of the rest, 1/size of the file: at 2 ranks its first 512 rows, held twice
+    (batches wrap around its 1536), are copied, not read again."""
+    table = np.random.default_rng(2).standard_normal((3372, 65))
+    path = tmp_path / "d.npy"
+    np.save(path, table)
+    batched = 3072  # 3372 - 3372 mod (size * 512)
+    for rank in range(size):
+        before = _rchar()
+        shard = _read(path, rank, size, batch_size=1024)
+        read = _rchar() - before
+        assert shard.layout.run == 512 and shard.layout.num_batched == batched
+        ids = np.flatnonzero(np.arange(batched) // 512 % size == rank)
+        tail = np.array_split(np.arange(batched, 3372), size)[rank]
+        held = np.r_[ids, ids[:512], tail]
+        np.testing.assert_array_equal(shard.X, table[held, :-1])
+        np.testing.assert_array_equal(shard.y, table[held, -1])
+        assert read <= path.stat().st_size / size + 8192

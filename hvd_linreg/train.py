@@ -264,7 +264,7 @@ class Trainer:
         """(X, y, offset, count): rows holding the batches of count steps from step first;
         step i's batch is the rows from (i * B - offset) mod n on. The shard in memory, or
         else a window read from the file, for fewer steps: no more than _WINDOW_BYTES, and
-        no more than n rows (so no row twice: the formula holds as the window wraps)."""
+        no more than n rows, so that no row is read twice (a window wraps as batches do)."""
         if self.shard.table is None:
             return self.X, self.y, 0, count
         layout = self.shard.layout

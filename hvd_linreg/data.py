@@ -3,7 +3,7 @@
 Layout contract (the README repeats it; tests/reference.py simulates it). With N rows, s ranks,
 B rows per rank per step and G = s * B rows per step (the global batch):
   * the rows are cut into runs of g consecutive rows, g a divisor of B (run_length): g = 1
-    unless B rows of a file read by ranges of rows (.npy, .npz) reach _MIN_RUN_BYTES, and
+    unless B rows of a .npy/.npz file (Table.row_bytes) reach _MIN_RUN_BYTES, and
     then the smallest divisor of B whose rows do; g = 1 on one rank and for synthetic data
     and CSV, which no rank reads by runs;
   * SGD uses the first N_sgd = N - N mod (s * g) rows; run q of them is rank q mod s's, so

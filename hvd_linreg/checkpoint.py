@@ -1,8 +1,8 @@
 """Checkpoints: crash-safe writes by rank 0, and the newest loadable one found again on start.
 
 A checkpoint is `ckpt-<step>.npz` in the checkpoint directory: the parameters, the optimizer's
-variables, and a JSON header with the step, the model's shape, the global batch,
-the run's initial parameters and configuration. This module alone writes and reads it.
+variables, and a JSON header with the step, the model's shape, the global batch and the rows
+in batches, the run's initial parameters and configuration. This module alone writes and reads it.
 It is written atomically (atomic.py), so a crash in the middle of a save leaves the previous
 checkpoints untouched and never a half-written file under a checkpoint's name.
 """
@@ -33,6 +33,9 @@ class Checkpoint:
     global_batch_size: int  # another one changes the trajectory: restore warns
     initial_params: list[float]  # the run's start: metrics of a resumed run report it
     config: dict  # the run's configuration, for whoever reads the file
+    # N_sgd, the rows in batches (layout contract): another one changes the trajectory too.
+    # None in checkpoints written before it was recorded.
+    batched_rows: int | None = None
 
     @property
     def num_features(self) -> int:
@@ -66,6 +69,7 @@ def save(directory: Path, ckpt: Checkpoint, keep: int) -> Path:
             "step": ckpt.step,
             "num_features": ckpt.num_features,
             "global_batch_size": ckpt.global_batch_size,
+            "batched_rows": ckpt.batched_rows,
             "initial_params": ckpt.initial_params,
             "config": ckpt.config,
         }
@@ -104,6 +108,7 @@ def _load(path: Path) -> Checkpoint:
         global_batch_size=header["global_batch_size"],
         initial_params=header["initial_params"],
         config=header["config"],
+        batched_rows=header.get("batched_rows"),
     )
 
 

@@ -2,19 +2,26 @@
 
 Layout contract (the README repeats it; tests/reference.py simulates it). With N rows, s ranks,
 B rows per rank per step and G = s * B rows per step (the global batch):
-  * SGD uses the first N_sgd = (N // G) * G rows: a whole number C = N // G of global batches;
-  * step i's global batch is the rows c * G + k, k = 0 .. G-1, with c = i mod C, whatever s;
-    rank r takes the r-th B-row slice of it, the rows c * G + r * B + j, j = 0 .. B-1;
-  * so rank r's shard is C runs of B consecutive rows, G apart (n = C * B rows), and step i
-    uses the shard's rows i * B + j taken mod n: always one slice (train.py);
-  * the last N - N_sgd rows (fewer than G) are in no batch: they are cut into s consecutive
-    pieces, one per rank, so that the passes over the whole dataset (the exact solution, the
-    final loss) see all N rows.
-Kept: step i's global batch depends on G alone, so k ranks with batch B walk the same batches
-as 1 rank with batch k * B, and a checkpoint resumes exactly on another number of ranks with
-the same global batch. Gained: a rank reads only its runs and its piece of the rest, about 1/s
-of a file, in runs of B rows (page granularity), instead of every page. Given up: up to G - 1
-rows are left out of SGD (s - 1 before).
+  * the rows are cut into runs of g consecutive rows, g a divisor of B (run_length): g = 1
+    unless B rows of a .npy/.npz file (Table.row_bytes) reach _MIN_RUN_BYTES, and
+    then the smallest divisor of B whose rows do; g = 1 on one rank and for synthetic data
+    and CSV, which no rank reads by runs;
+  * SGD uses the first N_sgd = N - N mod (s * g) rows; run q of them is rank q mod s's, so
+    rank r's shard is n = N_sgd / s rows (runs of g rows, s * g apart), and step i uses the
+    shard's rows (i * B + j) mod n, j = 0 .. B-1 (a batch may wrap around the shard's end);
+  * hence step i's global batch is the rows (i * G + k) mod N_sgd, k = 0 .. G-1: it depends
+    on G and N_sgd alone, not on s;
+  * the last N - N_sgd rows (fewer than s * g) are in no batch: they are cut into s
+    consecutive pieces, one per rank, so that the passes over the whole dataset (the exact
+    solution, the final loss) see all N rows.
+A shard in memory holds its n rows, then a copy of their first B - g, then its piece of the
+rest: a batch starts at a multiple of g below n, so every batch is one slice (train.py).
+Kept: k ranks with batch B walk the same batches as 1 rank with batch k * B when both use the
+same N_sgd (whenever k * g divides N); a checkpoint resumes exactly on another number of ranks
+with the same global batch and the same N_sgd (otherwise the resume warns). Left out of SGD:
+under s * g rows (under s with g = 1, as before #12). Read: a rank reads its runs and its piece
+of the rest, about 1/s of a file, where runs are long enough to read alone; shorter runs share
+pages with the other ranks' rows, and a rank reads whole strides of s * g rows.
 """
 
 from __future__ import annotations
@@ -50,22 +57,33 @@ class Layout:
     rank: int
     size: int
     batch_size: int  # B, per rank
+    run: int = 1  # g: the rows of each of the rank's runs; divides B
 
     @property
     def global_batch(self) -> int:
         return self.size * self.batch_size
 
     @property
-    def num_batches(self) -> int:  # C: global batches in an epoch
-        return self.num_rows // self.global_batch
+    def stride(self) -> int:  # s * g: from one of a rank's runs to its next
+        return self.size * self.run
+
+    @property
+    def num_runs(self) -> int:  # m: this rank's runs
+        return self.num_rows // self.stride
 
     @property
     def num_batched(self) -> int:  # N_sgd: rows in some batch
-        return self.num_batches * self.global_batch
+        return self.num_runs * self.stride
 
     @property
     def num_train(self) -> int:  # n: this rank's rows in batches
-        return self.num_batches * self.batch_size
+        return self.num_runs * self.run
+
+    @property
+    def num_wrap(self) -> int:
+        """Rows held twice: a batch starts at a multiple of g below n, so a copy of the first
+        B - g rows after the n makes every batch one slice, also one that wraps around."""
+        return self.batch_size - self.run
 
     def _tail_start(self, rank: int) -> int:
         return self.num_batched + rank * (self.num_rows - self.num_batched) // self.size
@@ -76,61 +94,101 @@ class Layout:
         return slice(self._tail_start(self.rank), self._tail_start(self.rank + 1))
 
     @property
-    def num_local(self) -> int:
+    def num_local(self) -> int:  # rows of this rank, each once
         return self.num_train + self.tail.stop - self.tail.start
 
+    @property
+    def num_held(self) -> int:  # rows of a shard in memory: num_local and the copy
+        return self.num_local + self.num_wrap
+
+    def held_positions(self) -> np.ndarray:
+        """What a shard in memory holds, as positions in this rank's order (its runs, then
+        its tail piece): the n rows in batches, the first B - g of them again, the tail."""
+        n = self.num_train
+        return np.r_[0:n, 0 : self.num_wrap, n : self.num_local]
+
     def rows(self) -> np.ndarray:
-        """The global row ids this rank holds, in its order: its runs, then its tail piece."""
-        ids = np.arange(self.num_batched, dtype=np.int64)
-        runs = ids.reshape(self.num_batches, self.size, self.batch_size)[:, self.rank]
-        return np.concatenate([runs.ravel(), np.arange(self.tail.start, self.tail.stop)])
+        """The global row ids a shard in memory holds, in its order (held_positions)."""
+        runs = np.arange(self.num_runs, dtype=np.int64)[:, None] * self.stride
+        runs = (runs + self.rank * self.run + np.arange(self.run)).ravel()
+        return np.r_[runs, self.tail.start : self.tail.stop][self.held_positions()]
 
     def global_row(self, local: int) -> int:
-        """The global id of this rank's row number local."""
+        """The global id of this rank's row number local (its runs, then its tail piece)."""
         if local >= self.num_train:
             return self.tail.start + local - self.num_train
-        run, j = divmod(local, self.batch_size)
-        return run * self.global_batch + self.rank * self.batch_size + j
+        run, j = divmod(local, self.run)
+        return run * self.stride + self.rank * self.run + j
 
     def owners(self, ids: np.ndarray) -> np.ndarray:
         """The rank that holds each of the global row ids."""
         batched = ids < self.num_batched
         tail_starts = [self._tail_start(r) for r in range(self.size)]
         in_tail = np.searchsorted(tail_starts, ids, side="right") - 1
-        return np.where(batched, (ids % self.global_batch) // self.batch_size, in_tail)
+        return np.where(batched, (ids % self.stride) // self.run, in_tail)
 
     def take(
-        self, table: Table, dtype, batches: range, tail: bool = False
+        self, table: Table, dtype, rows: range, tail: bool = False
     ) -> tuple[np.ndarray, np.ndarray]:
-        """This rank's rows of table, as dtype, in aligned arrays: its runs of the given global
-        batches, then (with tail) its piece of the rows in no batch."""
+        """This rank's rows of table, as dtype, in aligned arrays: its rows in batches
+        rows.start .. rows.stop - 1 (multiples of g), taken mod n, then (with tail) its piece
+        of the rows in no batch. Rows it holds twice are read once."""
+        once = range(rows.start, min(rows.stop, rows.start + self.num_train))
         tail = self.tail if tail else slice(0, 0)
-        num_rows = len(batches) * self.batch_size + tail.stop - tail.start
-        X = aligned_empty((num_rows, table.num_features), dtype)
-        y = aligned_empty((num_rows,), dtype)
+        X = aligned_empty((len(rows) + tail.stop - tail.start, table.num_features), dtype)
+        y = aligned_empty((len(X),), dtype)
         at = 0
-        for X_part, y_part in self._parts(table, batches, tail):
+        for X_part, y_part in self._parts(table, once):
+            X[at : at + len(y_part)], y[at : at + len(y_part)] = X_part, y_part
+            at += len(y_part)
+        X[at : len(rows)], y[at : len(rows)] = X[: len(rows) - at], y[: len(rows) - at]
+        at = len(rows)
+        for X_part, y_part in table.parts(tail.start, tail.stop):
             X[at : at + len(y_part)], y[at : at + len(y_part)] = X_part, y_part
             at += len(y_part)
         return X, y
 
-    def _parts(self, table: Table, batches: range, tail: slice) -> Iterator[tuple]:
-        """This rank's rows in order, read in parts of at most _PART_BYTES."""
-        B, G = self.batch_size, self.global_batch
-        if B * table.row_bytes >= _MIN_RUN_BYTES:  # read each run: only this rank's pages
-            for c in batches:
-                yield from table.parts(c * G + self.rank * B, c * G + (self.rank + 1) * B)
-        else:  # shorter runs share pages with the other ranks': read whole global batches
-            per_read = max(1, _PART_BYTES // (G * table.row_bytes))
-            for first in range(batches.start, batches.stop, per_read):
-                k = min(per_read, batches.stop - first)
-                X, y = table.read(first * G, (first + k) * G)
-                mine = np.s_[:, self.rank]
-                yield (
-                    X.reshape(k, self.size, B, -1)[mine].reshape(k * B, -1),
-                    y.reshape(k, self.size, B)[mine].reshape(-1),
-                )
-        yield from table.parts(tail.start, tail.stop)
+    def _parts(self, table: Table, rows: range) -> Iterator[tuple]:
+        """This rank's rows in batches rows.start .. rows.stop - 1, taken mod n, in order."""
+        g, m = self.run, self.num_runs
+        first = rows.start // g
+        while first < rows.stop // g:  # up to the end of the shard, then on from its start
+            count = min(rows.stop // g - first, m - first % m)
+            yield from self._runs(table, first % m, first % m + count)
+            first += count
+
+    def _runs(self, table: Table, first: int, last: int) -> Iterator[tuple]:
+        """This rank's runs first .. last - 1, read in parts of at most _PART_BYTES."""
+        g, S, at = self.run, self.stride, self.rank * self.run
+        if g * table.row_bytes >= _MIN_RUN_BYTES:  # read each run: only this rank's pages
+            for q in range(first, last):
+                yield from table.parts(q * S + at, q * S + at + g)
+            return
+        # Shorter runs share pages with the other ranks': read whole strides, keep this rank's.
+        per_read = max(1, _PART_BYTES // (S * table.row_bytes))
+        for q in range(first, last, per_read):
+            k = min(per_read, last - q)
+            X, y = table.read(q * S, (q + k) * S)
+            mine = np.s_[:, self.rank]
+            yield (
+                X.reshape(k, self.size, g, -1)[mine].reshape(k * g, -1),
+                y.reshape(k, self.size, g)[mine].reshape(-1),
+            )
+
+
+def run_length(size: int, batch_size: int, row_bytes: int | None) -> int:
+    """g, the rows of each run (README, layout): 1 on one rank, for data that is not read by
+    ranges of rows (row_bytes None), and where B rows are under _MIN_RUN_BYTES: such runs
+    share pages with the other ranks' rows, and a rank reads whole strides anyway. Otherwise
+    the smallest divisor of B whose rows reach _MIN_RUN_BYTES: the fewest rows left out
+    (under s * g) while each run is still worth reading alone."""
+    if size == 1 or row_bytes is None or batch_size * row_bytes < _MIN_RUN_BYTES:
+        return 1
+    return next(
+        g
+        for g in range(1, batch_size + 1)
+        if batch_size % g == 0 and g * row_bytes >= _MIN_RUN_BYTES
+    )
 
 
 # Reads of this many bytes at most, and runs at least this long are read alone: then the pages
@@ -251,7 +309,7 @@ def _stored_array(p: Path, f, position: int) -> StoredArray | None:
 
 @dataclass
 class Shard:
-    X: np.ndarray  # (rows, num_features) float32 or float64: this rank's runs, then its tail
+    X: np.ndarray  # (rows, num_features) float32 or float64: the rows of Layout.rows()
     y: np.ndarray  # (rows,), the dtype of X
     layout: Layout
     source: str  # "synthetic" or the data file's path
@@ -278,7 +336,8 @@ class Shard:
 
     @property
     def num_train(self) -> int:
-        """This rank's rows that SGD's batches use: the first num_train of X and y."""
+        """This rank's rows that SGD's batches use, n: the first n of X and y (in memory),
+        followed by a copy of the first layout.num_wrap of them."""
         return self.layout.num_train
 
     @property
@@ -292,15 +351,18 @@ class Shard:
             yield X[start : start + max_rows], y[start : start + max_rows]
 
     def blocks(self, max_rows: int = 1 << 15) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """All of this rank's rows, runs then tail, in blocks of about max_rows."""
+        """All of this rank's rows, each once, runs then tail, in blocks of about max_rows."""
+        layout, n = self.layout, self.layout.num_train
         if self.table is None:
-            for start in range(0, len(self.y), max_rows):
-                yield self.X[start : start + max_rows], self.y[start : start + max_rows]
+            tail = n + layout.num_wrap  # after the copy of the first rows
+            for rows in (range(0, n), range(tail, len(self.y))):
+                for start in range(rows.start, rows.stop, max_rows):
+                    stop = min(start + max_rows, rows.stop)
+                    yield self.X[start:stop], self.y[start:stop]
             return
-        layout, per_block = self.layout, max(1, max_rows // self.layout.batch_size)
-        for first in range(0, layout.num_batches, per_block):
-            last = min(first + per_block, layout.num_batches)
-            yield layout.take(self.table, self.dtype, range(first, last))
+        step = max(1, max_rows // layout.run) * layout.run
+        for start in range(0, n, step):
+            yield layout.take(self.table, self.dtype, range(start, min(start + step, n)))
         yield layout.take(self.table, self.dtype, range(0), tail=True)
 
 
@@ -310,6 +372,7 @@ def load_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     if cfg.synthetic:
         num_features = cfg.num_features or SYNTHETIC_FEATURES
         holdout = Holdout.of(cfg, cfg.num_samples or SYNTHETIC_SAMPLES)
+        # Runs of 1 row: no file is read, so longer runs would only leave out more rows.
         layout = _layout(holdout.num_train, rank, size, cfg.batch_size)
 
         def rows(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -327,7 +390,16 @@ def load_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     return read_shard(cfg, rank, size, job)
 
 
-def _layout(num_samples: int, rank: int, size: int, batch_size: int) -> Layout:
+def _layout(
+    num_samples: int,
+    rank: int,
+    size: int,
+    batch_size: int,
+    row_bytes: int | None = None,
+    whole_batches: bool = False,
+) -> Layout:
+    """The layout of num_samples rows; row_bytes: a row's bytes in a file read by ranges of
+    rows, which sets the runs' length (run_length); whole_batches: runs of B rows."""
     if num_samples < size:
         raise UsageError(
             f"{num_samples} samples cannot be split over {size} ranks: "
@@ -340,7 +412,8 @@ def _layout(num_samples: int, rank: int, size: int, batch_size: int) -> Layout:
             f"({num_samples} samples over {size} ranks): use --batch_size {shard} or less, "
             "more samples, or fewer ranks"
         )
-    return Layout(num_samples, rank, size, batch_size)
+    run = batch_size if whole_batches and size > 1 else run_length(size, batch_size, row_bytes)
+    return Layout(num_samples, rank, size, batch_size, run)
 
 
 # --- Synthetic data --------------------------------------------------------------------------
@@ -573,19 +646,22 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
         raise UsageError(f"{cfg.data} holds no rows")
     holdout = Holdout.of(cfg, table.num_rows)
     training = holdout.training_table(table)
-    layout = _layout(training.num_rows, rank, size, cfg.batch_size)
+    # Parquet is read by whole row groups: runs of whole batches keep a rank to its groups.
+    whole = suffix == ".parquet"
+    layout = _layout(training.num_rows, rank, size, cfg.batch_size, table.row_bytes, whole)
     dtype = np.dtype(cfg.dtype or table.dtype)
-    shard_bytes = layout.num_local * (table.num_features + 1) * dtype.itemsize
+    shard_bytes = layout.num_held * (table.num_features + 1) * dtype.itemsize
     names = table.columns[:-1] if table.columns else None
     target_name = table.columns[-1] if table.columns else None
     try:
         if shard_bytes > memory_per_rank() * _SHARD_SHARE:
             # Checked now, block by block; read again as training uses it.
-            X, y = layout.take(training, dtype, range(1))
+            X, y = layout.take(training, dtype, range(layout.run))
             shard = Shard(X, y, layout, cfg.data, table=training, feature_names=names)
             shard = replace(shard, target_name=target_name)
         else:
-            X, y = layout.take(training, dtype, range(layout.num_batches), tail=True)
+            held = range(layout.num_train + layout.num_wrap)
+            X, y = layout.take(training, dtype, held, tail=True)
             shard = Shard(X, y, layout, cfg.data, feature_names=names, target_name=target_name)
         locate, labels = _locator(files, table.file_rows), _labels(table, suffix)
         at = 0
@@ -960,11 +1036,14 @@ def _read_csv(files: list[Path], cfg: Config, rank: int, size: int, job: Job | N
     if holdout.held_out:
         held = table[:, -1] == 1
         table, validation = table[~held, :-1], table[held, :-1]
+    table = table[layout.held_positions()]  # received in file order: runs, then tail
     dtype = cfg.dtype or "float64"  # decimal text: float64 keeps what it says
     locate = _locator(files, tuple(file_rows))
     labels = [f"column {names[j]!r}" for j in [*chosen, t]]
     X, y = _columns(table, chosen, t, dtype)
-    _check_finite(X, y, holdout.file_row(layout), locate, labels)
+    n, copy_end = layout.num_train, layout.num_train + layout.num_wrap
+    _check_finite(X[:n], y[:n], holdout.file_row(layout), locate, labels)
+    _check_finite(X[copy_end:], y[copy_end:], holdout.file_row(layout), locate, labels, n)
     features = tuple(names[j] for j in chosen)
     shard = Shard(X, y, layout, cfg.data, feature_names=features, target_name=names[t])
     if holdout.held_out:

@@ -91,12 +91,14 @@ def prepare(cfg: Config, job: Job) -> tuple[Shard, Path | None]:
     except UsageError as e:
         error = e
     job.agree(error)
-    unbatched = shard.num_samples - shard.layout.num_batched
+    layout = shard.layout
+    unbatched = shard.num_samples - layout.num_batched
     if unbatched and cfg.solver == "sgd":
+        runs = f"{layout.size} ranks x runs of {layout.run} row{'s' * (layout.run > 1)}"
         job.warn(
-            f"{shard.num_samples} samples are not a whole number of global batches of "
-            f"{shard.layout.global_batch}: SGD uses the first {shard.layout.num_batched}; the "
-            f"last {unbatched} count only in the final loss and the exact solution"
+            f"{shard.num_samples} samples are not a multiple of {layout.stride} ({runs}): "
+            f"SGD uses the first {layout.num_batched} and leaves out the last {unbatched}, "
+            "which count only in the final loss and the exact solution"
         )
     return shard, ckpt_dir
 
@@ -200,9 +202,9 @@ class Trainer:
     def use(self, job: Job, shard: Shard, ckpt_dir: Path | None) -> None:
         """Train with these ranks on this shard (again after an elastic reset)."""
         self.job, self.shard, self.ckpt_dir = job, shard, ckpt_dir
-        if shard.table is None:  # SGD's rows, the first num_train of the shard, as tensors
-            n = shard.num_train
-            self.X, self.y = as_tensor(shard.X[:n]), as_tensor(shard.y[:n])
+        if shard.table is None:  # SGD's rows and the copy of their first, as tensors
+            held = shard.num_train + shard.layout.num_wrap
+            self.X, self.y = as_tensor(shard.X[:held]), as_tensor(shard.y[:held])
         # Traced anew for each job: the rank count is a constant inside the loop. One trace
         # for every window of a shard read from its file: their row counts differ.
         self._train_steps = tf.function(self._steps, reduce_retracing=True)
@@ -252,40 +254,57 @@ class Trainer:
         self.model.params.assign(ckpt.params.reshape(self.model.params.shape))
         for var, value in zip(self.optimizer.variables, ckpt.optimizer):
             var.assign(value)
-        global_batch = self.cfg.batch_size * self.job.size
-        if ckpt.global_batch_size != global_batch:
-            self.job.warn(
-                f"the checkpoint was trained with a global batch of {ckpt.global_batch_size}, "
-                f"this run uses {global_batch}: the result will differ from an uninterrupted run"
-            )
+        self._warn_of_other_batches(ckpt)
         self.job.log(
             f"Resuming from {self.ckpt_dir / f'ckpt-{ckpt.step:010d}.npz'} at step {ckpt.step}"
         )
         return np.asarray(ckpt.initial_params, np.float64), ckpt.step
 
+    def _warn_of_other_batches(self, ckpt: checkpoint.Checkpoint) -> None:
+        """The same global batch over the same first N_sgd rows is the same trajectory,
+        whatever the rank count (layout contract); anything else is not."""
+        global_batch, batched = self.cfg.batch_size * self.job.size, self.shard.layout.num_batched
+        differ = "the result will differ from an uninterrupted run"
+        if ckpt.global_batch_size != global_batch:
+            self.job.warn(
+                f"the checkpoint was trained with a global batch of {ckpt.global_batch_size}, "
+                f"this run uses {global_batch}: {differ}"
+            )
+        elif ckpt.batched_rows is None:
+            self.job.warn(
+                "the checkpoint does not record which rows its batches used (an older version "
+                f"wrote it); this run's use the first {batched}: {differ.replace('will', 'may')}"
+            )
+        elif ckpt.batched_rows != batched:
+            self.job.warn(
+                f"the checkpoint was trained on batches of the first {ckpt.batched_rows} rows, "
+                f"this run's use the first {batched}: {differ}"
+            )
+
     def _rows(self, first: int, count: int) -> tuple[tf.Tensor, tf.Tensor, int, int]:
         """(X, y, offset, count): rows holding the batches of count steps from step first;
-        step i's batch starts at row (i * B - offset) mod len(y). The shard in memory, or
+        step i's batch is the rows from (i * B - offset) mod n on. The shard in memory, or
         else a window read from the file, for fewer steps: no more than _WINDOW_BYTES, and
-        not past the end of an epoch."""
+        no more than n rows, so that no row is read twice (a window wraps as batches do)."""
         if self.shard.table is None:
             return self.X, self.y, 0, count
         layout = self.shard.layout
-        batch = first % layout.num_batches
+        n, B = layout.num_train, layout.batch_size
         row_bytes = (self.shard.num_features + 1) * self.shard.X.itemsize
-        fits = max(1, _WINDOW_BYTES // (layout.batch_size * row_bytes))
-        count = min(count, fits, layout.num_batches - batch)
-        X, y = layout.take(self.shard.table, self.shard.dtype, range(batch, batch + count))
-        return as_tensor(X), as_tensor(y), first * layout.batch_size, count
+        count = min(count, max(1, _WINDOW_BYTES // (B * row_bytes)), n // B)
+        start = first * B % n
+        X, y = layout.take(self.shard.table, self.shard.dtype, range(start, start + count * B))
+        return as_tensor(X), as_tensor(y), start, count
 
     def _steps(self, X, y, first: tf.Tensor, count: tf.Tensor, offset: tf.Tensor):
         """count steps from step first, in one call: one Python round trip per log interval."""
-        batch_size, n = self.cfg.batch_size, tf.size(y, out_type=tf.int64)
+        batch_size, n = self.cfg.batch_size, self.shard.num_train
         loss, ran = tf.constant(0.0, self.model.params.dtype), tf.constant(0, tf.int64)
         for step in tf.range(first, first + count):
-            # The README's layout contract: step i's rows start at i*B (mod the shard's n, a
-            # multiple of B; a window of the shard starts at offset). So they are one block,
-            # and a slice shares the shard's memory where a gather would copy it.
+            # The README's layout contract: step i's rows are the shard's rows from i*B on,
+            # mod n (a window of the shard starts at row offset). A batch that runs past the
+            # n-th row goes on in the copy of the first rows held after it: so every batch is
+            # one block, and a slice shares the shard's memory where a gather would copy it.
             first_row = (step * batch_size - offset) % n
             Xb = X[first_row : first_row + batch_size]
             yb = y[first_row : first_row + batch_size]
@@ -384,6 +403,7 @@ class Trainer:
                 params=self.model.params.numpy().reshape(-1),
                 optimizer=[v.numpy() for v in self.optimizer.variables],
                 global_batch_size=self.cfg.batch_size * self.job.size,
+                batched_rows=self.shard.layout.num_batched,
                 initial_params=[float(v) for v in self.initial],
                 config=self.cfg.as_dict(),
             ),

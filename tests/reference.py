@@ -6,15 +6,29 @@ from __future__ import annotations
 
 import numpy as np
 
+# Runs shorter than this are not read alone (README, layout and batching contract).
+MIN_RUN_BYTES = 256 * 1024
+
+
+def run_length(size: int, batch_size: int, row_bytes: int | None = None) -> int:
+    """g: 1 on one rank, for data not read by ranges of rows (row_bytes None: synthetic, CSV)
+    and where batch_size rows are under MIN_RUN_BYTES; else the smallest divisor of the
+    batch whose rows reach MIN_RUN_BYTES."""
+    if size == 1 or row_bytes is None or batch_size * row_bytes < MIN_RUN_BYTES:
+        return 1
+    divisors = [g for g in range(1, batch_size + 1) if batch_size % g == 0]
+    return min(g for g in divisors if g * row_bytes >= MIN_RUN_BYTES)
+
 
 def shards(
-    X: np.ndarray, y: np.ndarray, size: int, batch_size: int
+    X: np.ndarray, y: np.ndarray, size: int, batch_size: int, row_bytes: int | None = None
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """SGD's rows of each rank: with G = size * batch_size, the first len(y) // G whole global
-    batches of G consecutive rows; rank r takes the r-th batch_size rows of each."""
-    G = size * batch_size
-    ids = np.arange(len(y) // G * G).reshape(-1, size, batch_size)
-    return [(X[ids[:, r].ravel()], y[ids[:, r].ravel()]) for r in range(size)]
+    """SGD's rows of each rank, in order: the first N - N mod (size * g) rows, cut into runs
+    of g rows; run q is rank q mod size's. row_bytes: a row's bytes in a .npy/.npz file."""
+    g = run_length(size, batch_size, row_bytes)
+    batched = len(y) - len(y) % (size * g)
+    owner = np.arange(batched) // g % size
+    return [(X[:batched][owner == r], y[:batched][owner == r]) for r in range(size)]
 
 
 def gradient(theta: np.ndarray, X: np.ndarray, y: np.ndarray, l2: float = 0.0) -> np.ndarray:
@@ -92,7 +106,7 @@ class Adam:
         return theta - self.m * alpha / (np.sqrt(self.v) + self.epsilon)
 
 
-def averaged(X, y, *, ranks, batch_size, steps, optimizer, w0, b0, l2=0.0) -> np.ndarray:
+def averaged(X, y, *, ranks, batch_size, steps, optimizer, w0, b0, l2=0.0, row_bytes=None):
     """What a correct run computes: every step applies the mean of the ranks' gradients."""
     return averaged_in_segments(
         X,
@@ -103,24 +117,29 @@ def averaged(X, y, *, ranks, batch_size, steps, optimizer, w0, b0, l2=0.0) -> np
         w0=w0,
         b0=b0,
         l2=l2,
+        row_bytes=row_bytes,
     )
 
 
-def averaged_in_segments(X, y, *, segments, batch_size, optimizer, w0, b0, l2=0.0) -> np.ndarray:
+def averaged_in_segments(
+    X, y, *, segments, batch_size, optimizer, w0, b0, l2=0.0, row_bytes=None
+) -> np.ndarray:
     """A run whose rank count changes (an elastic one): segments are (first step, end step,
     ranks), in order; each step uses the sharding and batching contract at its segment's ranks,
     and the optimizer's state carries over from one segment to the next."""
     X, y = np.asarray(X, np.float64), np.asarray(y, np.float64)
     theta = np.append(np.asarray(w0, np.float64), b0)
     for first, end, ranks in segments:
-        parts = shards(X, y, ranks, batch_size)
+        parts = shards(X, y, ranks, batch_size, row_bytes)
         for i in range(first, end):
             grads = [gradient(theta, *batch(Xs, ys, i, batch_size), l2) for Xs, ys in parts]
             theta = optimizer.apply(theta, np.mean(grads, axis=0))
     return theta
 
 
-def averaged_sgd(X, y, *, ranks, batch_size, steps, lr, w0, b0, l2=0.0) -> np.ndarray:
+def averaged_sgd(
+    X, y, *, ranks, batch_size, steps, lr, w0, b0, l2=0.0, row_bytes=None
+) -> np.ndarray:
     """Averaged-gradient plain SGD at a constant rate (on the ridge loss with l2 > 0)."""
     return averaged(
         X,
@@ -132,4 +151,5 @@ def averaged_sgd(X, y, *, ranks, batch_size, steps, lr, w0, b0, l2=0.0) -> np.nd
         w0=w0,
         b0=b0,
         l2=l2,
+        row_bytes=row_bytes,
     )

@@ -117,6 +117,42 @@ def test_resuming_with_another_global_batch_warns(tmp_path, capsys):
     ) in capsys.readouterr().err
 
 
+def test_resuming_with_other_rows_in_batches_warns(tmp_path, capsys):
+    """The same global batch over other rows (here 999 samples, not 1000: N_sgd differs) is
+    another trajectory; the checkpoint records its N_sgd, so the resume says so."""
+    ckpt = str(tmp_path / "ckpt")
+    assert main(["--num_steps", "20", "--checkpoint_dir", ckpt]) == 0
+    capsys.readouterr()
+    assert main(["--num_steps", "30", "--checkpoint_dir", ckpt, "--num_samples", "999"]) == 0
+    assert (
+        "warning: the checkpoint was trained on batches of the first 1000 rows, this run's use "
+        "the first 999: the result will differ from an uninterrupted run"
+    ) in capsys.readouterr().err
+
+
+def test_a_checkpoint_that_does_not_record_its_rows_in_batches_loads_with_a_warning(
+    tmp_path, capsys
+):
+    """Checkpoints written before the rows in batches were recorded still load."""
+    ckpt = tmp_path / "ckpt"
+    assert main(["--num_steps", "20", "--checkpoint_dir", str(ckpt)]) == 0
+    path = _checkpoints(ckpt)[-1]
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    header = json.loads(str(arrays["header"]))
+    del header["batched_rows"]
+    np.savez(path, **{**arrays, "header": json.dumps(header)})
+    capsys.readouterr()
+    assert main(["--num_steps", "30", "--checkpoint_dir", str(ckpt)]) == 0
+    out, err = capsys.readouterr()
+    assert f"Resuming from {path} at step 20" in out
+    assert (
+        "warning: the checkpoint does not record which rows its batches used (an older version "
+        "wrote it); this run's use the first 1000: the result may differ from an uninterrupted "
+        "run"
+    ) in err
+
+
 @pytest.mark.parametrize("optimizer", ["momentum", "adam"])
 def test_optimizer_state_is_saved_and_restored(tmp_path, optimizer):
     """Stopped at step 50 and resumed, momentum's velocity and Adam's moments and step count

@@ -1,5 +1,6 @@
-"""The data contract: one global dataset; each rank holds its slice of every global batch and a
-piece of the rest, and reads only those rows."""
+"""The data contract: one global dataset; each rank holds its runs of rows and a piece of the
+rest, every step's global batch is the same rows whatever the rank count, and a rank reads only
+its rows."""
 
 from __future__ import annotations
 
@@ -13,23 +14,50 @@ from hvd_linreg.data import csv_split_text, load_shard, true_weights
 
 
 @pytest.mark.parametrize("size", [2, 3, 4])
-def test_each_rank_holds_its_slice_of_every_global_batch_and_a_piece_of_the_rest(size):
-    """1003 rows, batch 10 per rank: rank r's SGD rows are rows c*G + 10r .. c*G + 10r + 9 of
-    every whole global batch c; the rows after the last whole batch are cut in consecutive
-    pieces; together the ranks hold every row once."""
+def test_each_rank_holds_every_size_th_row_and_a_piece_of_the_rest(size):
+    """Synthetic data, 1003 rows, batch 10 per rank: runs of 1 row, so rank r's SGD rows are
+    rows r, r + size, ... below N_sgd = 1003 - 1003 mod size, then a copy of the first 9 of
+    them; the rows after N_sgd are cut in consecutive pieces; the ranks hold every row once."""
     cfg = Config(num_samples=1003, num_features=3, batch_size=10)
     whole = load_shard(cfg, 0, 1)
-    G = 10 * size
-    batched = 1003 // G * G
+    batched = 1003 - 1003 % size
     tails = []
     for rank in range(size):
         shard = load_shard(cfg, rank, size)
-        ids = np.concatenate([np.arange(c, c + 10) + 10 * rank for c in range(0, batched, G)])
+        ids = np.arange(rank, batched, size)
         assert shard.num_train == len(ids)
-        np.testing.assert_array_equal(shard.X[: shard.num_train], whole.X[ids])
-        np.testing.assert_array_equal(shard.y[: shard.num_train], whole.y[ids])
-        tails.append(shard.y[shard.num_train :])
-    np.testing.assert_array_equal(np.concatenate(tails), whole.y[batched:])
+        held = np.r_[ids, ids[:9]]
+        np.testing.assert_array_equal(shard.X[: len(held)], whole.X[held])
+        np.testing.assert_array_equal(shard.y[: len(held)], whole.y[held])
+        tails.append(shard.y[len(held) :])
+    np.testing.assert_array_equal(np.concatenate(tails), whole.y[batched:1003])
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+@pytest.mark.parametrize("features, batch", [(3, 10), (2047, 48)])
+def test_step_i_uses_global_rows_i_G_on_mod_N_sgd_whatever_the_rank_count(
+    tmp_path, size, features, batch
+):
+    """Row ids as the target: step i's batches (the shard's rows from i*B on, mod n, one slice
+    of what it holds), over all ranks, are the global rows (i*G + k) mod N_sgd, k < G. Rows of
+    16 KB (2047 float64 features and the target): runs of 16 rows, the smallest divisor of 48
+    that reaches 256 KB; N_sgd = 300 - 300 mod (size * 16)."""
+    path = tmp_path / "d.npy"
+    table = np.zeros((300, features + 1))
+    table[:, -1] = np.arange(300)
+    np.save(path, table)
+    run = 16 if features == 2047 and size > 1 else 1
+    batched = 300 - 300 % (size * run)
+    shards = [_read(path, rank, size, batch) for rank in range(size)]
+    assert {(s.layout.run, s.layout.num_batched) for s in shards} == {(run, batched)}
+    for step in range(3 * batched // (size * batch) + 2):  # several epochs, batches that wrap
+        rows = []
+        for shard in shards:
+            first = step * batch % shard.num_train
+            rows.append(shard.y[first : first + batch])
+        G = size * batch
+        expected = (step * G + np.arange(G)) % batched
+        np.testing.assert_array_equal(np.sort(np.concatenate(rows)), np.sort(expected))
 
 
 def test_synthetic_data_follows_the_seed_model():
@@ -47,10 +75,10 @@ def test_different_seeds_give_different_data():
     assert not np.array_equal(a.X, b.X)
 
 
-def test_rows_beyond_the_last_whole_global_batch_are_in_no_batch_but_held():
+def test_rows_beyond_the_last_whole_stride_of_runs_are_in_no_batch_but_held():
     shard = load_shard(Config(num_samples=1003, batch_size=10), 1, 4)
     assert (shard.num_samples, shard.layout.num_batched, shard.num_train) == (1003, 1000, 250)
-    assert len(shard.y) == 251  # rank 1's piece of the last 3 rows: row 1000
+    assert len(shard.y) == 250 + 9 + 1  # a copy of its first 9; its piece of the last 3: 1000
 
 
 @pytest.fixture
@@ -178,7 +206,7 @@ def test_csv_byte_ranges_cut_at_lines_and_each_rank_reads_about_its_share(tmp_pa
 
 def test_a_shard_larger_than_the_rank_s_memory_is_read_as_used(tmp_path, monkeypatch):
     """Above half the memory a rank may use, only the first run is read at start; the blocks
-    read as used are the rows the shard would hold in memory."""
+    read as used are the rows the shard would hold in memory, each once."""
     path = tmp_path / "d.npy"
     np.save(path, np.random.default_rng(5).standard_normal((1003, 4)).astype(np.float32))
     cfg = Config(data=str(path), batch_size=10)
@@ -186,16 +214,19 @@ def test_a_shard_larger_than_the_rank_s_memory_is_read_as_used(tmp_path, monkeyp
     monkeypatch.setenv("HVD_LINREG_RANK_MEMORY", "1000")
     streamed = load_shard(cfg, 1, 4)
     assert in_memory.table is None and streamed.table is not None
-    assert len(streamed.y) == 10  # its first run
+    assert len(streamed.y) == 1  # its first run, of 1 row
     blocks = list(streamed.blocks(max_rows=40))
     assert len(blocks) > 2
-    np.testing.assert_array_equal(np.concatenate([X for X, _ in blocks]), in_memory.X)
-    np.testing.assert_array_equal(np.concatenate([y for _, y in blocks]), in_memory.y)
+    held = in_memory.layout.held_positions()
+    each_once = np.unique(held, return_index=True)[1]  # positions in held order, first copy
+    np.testing.assert_array_equal(np.concatenate([X for X, _ in blocks]), in_memory.X[each_once])
+    np.testing.assert_array_equal(np.concatenate([y for _, y in blocks]), in_memory.y[each_once])
+    assert [len(y) for _, y in in_memory.blocks(max_rows=40)] == [len(y) for _, y in blocks]
 
 
 def test_a_bad_row_is_found_in_a_shard_read_as_used(tmp_path, monkeypatch):
     table = np.ones((1003, 3), np.float32)
-    table[777, 1] = np.nan  # global row 777: rank 1's (777 % 40 = 17, in rank 1's 10..19)
+    table[777, 1] = np.nan  # global row 777: rank 1's (runs of 1 row: 777 % 4 = 1)
     path = tmp_path / "d.npy"
     np.save(path, table)
     monkeypatch.setenv("HVD_LINREG_RANK_MEMORY", "1000")
@@ -218,3 +249,25 @@ def test_each_rank_reads_its_runs_alone_when_they_are_256_kb_or_more(tmp_path):
         np.testing.assert_array_equal(shard.X, table[ids, :-1])
         np.testing.assert_array_equal(shard.y, table[ids, -1])
         assert read <= path.stat().st_size / 4 + 8192
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_runs_shorter_than_the_batch_are_read_alone_and_their_copy_is_not_read(tmp_path, size):
+    """Rows of 520 bytes at batch 1024: runs of 512 rows (266 KB), and a rank reads its runs
+    and its piece of the rest, 1/size of the file: at 2 ranks its first 512 rows, held twice
+    (batches wrap around its 1536), are copied, not read again."""
+    table = np.random.default_rng(2).standard_normal((3372, 65))
+    path = tmp_path / "d.npy"
+    np.save(path, table)
+    batched = 3072  # 3372 - 3372 mod (size * 512)
+    for rank in range(size):
+        before = _rchar()
+        shard = _read(path, rank, size, batch_size=1024)
+        read = _rchar() - before
+        assert shard.layout.run == 512 and shard.layout.num_batched == batched
+        ids = np.flatnonzero(np.arange(batched) // 512 % size == rank)
+        tail = np.array_split(np.arange(batched, 3372), size)[rank]
+        held = np.r_[ids, ids[:512], tail]
+        np.testing.assert_array_equal(shard.X, table[held, :-1])
+        np.testing.assert_array_equal(shard.y, table[held, -1])
+        assert read <= path.stat().st_size / size + 8192

@@ -7,6 +7,8 @@ import pytest
 
 from conftest import REPO, launch, params_of, read_metrics
 from hvd_linreg.cli import main
+from hvd_linreg.config import Config
+from hvd_linreg.data import synthetic_rows
 from reference import averaged_sgd, lstsq, mse, shards
 
 pytestmark = pytest.mark.multiprocess
@@ -27,6 +29,23 @@ def test_four_ranks_recover_the_seed_model(launcher, tmp_path):
     step_lines = [line for line in run.stdout.splitlines() if "Step: " in line]
     assert len(step_lines) == 10, run.stdout
     assert run.stdout.count("Summary:") == 1
+
+
+@pytest.mark.core
+def test_the_seed_job_trains_on_all_its_rows_exactly(tmp_path):
+    """`make run`'s job, 4 ranks x batch 100 on 1000 rows: runs of 1 row leave no row out (no
+    warning), and w and b are averaged SGD over all 1000 rows, not over the first 800 (what
+    runs of 100 rows gave: 1000 is no multiple of 400)."""
+    run = launch("horovodrun-mpi", 4, [], tmp_path)
+    assert run.returncode == 0, run.output
+    assert "warning" not in run.stderr, run.stderr
+    m = run.metrics
+    X, y = synthetic_rows(Config().seed, np.arange(1000), 1)
+    start = {"ranks": 4, "batch_size": 100, "steps": 1000, "lr": 0.01}
+    start.update(w0=m["initial_w"], b0=m["initial_b"])
+    np.testing.assert_allclose(params_of(m), averaged_sgd(X, y, **start), rtol=1e-4)
+    with pytest.raises(AssertionError):
+        np.testing.assert_allclose(params_of(m), averaged_sgd(X[:800], y[:800], **start), rtol=1e-4)
 
 
 STEPS, LR, BATCH = 200, 0.05, 16
@@ -53,6 +72,21 @@ def exact_run(tmp_path_factory):
         return X, y, runs[(launcher, size, batch)]
 
     return run
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_batches_that_wrap_around_the_shard_end_equal_the_reference(exact_run, size):
+    """1000 rows, batch 16: each rank's n rows (500 at 2 ranks, 333 at 3: 999 rows in
+    batches) are no multiple of 16, so batches run past the shard's end and on from its start,
+    over 6 to 9 epochs of 200 steps."""
+    X, y, run = exact_run("mpirun", size)
+    m = run.metrics
+    n = 1000 // size
+    assert n % BATCH and STEPS * BATCH > 6 * n
+    expected = averaged_sgd(
+        X, y, ranks=size, batch_size=BATCH, steps=STEPS, lr=LR, w0=m["initial_w"], b0=m["initial_b"]
+    )
+    np.testing.assert_allclose(params_of(m), expected, rtol=1e-4)
 
 
 @pytest.mark.core
@@ -88,7 +122,8 @@ def test_a_csv_file_read_in_byte_ranges_trains_exactly_on_three_ranks(exact_run,
 
 def test_a_shard_read_from_the_file_as_used_trains_as_in_memory(exact_run, tmp_path):
     """HVD_LINREG_RANK_MEMORY below the shard: each rank reads windows of its batches as
-    training reaches them (several windows: one per epoch of 31 steps at most)."""
+    training reaches them (several windows of 31 steps at most: no more than its 500 rows),
+    windows that run past the shard's end and on from its start as batches do."""
     X, y, in_memory = exact_run("mpirun", 2)
     path = tmp_path / "train.npz"
     np.savez(path, X=X, y=y)
@@ -100,6 +135,40 @@ def test_a_shard_read_from_the_file_as_used_trains_as_in_memory(exact_run, tmp_p
     assert m["initial_w"] == in_memory.metrics["initial_w"]
     np.testing.assert_allclose(params_of(m), params_of(in_memory.metrics), rtol=1e-6)
     assert m["loss"] == pytest.approx(in_memory.metrics["loss"], rel=1e-6)
+
+
+@pytest.fixture(scope="module")
+def wide_rows(tmp_path_factory):
+    """3372 rows of 64 float64 features and the target: 520 bytes a row, so at batch 1024 on 2
+    ranks the runs are 512 rows (the smallest divisor of 1024 whose rows reach 256 KB)."""
+    rng = np.random.default_rng(12)
+    X = rng.standard_normal((3372, 64))
+    y = X @ rng.standard_normal(64) + 0.5 + 0.1 * rng.standard_normal(3372)
+    path = tmp_path_factory.mktemp("wide") / "wide.npy"
+    np.save(path, np.c_[X, y])
+    return path, X, y
+
+
+@pytest.mark.parametrize("memory", ["in memory", "read as used"])
+def test_runs_shorter_than_the_batch_train_exactly(wide_rows, tmp_path, memory):
+    """Runs of 512 rows: 3072 rows in batches (300 left out, said once), 1536 a rank, so
+    batches of 1024 wrap around each shard's end; float64 SGD equals the reference."""
+    path, X, y = wide_rows
+    flags = ["--data", str(path), "--batch_size", "1024", "--num_steps", "30"]
+    cap = ("-x", "HVD_LINREG_RANK_MEMORY=1000") if memory == "read as used" else ()
+    run = launch("mpirun", 2, [*flags, "--learning_rate", "0.1"], tmp_path, launcher_args=cap)
+    assert run.returncode == 0, run.output
+    assert [line for line in run.stderr.splitlines() if "warning:" in line] == [
+        "warning: 3372 samples are not a multiple of 1024 (2 ranks x runs of 512 rows): SGD "
+        "uses the first 3072 and leaves out the last 300, which count only in the final loss "
+        "and the exact solution"
+    ]
+    m = run.metrics
+    expected = averaged_sgd(
+        X, y, ranks=2, batch_size=1024, steps=30, lr=0.1, w0=m["initial_w"], b0=m["initial_b"],
+        row_bytes=65 * 8,
+    )  # fmt: skip
+    np.testing.assert_allclose(params_of(m), expected, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("size", [2, 4])

@@ -162,13 +162,14 @@ def test_verbose_lets_every_rank_log_tagged_with_its_rank(verbose_two_ranks):
 
 
 @pytest.mark.multiprocess
-def test_rows_after_the_last_whole_global_batch_are_left_out_of_sgd_with_a_warning(
+def test_rows_after_the_last_whole_stride_of_runs_are_left_out_of_sgd_with_a_warning(
     verbose_two_ranks,
 ):
     warnings = [line for line in verbose_two_ranks.stderr.splitlines() if "warning:" in line]
     assert warnings == [
-        "warning: 1001 samples are not a whole number of global batches of 200: SGD uses the "
-        "first 1000; the last 1 count only in the final loss and the exact solution"
+        "warning: 1001 samples are not a multiple of 2 (2 ranks x runs of 1 row): SGD uses the "
+        "first 1000 and leaves out the last 1, which count only in the final loss and the "
+        "exact solution"
     ]
 
 

@@ -23,6 +23,15 @@ from hvd_linreg.ranks import Job
 OUTPUT_FORMATS = (".npy", ".csv")
 
 
+def predicted(theta: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """X w + b in float64, summed term by term: a BLAS product's order of summation depends on
+    how many rows it is given, and a row's prediction must not depend on the rank count."""
+    out = np.full(len(X), theta[-1], np.float64)
+    for j, w_j in enumerate(theta[:-1]):
+        out += X[:, j] * w_j
+    return out
+
+
 def predict(model_path: str, data_path: str, out: str) -> int:
     """Write the model's prediction for every row of the data file to out, in its order."""
     if Path(out).suffix.lower() not in OUTPUT_FORMATS:
@@ -32,7 +41,7 @@ def predict(model_path: str, data_path: str, out: str) -> int:
     X, _ = request.read(job, "--out", out)
     theta = request.model.theta
     # Rank order is file order: each rank's block follows the previous rank's.
-    predictions = np.concatenate(job.allgather(X @ theta[:-1] + theta[-1], name="predictions"))
+    predictions = np.concatenate(job.allgather(predicted(theta, X), name="predictions"))
     if job.is_root:  # only rank 0 writes, so ranks never race on the same file
         write_predictions(Path(out), predictions)
         job.log(f"hvd-linreg predict: {len(predictions)} predictions written to {out}")

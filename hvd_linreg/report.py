@@ -88,7 +88,9 @@ class Report:
     statistics: Statistics | None = field(init=False)  # the exact optimum's
 
     def __post_init__(self) -> None:
-        self.statistics = None if self.optimum is None else describe(self.optimum)
+        self.statistics = (
+            None if self.optimum is None else describe(self.optimum, self.shard.feature_names)
+        )
 
     @property
     def exact_loss(self) -> float | None:

@@ -42,12 +42,13 @@ class Statistics:
         }
 
 
-def describe(optimum: Optimum) -> Statistics:
-    """The statistics of the exact optimum, from its normal equations and its loss."""
+def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> Statistics:
+    """The statistics of the exact optimum, from its normal equations and its loss; each w is
+    named by its column where the data names them, else w[j]."""
     eq, params = optimum.equations, optimum.params
     n, k = eq.count, len(params)  # k: the features and the bias
     rss, rmse = optimum.loss * n, float(np.sqrt(optimum.loss))
-    names = [f"w[{j}]" for j in range(k - 1)] + ["b"]
+    names = [*(feature_names or (f"w[{j}]" for j in range(k - 1))), "b"]
     undefined: dict[str, str] = {}
     r2 = 1.0 - rss / eq.y_ss if eq.y_ss > 0 else None
     if r2 is None:

@@ -70,15 +70,24 @@ def npy_file(rows, tmp_path_factory):
     return path
 
 
+def _layout_rows(shard, rows: np.ndarray) -> np.ndarray:
+    """The rows of the global table the shard's layout says it holds, in its order."""
+    return rows[shard.layout.rows()]
+
+
 @pytest.mark.parametrize("size", [1, 2, 3])
-def test_a_parquet_file_gives_each_rank_the_rows_of_the_same_npy(rows, npy_file, tmp_path, size):
-    """Row groups of 64 rows: runs of 7 rows start and end inside them and cross them."""
+def test_a_parquet_file_gives_each_rank_the_rows_of_its_layout(rows, npy_file, tmp_path, size):
+    """Row groups of 64 rows: runs of 7 rows (whole batches, as Parquet's are on several ranks)
+    start and end inside them and cross them. On one rank: the same shard as the .npy's."""
     path = write_parquet(tmp_path / "d.parquet", rows, 64)
     for rank in range(size):
-        shard, expected = _shard(path, rank, size), _shard(npy_file, rank, size)
+        shard = _shard(path, rank, size)
         assert shard.dtype == "float64" and shard.feature_names == ("a", "b", "c")
-        np.testing.assert_array_equal(shard.X, expected.X)
-        np.testing.assert_array_equal(shard.y, expected.y)
+        assert shard.layout.run == (7 if size > 1 else 1)
+        np.testing.assert_array_equal(shard.X, _layout_rows(shard, rows)[:, :-1])
+        np.testing.assert_array_equal(shard.y, _layout_rows(shard, rows)[:, -1])
+        if size == 1:
+            np.testing.assert_array_equal(shard.X, _shard(npy_file).X)
 
 
 @pytest.mark.parametrize("suffix", [".npy", ".parquet", ".csv"])
@@ -88,9 +97,10 @@ def test_a_directory_or_glob_reads_as_one_file_with_the_same_rows(rows, npy_file
     for data in (directory, f"{directory}/part-*{suffix}"):
         for size in sizes:
             for rank in range(size):
-                shard, expected = _shard(data, rank, size), _shard(npy_file, rank, size)
-                np.testing.assert_allclose(shard.X, expected.X, rtol=1e-15)
-                np.testing.assert_allclose(shard.y, expected.y, rtol=1e-15)
+                shard = _shard(data, rank, size)
+                expected = _layout_rows(shard, rows)
+                np.testing.assert_allclose(shard.X, expected[:, :-1], rtol=1e-15)
+                np.testing.assert_allclose(shard.y, expected[:, -1], rtol=1e-15)
 
 
 def test_files_are_read_in_the_order_of_their_paths(tmp_path):
@@ -126,8 +136,8 @@ def test_features_choose_and_order_the_columns(rows, tmp_path, suffix):
     path = write(tmp_path / f"d{suffix}", rows, *([64] if suffix == ".parquet" else []))
     shard = _shard(path, features="c,a", target="b")
     assert shard.feature_names == ("c", "a")
-    np.testing.assert_allclose(shard.X, rows[:, [2, 0]], rtol=1e-15)
-    np.testing.assert_allclose(shard.y, rows[:, 1], rtol=1e-15)
+    np.testing.assert_allclose(shard.X, _layout_rows(shard, rows)[:, [2, 0]], rtol=1e-15)
+    np.testing.assert_allclose(shard.y, _layout_rows(shard, rows)[:, 1], rtol=1e-15)
     out = tmp_path / "m.json"
     args = ["--data", path, "--features", "c,a", "--target", "b", "--solver", "exact"]
     assert main([*args, "--metrics_json", str(out)]) == 0

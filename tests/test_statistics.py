@@ -29,7 +29,6 @@ def diabetes(tmp_path_factory) -> tuple[str, pd.DataFrame]:
 def ols(table: pd.DataFrame):
     """statsmodels' OLS of the last column on the others, with an intercept (named b)."""
     X, y = table.iloc[:, :-1], table.iloc[:, -1]
-    X = X.set_axis([f"w[{j}]" for j in range(X.shape[1])], axis=1)
     return sm.OLS(y, sm.add_constant(X).rename(columns={"const": "b"})).fit()
 
 
@@ -51,7 +50,7 @@ def test_statistics_of_the_diabetes_fit_are_statsmodels_ols(tmp_path, diabetes, 
     s = _exact(tmp_path, path, size)[0]["statistics"]
     reference = ols(table)
     names = [c["name"] for c in s["coefficients"]]
-    assert names == [*(f"w[{j}]" for j in range(10)), "b"]
+    assert names == [*table.columns[:-1], "b"]  # the CSV header's names
     for key, attribute in [("estimate", "params"), ("std_error", "bse"), ("t", "tvalues")]:
         got = [c[key] for c in s["coefficients"]]
         np.testing.assert_allclose(got, getattr(reference, attribute)[names], rtol=1e-6)
@@ -69,9 +68,9 @@ def test_the_summary_prints_the_coefficient_table(tmp_path, diabetes, capsys):
     _exact(tmp_path, diabetes[0], 1)
     out = capsys.readouterr().out
     assert "R² 0.517748, adjusted R² 0.506559, RMSE 53.4761, 431 residual degrees" in out
-    assert "  w[2]               519.846       66.5334      7.813    4.3e-14" in out
+    assert "  bmi                519.846       66.5334      7.813    4.3e-14" in out
     assert "... (10 w's in all: every one in --metrics_json)" in out
-    assert "w[8]" not in out  # the first 8 and b
+    assert "  s5 " not in out  # the first 8 and b
 
 
 @pytest.mark.parametrize("dof", [1, 3, 30, 431, 100_000])
@@ -83,7 +82,7 @@ def test_p_values_are_scipys_student_t(dof):
 def test_a_singular_design_says_which_statistics_are_undefined(tmp_path, diabetes, capsys):
     path, table = diabetes
     doubled = table.copy()
-    doubled.insert(3, "bmi again", table["bmi"])  # collinear: w[2] and w[3] are not identified
+    doubled.insert(3, "bmi again", table["bmi"])  # collinear: bmi's w is not identified
     doubled.to_csv(tmp_path / "doubled.csv", index=False)
     s = _exact(tmp_path, str(tmp_path / "doubled.csv"), 1)[0]["statistics"]
     assert all(c["std_error"] is c["t"] is c["p"] is None for c in s["coefficients"])
@@ -94,7 +93,7 @@ def test_a_singular_design_says_which_statistics_are_undefined(tmp_path, diabete
     assert s["r2"] == pytest.approx(ols(table).rsquared, rel=1e-6)
     out = capsys.readouterr().out
     assert f"undefined: std_error, t, p, adjusted_r2, dof: {why}" in out
-    assert re.search(r"w\[2\] +259.923 +undefined +undefined +undefined\n", out)
+    assert re.search(r"  bmi +259.923 +undefined +undefined +undefined\n", out)
     assert "nan" not in out
 
 

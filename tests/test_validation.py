@@ -118,10 +118,11 @@ def test_the_split_is_the_same_on_1_and_3_ranks(tmp_path):
         X = np.concatenate([s.validation[0] for s in shards])  # one consecutive piece each
         np.testing.assert_array_equal(X, X_all[held])
         assert all(s.num_validation == held.sum() for s in shards)
-        train = np.concatenate([s.X for s in shards])
+        train = np.concatenate([X for s in shards for X, _ in s.blocks()])  # each row once
         assert len(train) == (~held).sum() and not np.isin(train[:, 0], X[:, 0]).any()
     rows = np.arange(1000)[~held]
-    np.testing.assert_array_equal(shards[1].y[:10], y_all[rows[10:20]])  # rank 1's first run
+    # rank 1's first rows: the layout's, numbered among the training rows
+    np.testing.assert_array_equal(shards[1].y[:10], y_all[rows[shards[1].layout.rows()[:10]]])
 
 
 def test_a_file_read_as_used_holds_out_the_same_rows(tmp_path, monkeypatch):
@@ -134,7 +135,7 @@ def test_a_file_read_as_used_holds_out_the_same_rows(tmp_path, monkeypatch):
     streamed = load_shard(cfg, 1, 4)
     assert streamed.table is not None
     X = np.concatenate([X for X, _ in streamed.blocks(max_rows=40)])
-    np.testing.assert_array_equal(X, in_memory.X)
+    np.testing.assert_array_equal(X, np.concatenate([X for X, _ in in_memory.blocks()]))
     np.testing.assert_array_equal(streamed.validation[0], in_memory.validation[0])
     held = np.flatnonzero(held_out(1003, seed=0, fraction=0.1))
     piece = held[len(held) // 4 : 2 * len(held) // 4]

@@ -157,6 +157,19 @@ def kill_tree(pid: int) -> None:
         parent.kill()
 
 
+def run_metrics(tmp_path: Path, size: int, args: list[str]) -> dict:
+    """The metrics of hvd-linreg ARGS: in this process on one rank, under mpirun on more."""
+    if size > 1:
+        run = launch("mpirun", size, args, tmp_path)
+        assert run.returncode == 0, run.output
+        return run.metrics
+    from hvd_linreg.cli import main
+
+    out = tmp_path / "m.json"
+    assert main([*args, "--metrics_json", str(out)]) == 0
+    return read_metrics(out)
+
+
 def params_of(metrics: dict) -> np.ndarray:
     return np.append(metrics["w"], metrics["b"])
 

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import Ridge
 
-from conftest import launch, params_of, read_metrics
-from hvd_linreg.cli import main
+from conftest import params_of, run_metrics
 from hvd_linreg.config import Config, UsageError
 from reference import averaged_sgd, mse, ridge
 
@@ -31,20 +30,10 @@ def objective(theta, X, y) -> float:
     return mse(theta, X, y) + L2 * float(theta[:-1] @ theta[:-1])
 
 
-def _metrics(tmp_path, size: int, args: list[str]) -> dict:
-    if size > 1:
-        run = launch("mpirun", size, args, tmp_path)
-        assert run.returncode == 0, run.output
-        return run.metrics
-    out = tmp_path / "m.json"
-    assert main([*args, "--metrics_json", str(out)]) == 0
-    return read_metrics(out)
-
-
 @pytest.mark.parametrize("size", [1, pytest.param(2, marks=pytest.mark.multiprocess)])
 def test_exact_ridge_is_scikit_learns_ridge_with_alpha_n_times_l2(tmp_path, float64_file, size):
     path, X, y = float64_file
-    m = _metrics(tmp_path, size, ["--data", path, "--solver", "exact", "--l2", str(L2)])
+    m = run_metrics(tmp_path, size, ["--data", path, "--solver", "exact", "--l2", str(L2)])
     sk = Ridge(alpha=len(y) * L2).fit(X, y)
     np.testing.assert_allclose(params_of(m), np.append(sk.coef_, sk.intercept_), rtol=1e-9)
     s = m["statistics"]
@@ -58,7 +47,7 @@ def test_sgd_with_l2_follows_the_reference_to_the_ridge_optimum(tmp_path, float6
     path, X, y = float64_file
     # Full batches (2 ranks x 500 rows): gradient descent, which reaches the optimum itself.
     flags = ["--num_steps", "300", "--learning_rate", "0.1", "--batch_size", "500"]
-    m = _metrics(tmp_path, 2, ["--data", path, "--l2", str(L2), *flags])
+    m = run_metrics(tmp_path, 2, ["--data", path, "--l2", str(L2), *flags])
     expected = averaged_sgd(
         X,
         y,

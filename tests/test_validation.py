@@ -12,8 +12,7 @@ import pandas as pd
 import pytest
 from sklearn import metrics
 
-from conftest import REPO, launch, params_of, read_metrics
-from hvd_linreg.cli import main
+from conftest import REPO, launch, params_of, run_metrics
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import load_shard, synthetic_rows
 from reference import averaged_sgd, lstsq
@@ -58,21 +57,11 @@ def diabetes(tmp_path_factory):
     return str(path), table[:, :-1], table[:, -1]
 
 
-def _metrics(tmp_path, size: int, args: list[str]) -> dict:
-    if size > 1:
-        run = launch("mpirun", size, args, tmp_path)
-        assert run.returncode == 0, run.output
-        return run.metrics
-    out = tmp_path / "m.json"
-    assert main([*args, "--metrics_json", str(out)]) == 0
-    return read_metrics(out)
-
-
 @pytest.mark.parametrize("size", [1, pytest.param(2, marks=pytest.mark.multiprocess)])
 def test_exact_fit_on_the_training_rows_scored_on_the_held_out_ones(tmp_path, diabetes, size):
     path, X, y = diabetes
     flags = ["--validation_fraction", "0.25", "--seed", "3", "--batch_size", "10"]
-    m = _metrics(tmp_path, size, ["--data", path, "--solver", "exact", *flags])
+    m = run_metrics(tmp_path, size, ["--data", path, "--solver", "exact", *flags])
     held = held_out(len(y), seed=3, fraction=0.25)
     np.testing.assert_allclose(params_of(m), lstsq(X[~held], y[~held]), rtol=1e-9)
     assert m["num_samples"] == (~held).sum() and m["validation"]["num_samples"] == held.sum()

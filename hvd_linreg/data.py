@@ -32,6 +32,7 @@ import io
 import os
 import zipfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -111,7 +112,8 @@ class Layout:
         """The global row ids a shard in memory holds, in its order (held_positions)."""
         runs = np.arange(self.num_runs, dtype=np.int64)[:, None] * self.stride
         runs = (runs + self.rank * self.run + np.arange(self.run)).ravel()
-        return np.r_[runs, self.tail.start : self.tail.stop][self.held_positions()]
+        tail = np.arange(self.tail.start, self.tail.stop, dtype=np.int64)
+        return np.concatenate([runs, runs[: self.num_wrap], tail])
 
     def global_row(self, local: int) -> int:
         """The global id of this rank's row number local (its runs, then its tail piece)."""
@@ -368,7 +370,8 @@ class Shard:
 
 def load_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Shard:
     """Build or read only this rank's rows; raise UsageError for anything the user can fix.
-    job: the ranks' collectives, which reading a CSV file on several ranks needs."""
+    job: the ranks' collectives, which reading a CSV file on several ranks needs, and the
+    cores this rank may use, which building synthetic rows uses."""
     if cfg.synthetic:
         num_features = cfg.num_features or SYNTHETIC_FEATURES
         holdout = Holdout.of(cfg, cfg.num_samples or SYNTHETIC_SAMPLES)
@@ -376,7 +379,8 @@ def load_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
         layout = _layout(holdout.num_train, rank, size, cfg.batch_size)
 
         def rows(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            return synthetic_rows(cfg.seed, ids, num_features, cfg.dtype or "float32")
+            dtype, threads = cfg.dtype or "float32", job.threads if job else 1
+            return synthetic_rows(cfg.seed, ids, num_features, dtype, threads)
 
         validation = rows(holdout.piece(rank, size)) if holdout.held_out else None
         shard = Shard(*rows(holdout.global_ids(layout.rows())), layout, "synthetic")
@@ -459,7 +463,7 @@ def aligned_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
 
 
 def synthetic_rows(
-    seed: int, rows: np.ndarray, num_features: int, dtype="float32"
+    seed: int, rows: np.ndarray, num_features: int, dtype="float32", threads: int = 1
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rows of y = X w_true + 2 + 0.1 noise, x ~ N(0, 1) per feature, for the given row ids.
 
@@ -467,47 +471,85 @@ def synthetic_rows(
     uniform 32-bit hashes of (row key, column), paired by Box-Muller: hash k gives a radius,
     hash h + k an angle, and draws k and h + k are the radius times the angle's cosine and sine.
     Computed in float32 (the precision x has in the file-less seed job), one chunk of rows at a
-    time, column by column so that every NumPy loop runs over contiguous memory.
+    time, column by column so that every NumPy loop runs over contiguous memory; threads > 1
+    share the chunks out (a row's values never depend on which rows are computed with it).
     """
-    half = (num_features + 2) // 2
-    columns = (np.arange(2 * half, dtype=np.uint32) * _GOLDEN)[:, None]
-    w_true = true_weights(num_features).astype(np.float32)
     X = aligned_empty((len(rows), num_features), dtype)
     y = aligned_empty((len(rows),), dtype)
-    chunk = max(256, _CHUNK_VALUES // (2 * half))
-    for start in range(0, len(rows), chunk):
-        keys = _row_keys(seed, rows[start : start + chunk])
-        z = _standard_normal(keys, columns, half)
-        x = z[:num_features]
-        X[start : start + len(keys)] = x.T
-        # Term by term, not a BLAS dot: its order of summation depends on where a row falls
-        # in a chunk, and a row's y must not.
-        target = np.float32(NOISE_STDDEV) * z[num_features] + np.float32(TRUE_BIAS)
-        for w_j, x_j in zip(w_true, x):
-            target += w_j * x_j
-        y[start : start + len(keys)] = target
+    half = (num_features + 2) // 2
+    chunk = max(1, min(len(rows), max(256, _CHUNK_VALUES // (2 * half))))
+    starts = range(0, len(rows), chunk)
+    # Feature weights, then the noise's: y is one weighted sum of a row's first F + 1 draws.
+    weights = np.append(true_weights(num_features), NOISE_STDDEV).astype(np.float32)[:, None]
+    columns = (np.arange(2 * half, dtype=np.uint32) * _GOLDEN)[:, None]  # column c's key
+    workers = max(1, min(threads, len(starts)))
+
+    def fill(first: int) -> None:
+        work = _Work(2 * half, chunk)  # reused chunk after chunk: no fresh memory to fault in
+        for start in starts[first::workers]:
+            keys = _row_keys(seed, rows[start : start + chunk])
+            z = _standard_normal(keys, columns, work)
+            n = len(keys)
+            for at in range(0, n, _TRANSPOSE_ROWS):  # blocks that stay in the L1 cache
+                X[start + at : start + min(at + _TRANSPOSE_ROWS, n)] = z[
+                    :num_features, at : at + _TRANSPOSE_ROWS
+                ].T
+            # Summed over the draws in one fixed order (np.add.reduce along the outer axis
+            # adds row after row), the same for every row: a BLAS dot's order depends on a
+            # row's place in the chunk, and a row's y must not.
+            terms = work.spare(num_features + 1, n).view(np.float32)
+            np.multiply(z[: num_features + 1], weights, out=terms)
+            target = np.add.reduce(terms, axis=0, out=work.target[:n])
+            target += np.float32(TRUE_BIAS)
+            y[start : start + n] = target
+
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(fill, range(workers)))  # list(): raises what a thread raised
+    else:
+        fill(0)
     return X, y
 
 
-# Chunks of this many draws: the working arrays (a few of 2 MB) stay in the CPU's cache.
+# Chunks of this many draws: the working arrays (two of 2 MB) stay in the CPU's cache.
 _CHUNK_VALUES = 1 << 19
+_TRANSPOSE_ROWS = 256
 
 
-def _standard_normal(keys: np.ndarray, columns: np.ndarray, half: int) -> np.ndarray:
-    """N(0, 1) float32 draws, shape (2 * half, len(keys)): column-major, row keys inner."""
-    u = keys ^ columns  # (2 * half, rows): one counter per draw
-    _mix32(u, np.empty_like(u))
-    z = np.empty(u.shape, np.float32)
+class _Work:
+    """One thread's arrays for chunks of up to `rows` rows of `draws` draws."""
+
+    def __init__(self, draws: int, rows: int):
+        self.draws = draws
+        self.bits = np.empty(draws * rows, np.uint32)
+        self.scratch = np.empty(draws * rows, np.uint32)
+        self.target = np.empty(rows, np.float32)
+
+    def hashes(self, n: int) -> np.ndarray:
+        return self.bits[: self.draws * n].reshape(self.draws, n)
+
+    def spare(self, draws: int, n: int) -> np.ndarray:
+        return self.scratch[: draws * n].reshape(draws, n)
+
+
+def _standard_normal(keys: np.ndarray, columns: np.ndarray, work: _Work) -> np.ndarray:
+    """N(0, 1) float32 draws, shape (len(columns), len(keys)): column-major, row keys inner,
+    in work's memory (valid until its next chunk)."""
+    half = len(columns) // 2
+    u = np.bitwise_xor(keys, columns, out=work.hashes(len(keys)))  # one counter per draw
+    _mix32(u, work.spare(len(columns), len(keys)))
+    # The hash's top 23 bits as the mantissa of a float32 f = 1 + bits / 2**23 in [1, 2):
+    # uniform, and made without a conversion.
+    u >>= np.uint32(9)
+    u |= np.uint32(0x3F800000)
+    z = u.view(np.float32)
     radius, angle = z[:half], z[half:]
-    # The top 24 bits, as float32 holds them exactly: 1 - u / 2**24 is in (0, 1], its log finite.
-    u[:half] >>= np.uint32(8)
-    np.multiply(u[:half], np.float32(2.0**-24), out=radius, casting="unsafe")
-    np.subtract(np.float32(1.0), radius, out=radius)
+    np.subtract(np.float32(2.0), radius, out=radius)  # in (0, 1], exactly: its log is finite
     np.log(radius, out=radius)
     radius *= np.float32(-2.0)
     np.sqrt(radius, out=radius)
-    np.multiply(u[half:], np.float32(2.0 * np.pi / 2.0**32), out=angle, casting="unsafe")
-    cosine = np.cos(angle)
+    angle *= np.float32(2.0 * np.pi)  # a uniform angle, in [2 pi, 4 pi)
+    cosine = np.cos(angle, out=work.spare(half, len(keys)).view(np.float32))
     np.sin(angle, out=angle)
     angle *= radius
     np.multiply(cosine, radius, out=radius)

@@ -127,6 +127,7 @@ class Job:
     stall_limit_s: float  # HOROVOD_STALL_SHUTDOWN_TIME_SECONDS; 0 turns the watchdog off
     hosts: tuple[str, ...] = ()  # each rank's host name, by rank
     verbose: bool = False
+    threads: int = 1  # the cores this rank may use (thread_budget): building data uses them
 
     @property
     def is_root(self) -> bool:
@@ -461,4 +462,5 @@ def _job(hosts: tuple[str, ...], verbose: bool) -> Job:
         stall_limit_s=float(os.environ["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"]),
         hosts=hosts,
         verbose=verbose,
+        threads=thread_budget(hvd.local_size()),
     )

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hvd_linreg.config import Config, UsageError
-from hvd_linreg.data import csv_split_text, load_shard, true_weights
+from hvd_linreg.data import csv_split_text, load_shard, synthetic_rows, true_weights
 
 
 @pytest.mark.parametrize("size", [2, 3, 4])
@@ -67,6 +67,28 @@ def test_synthetic_data_follows_the_seed_model():
     np.testing.assert_allclose(coef, [5.0, 2.5, 2.0], atol=0.01)
     assert abs(np.std(shard.y - A @ [5.0, 2.5, 2.0]) - 0.1) < 0.005
     assert shard.w_true == true_weights(2).tolist() and shard.b_true == 2.0
+
+
+def test_a_synthetic_row_is_the_same_whatever_rows_and_threads_compute_it():
+    ids = np.arange(20_000)  # 64 features: chunks of 7943 rows, so three chunks
+    X, y = synthetic_rows(7, ids, 64)
+    for rows, threads in [(ids[::-1], 1), (ids[1234:], 2), (ids[[17, 9000]], 1), (ids, 3)]:
+        X_part, y_part = synthetic_rows(7, rows.copy(), 64, threads=threads)
+        np.testing.assert_array_equal(X_part, X[rows])
+        np.testing.assert_array_equal(y_part, y[rows])
+
+
+def test_synthetic_draws_are_independent_standard_normals():
+    from scipy import stats
+
+    X, y = synthetic_rows(3, np.arange(200_000), 8)
+    noise = (y - X.astype(np.float64) @ true_weights(8) - 2.0) / 0.1
+    draws = np.c_[X, noise]  # 9 draws a row: both halves of Box-Muller's pairs, and a lone one
+    for column in draws.T:
+        # 0.005: about 1.7 times the 5 % critical value of the KS statistic at this size
+        assert stats.kstest(column, "norm").statistic < 0.005
+    correlation = np.corrcoef(draws, rowvar=False) - np.eye(9)
+    assert np.abs(correlation).max() < 0.01  # the standard error is 0.0022
 
 
 def test_different_seeds_give_different_data():

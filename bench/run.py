@@ -165,6 +165,18 @@ def levers(default_us: float) -> list[dict]:
     return rows
 
 
+def small_allreduce() -> dict:
+    """The seed job's gradient (w and b: 2 floats) allreduced by Horovod, as the tool's loop
+    calls it, and by mpi4py, at 2 ranks: what one step's collective alone costs each."""
+    args = ["--num_floats", "2", "--per_block", "1000", "--repeats", "5"]
+    floor = launch.script(2, "allreduce.py", ["--program", "mpi4py", *args], env=FLOOR_ENV)
+    horovod = launch.script(2, "allreduce.py", ["--program", "horovod", *args])
+    return {
+        "mpi4py_us": floor["median_s"]["mpi4py"] * 1e6,
+        "horovod_us": horovod["median_s"]["sum"] * 1e6,
+    }
+
+
 def large_job(np_: int, cpus: str | None = None) -> dict:
     """Samples/s from the median stretch of --log_every steps, and peak RSS per rank."""
     watched = launch.watched_tool(np_, LARGE_JOB + LARGE_STEPS, cpus)
@@ -260,31 +272,39 @@ def allreduce_across_hosts() -> dict:
 
 
 def time_to_result(rounds: int) -> dict:
-    """Section 6: whole-process wall times, the tool's and the bare job's interleaved so that
-    both see the same machine."""
+    """Section 6: whole-process wall times, medians of `rounds`; in each round the tool's runs
+    and the bare job's alternate, so that both see the same machine."""
     generator = launch.json_output(
         ["taskset", "-c", "0", sys.executable, str(launch.BENCH / "generator.py")]
     )
     seed_s, bare_s = [], {n: [] for n in RANKS}
+    large_s = {n: [] for n in RANKS}
+    training_s = {n: [] for n in RANKS}
     for _ in range(rounds):
         seed_s.append(launch.wall_s([*launch.horovodrun(4), "hvd-linreg"]))
         for n in RANKS:
             bare_s[n].append(launch.wall_s([*launch.horovodrun(n), *BARE_JOB]))
+            with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
+                metrics = Path(tmp) / "metrics.json"
+                args = [*LARGE_JOB, *LARGE_STEPS, "--quiet", "--metrics_json", str(metrics)]
+                large_s[n].append(launch.wall_s([*launch.horovodrun(n), "hvd-linreg", *args]))
+                training_s[n].append(json.loads(metrics.read_text())["wall_s"])
     bare = {n: statistics.median(times) for n, times in bare_s.items()}
-    large = []
-    for n in RANKS:
-        with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
-            metrics = Path(tmp) / "metrics.json"
-            args = [*LARGE_JOB, *LARGE_STEPS, "--quiet", "--metrics_json", str(metrics)]
-            end_to_end = launch.wall_s([*launch.horovodrun(n), "hvd-linreg", *args])
-            training = json.loads(metrics.read_text())["wall_s"]
-        large.append({"ranks": n, "end_to_end_s": end_to_end, "training_s": training})
+    large = [
+        {
+            "ranks": n,
+            "end_to_end_s": statistics.median(large_s[n]),
+            "training_s": statistics.median(training_s[n]),
+            "bare_s": bare[n],
+        }
+        for n in RANKS
+    ]
     return {
         "generator": generator,
         "seed_job_s": statistics.median(seed_s),
         "bare_s": bare,
-        "runs_s": {"seed_job": seed_s, "bare": bare_s},
-        "large_job": [{**r, "bare_s": bare[r["ranks"]]} for r in large],
+        "runs_s": {"seed_job": seed_s, "bare": bare_s, "large_job": large_s},
+        "large_job": large,
     }
 
 
@@ -306,7 +326,8 @@ def latency_and_levers(rounds: int, progress) -> dict:
         progress(f"step latency, {np_} rank(s)")
         if np_ == 2:  # the levers right after, so that they see the same machine
             results["levers"] = levers(results["latency"][-1]["tool_us"])
-            progress("levers")
+            results["small_allreduce"] = small_allreduce()
+            progress("levers, and the 2-float allreduce")
     return results
 
 

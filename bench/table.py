@@ -194,6 +194,15 @@ def _latency(results: dict) -> list[str]:
         ["setting", "us/step", "vs default"],
         [[r["lever"], f"{r['tool_us']:.0f}", f"{r['vs_default']:.2f}"] for r in results["levers"]],
     )
+    if "small_allreduce" in results:
+        one, tool = results["small_allreduce"], results["latency"]
+        by_ranks = {r["ranks"]: r["tool_us"] for r in tool}
+        out += [
+            "   One step's allreduce alone, 2 ranks (the seed job's gradient, 2 floats): "
+            f"Horovod {one['horovod_us']:.0f} us, mpi4py {one['mpi4py_us']:.0f} us; "
+            f"hvd-linreg's 1-rank step plus Horovod's allreduce: "
+            f"{by_ranks.get(1, float('nan')) + one['horovod_us']:.0f} us"
+        ]
     return out
 
 

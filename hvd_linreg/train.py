@@ -280,6 +280,21 @@ class Trainer:
                 f"the checkpoint was trained on batches of the first {ckpt.batched_rows} rows, "
                 f"this run's use the first {batched}: {differ}"
             )
+        # As many rows can still be other rows: the hold-out split picks them, and the seed
+        # draws the synthetic rows and the split. (Checkpoints from before the split had none.)
+        cfg, saved = self.cfg, ckpt.config
+        fraction = saved.get("validation_fraction", 0.0)
+        if fraction != cfg.validation_fraction:
+            self.job.warn(
+                f"the checkpoint was trained with --validation_fraction {fraction:g}, this run "
+                f"uses {cfg.validation_fraction:g}: other rows train, and {differ}"
+            )
+        elif saved.get("seed", cfg.seed) != cfg.seed and (cfg.synthetic or fraction):
+            drawn = "synthetic rows" if cfg.synthetic else "held-out rows"
+            self.job.warn(
+                f"the checkpoint was trained with --seed {saved['seed']}, this run uses "
+                f"{cfg.seed}: the seed draws the {drawn}, so other rows train, and {differ}"
+            )
 
     def _rows(self, first: int, count: int) -> tuple[tf.Tensor, tf.Tensor, int, int]:
         """(X, y, offset, count): rows holding the batches of count steps from step first;

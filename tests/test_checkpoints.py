@@ -130,6 +130,41 @@ def test_resuming_with_other_rows_in_batches_warns(tmp_path, capsys):
     ) in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "first, then, warning",
+    [
+        (
+            ["--validation_fraction", "0.2"],
+            ["--validation_fraction", "0.3"],
+            "warning: the checkpoint was trained with --validation_fraction 0.2, this run uses "
+            "0.3: other rows train, and the result will differ from an uninterrupted run",
+        ),
+        (
+            ["--seed", "1"],
+            ["--seed", "2"],
+            "warning: the checkpoint was trained with --seed 1, this run uses 2: the seed draws "
+            "the synthetic rows, so other rows train, and the result will differ",
+        ),
+    ],
+)
+def test_resuming_on_other_rows_of_as_many_warns(tmp_path, capsys, first, then, warning):
+    """Another split, or another seed's synthetic rows: as many rows in batches, other rows."""
+    ckpt = str(tmp_path / "ckpt")
+    assert main(["--num_steps", "20", "--checkpoint_dir", ckpt, *first]) == 0
+    capsys.readouterr()
+    assert main(["--num_steps", "30", "--checkpoint_dir", ckpt, *then]) == 0
+    assert warning in capsys.readouterr().err
+
+
+def test_resuming_with_the_same_rows_does_not_warn(tmp_path, capsys):
+    ckpt = str(tmp_path / "ckpt")
+    flags = ["--checkpoint_dir", ckpt, "--validation_fraction", "0.2", "--seed", "3"]
+    assert main(["--num_steps", "20", *flags]) == 0
+    capsys.readouterr()
+    assert main(["--num_steps", "30", *flags]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_a_checkpoint_that_does_not_record_its_rows_in_batches_loads_with_a_warning(
     tmp_path, capsys
 ):

@@ -210,6 +210,7 @@ class Table:
     dtype: np.dtype  # the file's own precision (own_dtype)
     columns: tuple[str, ...] | None = None  # the features' names then the target's, if named
     file_rows: tuple[int, ...] | None = None  # rows of each file, in order, when several
+    whole_rows: int = 0  # the most rows read whole to read any of them: a Parquet row group
 
     def parts(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         step = max(1, _PART_BYTES // self.row_bytes)
@@ -326,6 +327,9 @@ class Shard:
     # over all ranks; the layout above then numbers the training rows alone.
     validation: tuple[np.ndarray, np.ndarray] | None = None
     num_validation: int = 0
+    # Rows of the file read whole (Parquet's largest row group) when that is more than a run:
+    # then a rank reads rows of other ranks too (train.prepare warns).
+    oversized_reads: int = 0
 
     @property
     def num_features(self) -> int:
@@ -705,6 +709,9 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
             held = range(layout.num_train + layout.num_wrap)
             X, y = layout.take(training, dtype, held, tail=True)
             shard = Shard(X, y, layout, cfg.data, feature_names=names, target_name=target_name)
+        whole_bytes = table.whole_rows * table.row_bytes
+        if size > 1 and table.whole_rows > layout.run and whole_bytes >= _WHOLE_READ_NOTED_BYTES:
+            shard = replace(shard, oversized_reads=table.whole_rows)
         locate, labels = _locator(files, table.file_rows), _labels(table, suffix)
         at = 0
         for X, y in shard.blocks():
@@ -724,6 +731,10 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
 # A shard larger than this share of the memory a rank may use is read as it is used: the rest
 # is for TensorFlow (about 0.4 GB), the float64 blocks of the passes over the data, and slack.
 _SHARD_SHARE = 0.5
+
+# A part read whole (a Parquet row group) smaller than this costs little to read on every rank:
+# no warning (pyarrow's default groups of 1 Mi rows are 8 MB from one float64 column).
+_WHOLE_READ_NOTED_BYTES = 8 << 20
 
 # The formats a dataset of several files (a directory, a glob) may have.
 _MULTI_FILE_FORMATS = (".npy", ".csv", ".parquet")

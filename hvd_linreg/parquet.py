@@ -54,6 +54,7 @@ def parquet_table(files: list[Path], target: str | None, features: tuple[str, ..
         dtype,
         tuple(columns),
         tuple(m.num_rows for m in metadata),
+        whole_rows=int(np.diff(starts).max(initial=0)),
     )
 
 

@@ -92,6 +92,14 @@ def prepare(cfg: Config, job: Job) -> tuple[Shard, Path | None]:
         error = e
     job.agree(error)
     layout = shard.layout
+    if shard.oversized_reads:
+        job.warn(
+            f"{cfg.data} has row groups of up to {shard.oversized_reads} rows, more than a "
+            f"batch of {layout.run}: each rank reads and decodes every row group that holds "
+            "any of its rows, so the ranks read much of the file each, not 1/ranks of it. "
+            f"Write it with row groups of at most {layout.run} rows (pyarrow: "
+            f"pq.write_table(table, path, row_group_size={layout.run}))"
+        )
     unbatched = shard.num_samples - layout.num_batched
     if unbatched and cfg.solver == "sgd":
         runs = f"{layout.size} ranks x runs of {layout.run} row{'s' * (layout.run > 1)}"

@@ -196,6 +196,34 @@ def test_each_rank_reads_only_the_row_groups_holding_its_rows(tmp_path):
         assert read <= size / 2 + footer + reading_proc_io, (read, size)
 
 
+@pytest.fixture(scope="module")
+def large_groups(tmp_path_factory):
+    """Two row groups of 262144 rows, 8 MB each as read (4 float64 columns)."""
+    path = tmp_path_factory.mktemp("groups") / "d.parquet"
+    return write_parquet(path, regression(2 * 262144, seed=5), 262144)
+
+
+def test_row_groups_larger_than_a_batch_are_noted_only_where_they_cost(large_groups, tmp_path):
+    assert _shard(large_groups, 0, 2, batch_size=50).oversized_reads == 262144
+    assert _shard(large_groups, 1, 2, batch_size=50).oversized_reads == 262144
+    assert _shard(large_groups, 0, 1, batch_size=50).oversized_reads == 0  # one rank reads all
+    assert _shard(large_groups, 0, 2, batch_size=262144).oversized_reads == 0  # groups = batch
+    small = write_parquet(tmp_path / "small.parquet", regression(1000), 500)
+    assert _shard(small, 0, 2, batch_size=50).oversized_reads == 0  # 16 KB groups: no matter
+
+
+@pytest.mark.multiprocess
+def test_rank_0_says_once_how_to_write_row_groups_no_larger_than_the_batch(large_groups, tmp_path):
+    run = launch("mpirun", 2, ["--data", large_groups, "--num_steps", "5"], tmp_path)
+    assert run.returncode == 0, run.output
+    expected = (
+        f"warning: {large_groups} has row groups of up to 262144 rows, more than a batch of "
+        "100: each rank reads and decodes every row group that holds any of its rows"
+    )
+    assert run.output.count(expected) == 1, run.output
+    assert "row_group_size=100)" in run.output
+
+
 # --- Bad input: one line naming the file and the column, exit code 2, before training ------
 
 

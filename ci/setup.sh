@@ -4,57 +4,57 @@
 # is already done.
 #
 # Environment:
-#   PYTHON            interpreter for the venv (default: the venv's own if it exists, else the
-#                     newest python3.X on PATH that has a stack below)
+#   PYTHON            interpreter for the venv (default: the venv's own if it exists, else
+#                     python3, else the first python3.X on PATH that the stack is for)
 #   VENV              venv directory (default: .venv in the repo)
 #   HVD_LINREG_CACHE  where built Horovod wheels are cached (default: ~/.cache/hvd_linreg)
+#   HVD_LINREG_STACK  ci/stacks/NAME.txt to install (default: tf2.21)
 set -euo pipefail
 
 HOROVOD_VERSION=0.28.1
-# One pinned stack per Python (ci/stacks/*.txt). TensorFlow 2.15 is the last with Keras 2 built
-# in and has no wheels for 3.12; 2.17 has, and keeps Keras 2 through tf-keras (the tool sets
-# TF_USE_LEGACY_KERAS=1 itself). Python 3.13 needs TensorFlow >= 2.20, which Horovod 0.28.1
-# does not compile against (horovod/horovod#4302 is open and its CI fails in abseil).
-SUPPORTED="3.12, 3.11, 3.10, 3.9"
-stack_for() {
-  case $1 in
-    3.9 | 3.10 | 3.11) echo tf2.15 ;;
-    3.12) echo tf2.17 ;;
-    *) return 1 ;;
-  esac
-}
-
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${VENV:-$repo/.venv}
 cache=${HVD_LINREG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvd_linreg}
+# The stack: ci/stacks/NAME.txt, whose first line names its Pythons. tf2.21 is the one the tool
+# is tested on; tf2.15 is only the bench's baseline (HVD_LINREG_STACK=tf2.15).
+stack=${HVD_LINREG_STACK:-tf2.21}
+stack_file=$repo/ci/stacks/$stack.txt
+# Horovod 0.28.1 (its last release) does not compile against TensorFlow >= 2.19 nor with
+# GCC >= 13 as it is: ci/horovod-patches/ has one small patch per cause, applied to its sdist.
+patches=("$repo"/ci/horovod-patches/*.patch)
 
 say() { printf 'setup: %s\n' "$*"; }
 die() {
   printf 'setup: error: %s\n' "$*" >&2
   exit 1
 }
+[ -f "$stack_file" ] || die "HVD_LINREG_STACK=$stack: no $stack_file"
+pythons=$(sed -n '1s/^# python: //p' "$stack_file")
+supported=$(printf '%s' "$pythons" | sed 's/ /, /g')
+has_stack() { case " $pythons " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # --- 1. The interpreter: chosen before anything is checked or downloaded. ---
 version_of() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
 no_stack() {
   die "$1
-       The stacks here are for Python $SUPPORTED. Python 3.13 needs TensorFlow >= 2.20, which
-       Horovod 0.28.1 cannot be built against. Get a supported one, e.g. 'apt-get install
-       python3.11' (Debian 12), 'apt-get install python3.12' (Ubuntu 24.04), 'uv python install
-       3.12' or pyenv, then run again with PYTHON=/path/to/python3.12."
+       The stack here (TensorFlow $(sed -n 's/^tensorflow-cpu==//p' "$stack_file")) is for Python $supported.
+       Python 3.14 needs TensorFlow 2.22, not yet released; Python 3.9 and older are past their
+       end of life. Get a supported one, e.g. 'apt-get install python3' (Debian 12 and 13,
+       Ubuntu 22.04 to 25.10), 'uv python install 3.13' or pyenv, then run again with
+       PYTHON=/path/to/python3.13."
 }
 if [ -n "${PYTHON:-}" ]; then
   python=$PYTHON
   version=$(version_of "$python") || die "PYTHON=$python does not run"
-  stack_for "$version" >/dev/null || no_stack "PYTHON=$python is Python $version."
+  has_stack "$version" || no_stack "PYTHON=$python is Python $version."
 elif [ -x "$venv/bin/python" ] && version=$(version_of "$venv/bin/python") &&
-  stack_for "$version" >/dev/null; then
+  has_stack "$version"; then
   python=$venv/bin/python # keep the venv's Python: a newer one on PATH would rebuild it all
 else
   python=
-  for candidate in python3.12 python3.11 python3.10 python3.9 python3; do
+  for candidate in python3 $(printf 'python%s ' $pythons); do
     # Run it, not just find it: a pyenv shim is on PATH whether or not it can run.
-    if version=$(version_of "$candidate") && stack_for "$version" >/dev/null; then
+    if version=$(version_of "$candidate") && has_stack "$version"; then
       python=$(command -v "$candidate")
       break
     fi
@@ -62,8 +62,6 @@ else
   [ -n "$python" ] ||
     no_stack "no Python on PATH has a TensorFlow + Horovod stack (python3 is $(version_of python3 || echo missing))."
 fi
-stack=$(stack_for "$version")
-stack_file=$repo/ci/stacks/$stack.txt
 tf_version=$(sed -n 's/^tensorflow-cpu==//p' "$stack_file")
 
 # --- 2. System prerequisites, all checked in the first seconds. ---
@@ -81,6 +79,7 @@ sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Pyth
 fi
 command -v gcc >/dev/null || missing+=("a C compiler: gcc")
 command -v g++ >/dev/null || missing+=("a C++ compiler (Horovod is C++): g++")
+command -v git >/dev/null || missing+=("git (applies ci/horovod-patches/ to Horovod's source): git")
 if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
   missing+=("Open MPI with its headers: openmpi-bin libopenmpi-dev")
 fi
@@ -117,7 +116,8 @@ mpi_tag=$(printf '%s' "$mpi_version" | tr -cs 'A-Za-z0-9.' '-' | sed 's/-*$//')
 # --- 3. The venv with the pinned packages of this Python's stack. ---
 py_tag=py${version/./}
 stamp=$venv/.hvd_linreg-setup
-key="horovod-$HOROVOD_VERSION tf-$tf_version $py_tag $mpi_tag $(cat "$repo/ci/requirements.txt" "$stack_file" "$repo/setup.cfg" | cksum)"
+patch_set=$(cat "${patches[@]}" | cksum | cut -d' ' -f1)
+key="horovod-$HOROVOD_VERSION+patches-$patch_set tf-$tf_version $py_tag $mpi_tag $(cat "$repo/ci/requirements.txt" "$stack_file" "$repo/setup.cfg" | cksum)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ]; then
   exit 0
 fi
@@ -132,30 +132,43 @@ fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
 say "installing pinned packages (ci/requirements.txt, ci/stacks/$stack.txt)"
 "${pip[@]}" install --upgrade pip
-"${pip[@]}" install --no-binary mpi4py -r "$repo/ci/requirements.txt" -r "$stack_file"
+# tf-keras names the 'tensorflow' package, which would pull the full TensorFlow over
+# tensorflow-cpu: it goes in alone, without its dependencies.
+"${pip[@]}" install --no-binary mpi4py -r "$repo/ci/requirements.txt" \
+  -r <(grep -v '^tf-keras' "$stack_file")
+if grep -q '^tf-keras' "$stack_file"; then
+  "${pip[@]}" install --no-deps "$(grep '^tf-keras' "$stack_file")"
+fi
 
-# --- 4. Horovod: build the wheel once per (Horovod, TF, Python, MPI), then reuse it. ---
-wheel_dir=$cache/wheels/horovod-$HOROVOD_VERSION-tf$tf_version-$py_tag-$mpi_tag
+# --- 4. Horovod: build the wheel once per (Horovod, patches, TF, Python, MPI), then reuse it. ---
+wheel_dir=$cache/wheels/horovod-$HOROVOD_VERSION-p$patch_set-tf$tf_version-$py_tag-$mpi_tag
 if ! ls "$wheel_dir"/horovod-"$HOROVOD_VERSION"-*.whl >/dev/null 2>&1; then
-  say "building Horovod $HOROVOD_VERSION from source (a few minutes, once) into $wheel_dir"
+  say "building Horovod $HOROVOD_VERSION from source with ${#patches[@]} patches (a few minutes, once) into $wheel_dir"
   mkdir -p "$wheel_dir"
+  tmp=$(mktemp -d "$wheel_dir.tmp.XXXXXX")
+  "${pip[@]}" download --no-deps --no-binary horovod -d "$tmp" "horovod==$HOROVOD_VERSION"
+  tar -xzf "$tmp/horovod-$HOROVOD_VERSION.tar.gz" -C "$tmp"
+  src=$tmp/horovod-$HOROVOD_VERSION
+  for patch in "${patches[@]}"; do
+    # Outside any git repository (the ceiling), git apply works on plain files, as patch(1) does.
+    GIT_CEILING_DIRECTORIES=$tmp git -C "$src" apply "$patch" ||
+      die "$(basename "$patch") does not apply to Horovod $HOROVOD_VERSION's source"
+  done
   # Build against the TensorFlow in the venv (no build isolation), without the frameworks
   # we do not use, with both controllers. No deps: 'horovod[tensorflow]' would pull a
-  # different TensorFlow and numpy 2 over the pinned ones. No pip cache: pip would hand back
-  # a wheel it built earlier against another TensorFlow instead of building this one.
-  tmp=$(mktemp -d "$wheel_dir.tmp.XXXXXX")
+  # different TensorFlow over the pinned one.
   PATH=$venv/bin:$PATH \
     HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
     HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=-j"$(nproc)" \
-    "${pip[@]}" wheel --no-cache-dir --no-build-isolation --no-deps -w "$tmp" \
-    "horovod==$HOROVOD_VERSION"
+    "${pip[@]}" wheel --no-cache-dir --no-build-isolation --no-deps -w "$tmp" "$src"
   mv "$tmp"/horovod-*.whl "$wheel_dir"/ # appears in the cache only when complete
-  rmdir "$tmp"
+  rm -rf "$tmp"
 fi
 "${pip[@]}" install "$wheel_dir"/horovod-"$HOROVOD_VERSION"-*.whl
 "${pip[@]}" install --no-deps -e "$repo"
 # What this Horovod was compiled against: `hvd-linreg doctor` compares it with what is installed.
-printf 'tensorflow %s\npython %s\nmpi %s\n' "$tf_version" "$version" "$mpi_version" \
+printf 'tensorflow %s\npython %s\nmpi %s\npatches %s\n' "$tf_version" "$version" "$mpi_version" \
+  "$(for patch in "${patches[@]}"; do basename "$patch" .patch; done | tr '\n' ' ' | sed 's/ $//')" \
   >"$venv/horovod-build.txt"
 
 # --- 5. Verify: Horovod must have TensorFlow, MPI and Gloo. ---

@@ -6,7 +6,7 @@ from importlib.util import find_spec
 __version__ = "0.1.0"
 
 # TensorFlow >= 2.16 makes tf.keras Keras 3, whose optimizers Horovod 0.28.1 cannot wrap. Where
-# tf-keras (Keras 2) is installed, as in the Python 3.12 stack, this makes tf.keras that one;
+# tf-keras (Keras 2) is installed, as in ci/setup.sh's stack, this makes tf.keras that one;
 # it must be set before TensorFlow loads Keras. Without tf-keras the variable would break
 # tf.keras, and TensorFlow <= 2.15 has Keras 2 built in. Set here, where every entry point
 # starts, so that no launcher, remote host or user has to export it.

@@ -149,10 +149,10 @@ def parse_config(argv: list[str] | None = None) -> Config:
 
 def read_config_file(path: str) -> dict:
     """A TOML file's keys, checked against the flags' names (dashes allowed)."""
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # Python < 3.11
-        raise UsageError("--config needs Python 3.11 or newer (tomllib)") from None
+    else:
+        import tomli as tomllib  # the same parser, before it joined the standard library
     try:
         with open(path, "rb") as f:
             table = tomllib.load(f)

@@ -111,14 +111,14 @@ def _first_line(error: BaseException) -> str:
 
 def check_python() -> Check:
     version = ".".join(map(str, sys.version_info[:3]))
-    if (3, 9) <= sys.version_info[:2] <= (3, 12):
+    if (3, 10) <= sys.version_info[:2] <= (3, 13):
         return Check(f"Python {version}", True, sys.executable)
     return Check(
         f"Python {version}",
         False,
-        f"{sys.executable}; the stacks ci/setup.sh installs are for Python 3.9 to 3.12 "
-        "(3.13 needs TensorFlow >= 2.20, which Horovod 0.28.1 cannot be built against)",
-        "PYTHON=/path/to/python3.12 make clean setup",
+        f"{sys.executable}; the stack ci/setup.sh installs (TensorFlow 2.21) is for Python 3.10 "
+        "to 3.13 (3.14 needs TensorFlow 2.22)",
+        "PYTHON=/path/to/python3.13 make clean setup",
     )
 
 
@@ -158,6 +158,9 @@ def check_tensorflow() -> Iterator[Check]:
         )
     else:
         yield Check(f"Horovod built against TensorFlow {built}", True)
+    patches = _horovod_build_record().get("patches")
+    if patches:
+        yield Check(f"Horovod patched: {patches}", True, "ci/horovod-patches/")
 
 
 def _horovod_build_record() -> dict[str, str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
 
 import horovod.tensorflow as hvd
 import horovod.tensorflow.keras as hvd_keras

@@ -7,12 +7,23 @@ import sys
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.framework.summary_pb2 import DATA_CLASS_SCALAR, SummaryMetadata
 
 from hvd_linreg.config import Config
 from hvd_linreg.ranks import Job
 from hvd_linreg.scores import Scores
 
 _MAX_SCALAR_WEIGHTS = 8  # TensorBoard gets w_j for at most this many features
+# What TensorBoard's scalar dashboard looks for. tf.summary.scalar needs the tensorboard package,
+# which TensorFlow no longer installs; tf.summary.write with this metadata writes the same
+# event, so TensorBoard is needed only where the files are viewed.
+_SCALAR = SummaryMetadata(
+    plugin_data=SummaryMetadata.PluginData(plugin_name="scalars"), data_class=DATA_CLASS_SCALAR
+)
+
+
+def _scalar(tag: str, value: float) -> None:
+    tf.summary.write(tag, tf.constant(value, tf.float32), metadata=_SCALAR)
 
 
 class Monitor:
@@ -52,15 +63,15 @@ class Monitor:
             self.job.log(f"Step: {step} Loss: {loss:.6g}{scored}")
         if self.writer is not None:
             with self.writer.as_default(step=step):
-                tf.summary.scalar("loss", loss)
+                _scalar("loss", loss)
                 for name in ("mse", "rmse", "mae", "r2") if validation is not None else ():
-                    tf.summary.scalar(f"validation/{name}", getattr(validation, name))
-                tf.summary.scalar("learning_rate", lr)
-                tf.summary.scalar("steps_per_s", steps_per_s)
+                    _scalar(f"validation/{name}", getattr(validation, name))
+                _scalar("learning_rate", lr)
+                _scalar("steps_per_s", steps_per_s)
                 theta = np.asarray(params).reshape(-1)
                 for j, w in enumerate(theta[:-1][:_MAX_SCALAR_WEIGHTS]):
-                    tf.summary.scalar(f"weights/w_{j}", float(w))
-                tf.summary.scalar("weights/b", float(theta[-1]))
+                    _scalar(f"weights/w_{j}", float(w))
+                _scalar("weights/b", float(theta[-1]))
 
     def close(self) -> None:
         if self.bar is not None:

@@ -164,7 +164,10 @@ if ! ls "$wheel_dir"/horovod-"$HOROVOD_VERSION"-*.whl >/dev/null 2>&1; then
   mv "$tmp"/horovod-*.whl "$wheel_dir"/ # appears in the cache only when complete
   rm -rf "$tmp"
 fi
+# Its dependencies, then the wheel itself over any Horovod of the same version: pip would keep
+# one built with other patches or against another TensorFlow ("already satisfied").
 "${pip[@]}" install "$wheel_dir"/horovod-"$HOROVOD_VERSION"-*.whl
+"${pip[@]}" install --force-reinstall --no-deps "$wheel_dir"/horovod-"$HOROVOD_VERSION"-*.whl
 "${pip[@]}" install --no-deps -e "$repo"
 # What this Horovod was compiled against: `hvd-linreg doctor` compares it with what is installed.
 printf 'tensorflow %s\npython %s\nmpi %s\npatches %s\n' "$tf_version" "$version" "$mpi_version" \

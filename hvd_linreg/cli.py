@@ -15,6 +15,7 @@ from hvd_linreg.config import Config, UsageError, field_names
 from hvd_linreg.ranks import (
     check_elastic_launch,
     check_host_name,
+    import_tensorflow,
     is_collective_failure,
     launch_rank,
     quiet_tensorflow,
@@ -182,9 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = parse_config(argv)
         check_host_name()  # a bad host name would crash Horovod: refuse it before it starts
         check_elastic_launch(cfg.elastic)
-        quiet_tensorflow()
-        with without_pandas():
-            from hvd_linreg.train import run  # imports TensorFlow: after the flags are checked
+        import_tensorflow()  # after the flags are checked: it takes seconds
+        from hvd_linreg.train import run
 
         return run(cfg)
     except UsageError as e:

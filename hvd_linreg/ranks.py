@@ -228,9 +228,39 @@ def without_pandas() -> Iterator[None]:
             del sys.modules["pandas"]
 
 
-# How long the other ranks on a host wait for its first rank to report a HostError: ranks
-# launched one ssh session each (horovodrun --gloo) can start seconds apart.
-HOST_ERROR_GRACE_S = 5.0
+@contextlib.contextmanager
+def _stderr_muted() -> Iterator[None]:
+    """File descriptor 2 to /dev/null, C++ libraries' writes included."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def import_tensorflow() -> None:
+    """Import TensorFlow once, quietly, before anything of the tool's imports it.
+
+    TensorFlow >= 2.19 logs its start-up (oneDNN, the CPU's instructions) through absl before
+    any log level applies, TF_CPP_MIN_LOG_LEVEL included: on every rank, before the job's first
+    line. Those writes go to /dev/null; an import that fails still raises, and says why once
+    stderr is back."""
+    if "tensorflow" in sys.modules:
+        return
+    quiet_tensorflow()
+    with without_pandas(), _stderr_muted():
+        import tensorflow  # noqa: F401
+
+
+# How long a rank that does not speak waits, on an error found before Horovod starts, for the
+# rank that does: ranks launched one ssh session each (horovodrun --gloo) can start seconds
+# apart. The launcher ends the waiting ranks as soon as the speaker exits.
+SPEAKER_GRACE_S = 5.0
 
 
 def settle(error: UsageError) -> None:
@@ -238,14 +268,16 @@ def settle(error: UsageError) -> None:
 
     Launchers end the whole job when the first rank exits non-zero; without this, a fast
     rank could get the reporting rank killed before its message is out. Ranks that agreed on
-    the error wait for each other; a HostError has no one to agree with, so the host's other
-    ranks give its first rank a head start.
+    the error wait for each other; before Horovod starts there is no one to agree with (every
+    rank found a bad flag, or a host's ranks a bad host name), so the ranks that do not speak
+    give the one that does a head start.
     """
     hvd = sys.modules.get("horovod.tensorflow")  # not imported: the error came before init
-    if hvd is not None and hvd.is_initialized() and hvd.size() > 1:
-        hvd.join()
-    elif isinstance(error, HostError) and not speaks_for(error):
-        time.sleep(HOST_ERROR_GRACE_S)
+    if hvd is not None and hvd.is_initialized():
+        if hvd.size() > 1:
+            hvd.join()
+    elif not speaks_for(error):
+        time.sleep(SPEAKER_GRACE_S)
 
 
 class Watchdog:
@@ -425,6 +457,7 @@ def init(verbose: bool = False, elastic: bool = False) -> Job:
     # STALL_SHUTDOWN. Both are overridable from the environment.
     for name, seconds in STALL_DEFAULTS.items():
         os.environ.setdefault(name, str(seconds))
+    import_tensorflow()
     import horovod.tensorflow as hvd
     import tensorflow as tf
 

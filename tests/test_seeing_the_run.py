@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import launch, launcher_env, read_metrics
+from conftest import launch, launch_command, launcher_env, read_metrics
 from hvd_linreg.cli import main
 
 
@@ -192,3 +193,18 @@ def test_unwritable_plot_is_refused_before_training(capsys):
     )
     assert "Step:" not in out
 
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("launcher", ["horovodrun-mpi", "horovodrun-gloo", "mpirun"])
+def test_the_first_line_a_launch_prints_is_the_tools_header(launcher, tmp_path):
+    """No TensorFlow start-up lines (oneDNN, CPU features) from the launcher or the ranks, with
+    nothing set in the user's environment to quiet them."""
+    env = {k: v for k, v in launcher_env().items() if not k.startswith("TF_")}
+    cmd = [*launch_command(launcher, 2), "--num_steps", "10"]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    first = re.sub(r"^\S*<stdout>:", "", proc.stdout.splitlines()[0])  # a launcher's rank tag
+    assert first.startswith("hvd-linreg: 2 ranks"), proc.stdout
+    assert "oneDNN" not in proc.stderr and "absl" not in proc.stderr, proc.stderr

@@ -47,11 +47,12 @@ def test_missing_compilers_and_mpi_are_named_in_one_message(tmp_path):
     for line in (
         "- a C compiler: gcc",
         "- a C++ compiler (Horovod is C++): g++",
+        "- git (applies ci/horovod-patches/ to Horovod's source): git",
         "- Open MPI with its headers: openmpi-bin libopenmpi-dev",
     ):
         assert line in err
     # No apt-get on this PATH: the packages are named, not installed.
-    assert "Install them (apt-get install gcc g++ openmpi-bin libopenmpi-dev)" in err
+    assert "Install them (apt-get install gcc g++ git openmpi-bin libopenmpi-dev)" in err
     assert not venv.exists(), "set-up went on after finding what is missing"
     assert proc.stdout == ""
 

@@ -228,6 +228,11 @@ class Config:
         return tuple(name.strip() for name in self.features.split(","))
 
     @property
+    def batched(self) -> bool:
+        """Whether the run trains on batches: --solver exact passes over all rows instead."""
+        return self.solver == "sgd"
+
+    @property
     def synthetic(self) -> bool:
         return self.data is None
 

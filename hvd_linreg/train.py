@@ -117,9 +117,7 @@ def solve_exactly(cfg: Config, job: Job, shard: Shard) -> exact.Optimum | None:
     (Report.exact_skipped says why)."""
     if shard.num_features > exact.MAX_FEATURES or not wants_optimum(cfg, shard, job.size):
         return None
-    equations = exact.normal_equations(shard)
-    params = equations.solve(job.warn, cfg.l2)
-    return exact.Optimum(params, global_mse(params, shard), equations, cfg.l2)
+    return exact.optimum(job, shard, cfg.l2, shard.feature_names)
 
 
 def validation_scores(job: Job, shard: Shard, params: np.ndarray) -> Scores | None:

@@ -78,13 +78,13 @@ class Config:
     keep_checkpoints: int = setting(3, "keep the K newest checkpoints", "K")
     solver: str = setting(
         "sgd",
-        "sgd: train with data-parallel SGD; exact: solve least squares directly with one "
-        "allreduce of the normal equations",
+        "sgd: train with data-parallel SGD; exact: solve least squares directly by a "
+        "distributed QR (no batches: --batch_size does not apply)",
         choices=SOLVERS,
     )
     optimality_gap: str = setting(
         "auto",
-        "SGD runs: solve the normal equations too and report the distance from their optimum; "
+        "SGD runs: solve least squares exactly too and report the distance from its optimum; "
         "auto: when that costs less than the training (N x (F+1) <= 2 x steps x global batch)",
         choices=OPTIMALITY_GAP,
     )

@@ -12,8 +12,9 @@ the design's: the normal equations lose twice the digits on an ill-conditioned d
 Rank deficiency is decided on the small factor: the singular values of R[:F, :F] with its
 columns scaled to unit norm (the centred design's columns scaled to unit norm have the same
 ones) below F · eps · the largest (NumPy's matrix_rank and lstsq default, LAPACK gelsd's rcond
-for an F x F matrix) make the design singular; a column whose centred norm is below
-_CONSTANT times its norm is constant but for the mean's rounding, and counts as zero.
+for an F x F matrix) make the design singular; a column whose centred norm is at most
+_CONSTANT x √N |its mean| (its norm, were it constant) is constant but for the mean's rounding,
+and counts as zero.
 """
 
 from __future__ import annotations

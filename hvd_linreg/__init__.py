@@ -12,3 +12,10 @@ __version__ = "0.1.0"
 # starts, so that no launcher, remote host or user has to export it.
 if find_spec("tf_keras") is not None:
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+# NumPy's BLAS (OpenBLAS) starts one thread per core in every rank, and ranks, not threads, are
+# the tool's parallelism: the exact solver's many small QRs then spent most of their time in
+# the threads' hand-offs. On the 2-core CI machine, shared, --solver exact at 1 M x 64 on one
+# rank took 12.7 s with them and 0.9 s with one (the normal equations before: 2.8 s and
+# 0.4 s). Set before NumPy loads, which reads it once; an exported value still wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

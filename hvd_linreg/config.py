@@ -78,13 +78,13 @@ class Config:
     keep_checkpoints: int = setting(3, "keep the K newest checkpoints", "K")
     solver: str = setting(
         "sgd",
-        "sgd: train with data-parallel SGD; exact: solve least squares directly with one "
-        "allreduce of the normal equations",
+        "sgd: train with data-parallel SGD; exact: solve least squares directly by a "
+        "distributed QR (no batches: --batch_size does not apply)",
         choices=SOLVERS,
     )
     optimality_gap: str = setting(
         "auto",
-        "SGD runs: solve the normal equations too and report the distance from their optimum; "
+        "SGD runs: solve least squares exactly too and report the distance from its optimum; "
         "auto: when that costs less than the training (N x (F+1) <= 2 x steps x global batch)",
         choices=OPTIMALITY_GAP,
     )
@@ -226,6 +226,11 @@ class Config:
         if self.features is None:
             return None
         return tuple(name.strip() for name in self.features.split(","))
+
+    @property
+    def batched(self) -> bool:
+        """Whether the run trains on batches: --solver exact passes over all rows instead."""
+        return self.solver == "sgd"
 
     @property
     def synthetic(self) -> bool:

@@ -380,7 +380,7 @@ def load_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
         num_features = cfg.num_features or SYNTHETIC_FEATURES
         holdout = Holdout.of(cfg, cfg.num_samples or SYNTHETIC_SAMPLES)
         # Runs of 1 row: no file is read, so longer runs would only leave out more rows.
-        layout = _layout(holdout.num_train, rank, size, cfg.batch_size)
+        layout = _layout(holdout.num_train, rank, size, cfg.batch_size, batched=cfg.batched)
 
         def rows(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             dtype, threads = cfg.dtype or "float32", job.threads if job else 1
@@ -405,15 +405,19 @@ def _layout(
     batch_size: int,
     row_bytes: int | None = None,
     whole_batches: bool = False,
+    batched: bool = True,
 ) -> Layout:
     """The layout of num_samples rows; row_bytes: a row's bytes in a file read by ranges of
-    rows, which sets the runs' length (run_length); whole_batches: runs of B rows."""
+    rows, which sets the runs' length (run_length); whole_batches: runs of B rows; batched:
+    False for --solver exact, which takes no batch: a B above the shard is cut to it."""
     if num_samples < size:
         raise UsageError(
             f"{num_samples} samples cannot be split over {size} ranks: "
             "use more samples or fewer ranks"
         )
     shard = num_samples // size
+    if not batched:
+        batch_size = min(batch_size, shard)
     if batch_size > shard:
         raise UsageError(
             f"--batch_size {batch_size} is larger than each rank's shard of {shard} rows "
@@ -694,7 +698,9 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     training = holdout.training_table(table)
     # Parquet is read by whole row groups: runs of whole batches keep a rank to its groups.
     whole = suffix == ".parquet"
-    layout = _layout(training.num_rows, rank, size, cfg.batch_size, table.row_bytes, whole)
+    layout = _layout(
+        training.num_rows, rank, size, cfg.batch_size, table.row_bytes, whole, cfg.batched
+    )
     dtype = np.dtype(cfg.dtype or table.dtype)
     shard_bytes = layout.num_held * (table.num_features + 1) * dtype.itemsize
     names = table.columns[:-1] if table.columns else None
@@ -1077,7 +1083,7 @@ def _read_csv(files: list[Path], cfg: Config, rank: int, size: int, job: Job | N
     if sum(file_rows) == 0:
         raise UsageError(f"{cfg.data} has a header but no data rows")
     holdout = Holdout.of(cfg, sum(file_rows))
-    layout = _layout(holdout.num_train, rank, size, cfg.batch_size)
+    layout = _layout(holdout.num_train, rank, size, cfg.batch_size, batched=cfg.batched)
     first = sum(n for pieces in every[:rank] for _, n, _, _ in pieces)
     rows = np.concatenate([s.rows for _, s in splits] or [np.zeros((0, len(names)))])
     owners, held = holdout.owners(np.arange(first, first + len(rows)), layout)

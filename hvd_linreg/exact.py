@@ -1,15 +1,25 @@
-"""The exact least-squares fit in two small allreduces: the optimum SGD is heading for.
+"""The exact least-squares fit by a distributed Householder QR (TSQR): the optimum SGD heads for.
 
-The features are centred first: one allreduce of column sums gives every rank the means. Each
-rank then forms the centred normal equations of its rows, Xcᵀ Xc and Xcᵀ yc, in float64; a
-second allreduce sums them, every rank solves the same F x F system for w, and the bias follows
-from the means: b = mean(y) - mean(x)·w. Uncentred, a feature offset by 1000 makes the normal
-equations ill-conditioned and costs digits of the answer; centred, only real collinearity does.
+One allreduce of column sums gives every rank the means. Each rank then factorises its rows,
+centred, as [Xc | yc] = Q R in float64 blocks (Householder QR, LAPACK's dgeqrf through NumPy),
+folding each block's R into its own. The ranks' (F+1) x (F+1) factors are allgathered and
+factorised once more, so every rank holds the same R of the whole centred design: only R
+travels, ranks x (F+1)² numbers, never a row. The last column of R is Qᵀyc: w comes from the
+triangular solve R[:F, :F] w = R[:F, F], the residual sum of squares from R, and the bias from
+the means. A QR works on the design itself, not on XᵀX, whose condition number is the square of
+the design's: the normal equations lose twice the digits on an ill-conditioned design.
+
+Rank deficiency is decided on the small factor: the singular values of R[:F, :F] with its
+columns scaled to unit norm (the centred design's columns scaled to unit norm have the same
+ones) below F · eps · the largest (NumPy's matrix_rank and lstsq default, LAPACK gelsd's rcond
+for an F x F matrix) make the design singular; a column whose centred norm is at most
+_CONSTANT x √N |its mean| (its norm, were it constant) is constant but for the mean's rounding,
+and counts as zero.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import horovod.tensorflow as hvd
@@ -17,108 +27,188 @@ import numpy as np
 import tensorflow as tf
 
 from hvd_linreg.data import Shard
+from hvd_linreg.ranks import Job
 
-MAX_FEATURES = 4096  # the F x F system is allreduced and solved on every rank
-_ILL_CONDITIONED = 1e12
-_BLOCK_ROWS = 1 << 15
+# Every rank holds R, the ranks' factors stacked and a block of rows in float64 (README, Exact).
+MAX_FEATURES = 4096
+_BLOCK_BYTES = 16 << 20  # rows cast to float64 at a time
+# Rows per Householder QR: short enough for LAPACK's unblocked QR to work in cache, and NumPy
+# runs a block's QRs in one call; at least twice R's rows, so that each QR halves what it gets.
+_LEAF_ROWS = 1024
+# The mean's rounding leaves a constant column at up to about 1e-14 of its norm after centring
+_CONSTANT = 1e-12
+# A column takes part in a dependence with at least this weight in a null vector (unit norm)
+_INVOLVED = 1e-3
 
 
 @dataclass(frozen=True)
-class NormalEquations:
-    """Xcᵀ Xc w = Xcᵀ yc over the whole dataset (all ranks), with Xc = X - x_mean and
-    yc = y - y_mean: everything a least-squares fit and its statistics start from."""
+class Factor:
+    """R of the centred design [Xc | yc] = Q R over the whole dataset (all ranks), with
+    Xc = X - x_mean and yc = y - y_mean: everything a least-squares fit and its statistics
+    start from."""
 
-    gram: np.ndarray  # (F, F) Xcᵀ Xc
-    rhs: np.ndarray  # (F,) Xcᵀ yc
+    r: np.ndarray  # (F+1, F+1) upper triangular; its last column is Qᵀ yc
     x_mean: np.ndarray  # (F,) column means of X
     y_mean: float
-    y_ss: float  # yc·yc: the total sum of squares
     count: int  # rows over all ranks
 
-    def _unit_diagonal(self, l2: float) -> tuple[np.ndarray, np.ndarray]:
-        """The system's matrix, Xcᵀ Xc + count·l2·I, scaled to a unit diagonal (Jacobi
-        scaling), and the scale: a feature's units do not count as ill conditioning; a
-        constant feature's zero column stays zero."""
-        gram = self.gram + self.count * l2 * np.eye(len(self.rhs))
-        scale = np.sqrt(np.diag(gram))
-        scale[scale == 0] = 1.0
-        return gram / np.outer(scale, scale), scale
+    @property
+    def y_ss(self) -> float:
+        """yc·yc, the total sum of squares: the norm of R's last column, as of yc's."""
+        return float(self.r[:, -1] @ self.r[:, -1])
 
-    def solve(self, warn: Callable[[str], None], l2: float = 0.0) -> np.ndarray:
-        """The [w..., b] minimising mean((X w + b - y)²) + l2·‖w‖² (least squares at l2 = 0);
-        warn() is told when the system is (nearly) singular."""
-        # mean(...) + l2‖w‖² is (‖Xc w - yc‖² + count·l2‖w‖²) / count: ridge's normal equations
-        # add count·l2 to the diagonal; the bias, not penalised, still follows from the means.
-        gram, scale = self._unit_diagonal(l2)
-        rhs = self.rhs / scale
-        cond = np.linalg.cond(gram)
-        if _well_conditioned(cond):
-            chol = np.linalg.cholesky(gram)
-            w = np.linalg.solve(chol.T, np.linalg.solve(chol, rhs))
-        else:
-            warn(
-                "the normal equations are singular or ill-conditioned (condition number "
-                f"{cond:.3g}): features are collinear or constant; using the minimum-norm "
-                "least-squares solution"
-            )
-            w = np.linalg.lstsq(gram, rhs, rcond=None)[0]
-        w = w / scale
-        return np.append(w, self.y_mean - self.x_mean @ w)
+    def rss(self, w: np.ndarray) -> float:
+        """‖Xc w - yc‖², the residual sum of squares at w: ‖R [w; -1]‖², Q being orthogonal."""
+        residual = self.r @ np.append(w, -1.0)
+        return float(residual @ residual)
 
-    def inverse(self) -> np.ndarray | None:
-        """(Xcᵀ Xc)⁻¹, which the coefficients' standard errors scale; None when the design is
-        singular or ill-conditioned (its inverse would be rounding noise)."""
-        gram, scale = self._unit_diagonal(0.0)
-        if not _well_conditioned(np.linalg.cond(gram)):
-            return None
-        return np.linalg.inv(gram) / np.outer(scale, scale)
+    def variances(self) -> np.ndarray:
+        """diag((Xcᵀ Xc)⁻¹) = the squared row norms of R⁻¹, and then x̄ᵀ (Xcᵀ Xc)⁻¹ x̄: what
+        the standard errors of w and b scale (Var(b) = σ² (1/N + x̄ᵀ (Xcᵀ Xc)⁻¹ x̄))."""
+        F = len(self.x_mean)
+        upper = tf.constant(self.r[:F, :F])
+        inverse = tf.linalg.triangular_solve(upper, tf.eye(F, dtype=tf.float64), lower=False)
+        mean = tf.constant(self.x_mean[:, None])
+        u = tf.linalg.triangular_solve(upper, mean, lower=False, adjoint=True)  # R⁻ᵀ x̄
+        return np.append(np.sum(np.square(inverse.numpy()), axis=1), np.sum(np.square(u)))
 
 
-def _well_conditioned(cond: float) -> bool:
-    return bool(np.isfinite(cond) and cond < _ILL_CONDITIONED)
+@dataclass(frozen=True)
+class Solution:
+    """A least-squares (or ridge) solution and the columns that made its design singular."""
+
+    params: np.ndarray  # [w..., b]
+    dependent: tuple[int, ...]  # empty when the design has full rank
 
 
-def _blocks(shard: Shard) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """This rank's rows as float64 blocks: no float64 copy of the whole shard."""
-    for X, y in shard.blocks(_BLOCK_ROWS):
-        yield X.astype(np.float64), y.astype(np.float64)
+def solve(
+    factor: Factor,
+    warn: Callable[[str], None],
+    l2: float = 0.0,
+    names: Sequence[str] | None = None,
+) -> Solution:
+    """The [w..., b] minimising mean((X w + b - y)²) + l2·‖w‖² (least squares at l2 = 0); warn()
+    is told, with the columns' names, when the design is singular."""
+    F = len(factor.x_mean)
+    r = _without_constant_columns(factor)
+    if l2 > 0:
+        # mean(...) + l2‖w‖² is (‖Xc w - yc‖² + count·l2‖w‖²) / count: the least squares of
+        # [Xc; √(count·l2) I] w = [yc; 0], whose R is that of [R; √(count·l2) I | 0]. The bias,
+        # not penalised, still follows from the means.
+        penalty = np.c_[np.sqrt(factor.count * l2) * np.eye(F), np.zeros(F)]
+        r = _triangle(np.concatenate([r, penalty]))
+    w, dependent = _triangular_least_squares(r[:F, :F], r[:F, F])
+    if dependent:
+        named = ", ".join(names[j] if names else f"w[{j}]" for j in dependent)
+        warn(
+            f"the design is singular: columns {named} are collinear or constant (a singular "
+            "value below F x eps of the largest, columns scaled to unit norm); using the "
+            "minimum-norm least-squares solution"
+        )
+    return Solution(np.append(w, factor.y_mean - factor.x_mean @ w), dependent)
+
+
+def _without_constant_columns(factor: Factor) -> np.ndarray:
+    """R with the columns of constant features zeroed: their centred columns hold only the
+    mean's rounding, which would otherwise pass for a feature of its own."""
+    F = len(factor.x_mean)
+    norms = np.linalg.norm(factor.r[:, :F], axis=0)
+    constant = norms <= _CONSTANT * np.sqrt(factor.count) * np.abs(factor.x_mean)
+    return np.where(np.append(constant, False), 0.0, factor.r)
+
+
+def _triangular_least_squares(
+    upper: np.ndarray, rhs: np.ndarray
+) -> tuple[np.ndarray, tuple[int, ...]]:
+    """w minimising ‖upper w - rhs‖ by the triangular solve, or the minimum-norm one (in the
+    columns' unit-norm scaling) when the columns are dependent, and which columns those are."""
+    scale = np.linalg.norm(upper, axis=0)
+    scale[scale == 0] = 1.0
+    scaled = upper / scale
+    s = np.linalg.svd(scaled, compute_uv=False)
+    tolerance = len(s) * np.finfo(np.float64).eps * (s[0] if len(s) else 0.0)
+    if len(s) == 0 or s[-1] > tolerance:
+        solved = tf.linalg.triangular_solve(upper, rhs[:, None], lower=False)
+        return solved.numpy()[:, 0], ()
+    u, s, vt = np.linalg.svd(scaled)
+    kept = s > tolerance
+    w = vt[kept].T @ ((u[:, kept].T @ rhs) / s[kept])
+    involved = np.any(np.abs(vt[~kept]) > _INVOLVED, axis=0)
+    return w / scale, tuple(np.flatnonzero(involved).tolist())
+
+
+def _triangle(stacked: np.ndarray) -> np.ndarray:
+    """The n x n R of the QR of stacked (rows x n), with zero rows below when rows < n."""
+    n = stacked.shape[1]
+    r = np.linalg.qr(stacked, mode="r")
+    return np.concatenate([r, np.zeros((n - len(r), n))]) if len(r) < n else r
+
+
+def _leaf_factors(A: np.ndarray, leaf: int) -> list[np.ndarray]:
+    """A's rows reduced to fewer with the same R: the R of each leaf of its rows, in one call."""
+    whole = len(A) // leaf * leaf
+    n = A.shape[1]
+    if whole == 0:
+        return [A]
+    leaves = np.linalg.qr(A[:whole].reshape(-1, leaf, n), mode="r")
+    return [leaves.reshape(-1, n), A[whole:]]
 
 
 def _sum_over_ranks(values: np.ndarray, name: str) -> np.ndarray:
     return hvd.allreduce(tf.constant(values, tf.float64), op=hvd.Sum, name=name).numpy()
 
 
-def normal_equations(shard: Shard) -> NormalEquations:
-    """The centred normal equations of the whole dataset: two allreduces, every rank."""
-    F = shard.num_features
-    sums = np.zeros(F + 2)  # column sums of X, sum of y, row count
-    for X, y in _blocks(shard):
+def _blocks(shard: Shard, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """This rank's rows as float64 blocks: no float64 copy of the whole shard."""
+    for X, y in shard.blocks(rows):
+        yield X.astype(np.float64), y.astype(np.float64)
+
+
+def factorise(job: Job, shard: Shard) -> Factor:
+    """The R factor of the whole centred design, the same on every rank: one allreduce of the
+    column sums, one pass of Householder QRs on each rank, one allgather of the ranks' R."""
+    n = shard.num_features + 1
+    leaf = max(_LEAF_ROWS, 2 * n)
+    rows = max(leaf, _BLOCK_BYTES // (8 * n))
+    sums = np.zeros(n + 1)  # column sums of X, sum of y, row count
+    for X, y in _blocks(shard, rows):
         sums += np.concatenate([X.sum(axis=0), [y.sum(), len(y)]])
     sums = _sum_over_ranks(sums, "column_sums")
     count = int(sums[-1])
-    x_mean, y_mean = sums[:F] / count, sums[F] / count
-    packed = np.zeros(F * F + F + 1)  # Xcᵀ Xc, then Xcᵀ yc, then yc·yc
-    for X, y in _blocks(shard):
-        Xc, yc = X - x_mean, y - y_mean
-        packed += np.concatenate([(Xc.T @ Xc).ravel(), Xc.T @ yc, [yc @ yc]])
-    packed = _sum_over_ranks(packed, "normal_equations")
-    gram, rhs = packed[: F * F].reshape(F, F), packed[F * F : -1]
-    return NormalEquations(gram, rhs, x_mean, y_mean, float(packed[-1]), count)
+    means = sums[:-1] / count
+    r = np.zeros((n, n))  # zero rows change no R
+    for X, y in _blocks(shard, rows):
+        A = np.c_[X, y]
+        A -= means
+        r = _triangle(np.concatenate([r, *_leaf_factors(A, leaf)]))
+    if job.size > 1:
+        r = _triangle(job.allgather_rows(r, "factors"))
+    return Factor(r, means[:-1], float(means[-1]), count)
 
 
 @dataclass(frozen=True)
 class Optimum:
-    """The exact optimum over the whole dataset, and the equations it solved."""
+    """The exact optimum over the whole dataset, and the factor it was solved from."""
 
     params: np.ndarray  # [w..., b]
     loss: float  # mean squared error over all rows at params
-    equations: NormalEquations
+    factor: Factor
     l2: float  # the ridge penalty it was solved with
+    dependent: tuple[int, ...] = ()  # the columns that make the design singular, if any
 
     @property
     def objective(self) -> float:
         """What the fit minimised: the loss plus the ridge penalty."""
         return objective(self.loss, self.params, self.l2)
+
+
+def optimum(job: Job, shard: Shard, l2: float, names: Sequence[str] | None = None) -> Optimum:
+    """The exact optimum over the whole dataset, the same on every rank; rank 0 warns when
+    the design is singular."""
+    factor = factorise(job, shard)
+    solution = solve(factor, job.warn, l2, names)
+    loss = factor.rss(solution.params[:-1]) / factor.count
+    return Optimum(solution.params, loss, factor, l2, solution.dependent)
 
 
 def objective(loss: float, params: np.ndarray, l2: float) -> float:

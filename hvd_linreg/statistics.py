@@ -43,33 +43,35 @@ class Statistics:
 
 
 def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> Statistics:
-    """The statistics of the exact optimum, from its normal equations and its loss; each w is
-    named by its column where the data names them, else w[j]."""
-    eq, params = optimum.equations, optimum.params
-    n, k = eq.count, len(params)  # k: the features and the bias
+    """The statistics of the exact optimum, from its R factor and its loss; each w is named by
+    its column where the data names them, else w[j]."""
+    factor, params = optimum.factor, optimum.params
+    n, k = factor.count, len(params)  # k: the features and the bias
     rss, rmse = optimum.loss * n, float(np.sqrt(optimum.loss))
     names = [*(feature_names or (f"w[{j}]" for j in range(k - 1))), "b"]
     undefined: dict[str, str] = {}
-    r2 = 1.0 - rss / eq.y_ss if eq.y_ss > 0 else None
+    y_ss = factor.y_ss
+    r2 = 1.0 - rss / y_ss if y_ss > 0 else None
     if r2 is None:
         undefined["r2"] = undefined["adjusted_r2"] = "the target is constant"
-    inverse = None
+    why = None
     if optimum.l2 > 0:
         why = "a ridge fit (--l2 > 0): ordinary least squares' errors do not apply"
     elif n <= k:
         why = f"{n} rows for {k} coefficients: no residual degrees of freedom"
-    elif (inverse := eq.inverse()) is None:
+    elif optimum.dependent:
         why = "the design is singular (features collinear or constant)"
-    if inverse is None:
+    if why is not None:
         for name in ("std_error", "t", "p", "adjusted_r2", "dof"):
             undefined.setdefault(name, why)
         estimates = [Coefficient(nm, v, None, None, None) for nm, v in zip(names, params.tolist())]
         return Statistics(estimates, r2, None, rmse, None, undefined)
     dof = n - k
-    # Var(w) = σ² (Xcᵀ Xc)⁻¹; b = ȳ - x̄·w, with ȳ and w uncorrelated:
+    # Var(w) = σ² (Xcᵀ Xc)⁻¹ = σ² R⁻¹ R⁻ᵀ; b = ȳ - x̄·w, with ȳ and w uncorrelated:
     # Var(b) = σ² (1/N + x̄ᵀ (Xcᵀ Xc)⁻¹ x̄)
     sigma2 = rss / dof
-    variance = np.append(np.diag(inverse), 1.0 / n + eq.x_mean @ inverse @ eq.x_mean)
+    variance = factor.variances()
+    variance[-1] += 1.0 / n
     std_error = np.sqrt(sigma2 * variance)
     if sigma2 > 0:
         t = params / std_error

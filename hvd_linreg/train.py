@@ -59,7 +59,8 @@ def run(cfg: Config) -> int:
     if not cfg.quiet:
         job.log(header_line(cfg, job, shard))
 
-    # The exact optimum costs one pass and one allreduce: SGD's result is measured against it.
+    # The exact optimum costs two passes, an allreduce and an allgather: SGD's result is
+    # measured against it.
     start = time.perf_counter()
     optimum = solve_exactly(cfg, job, shard)
     if cfg.solver == "exact":
@@ -117,9 +118,7 @@ def solve_exactly(cfg: Config, job: Job, shard: Shard) -> exact.Optimum | None:
     (Report.exact_skipped says why)."""
     if shard.num_features > exact.MAX_FEATURES or not wants_optimum(cfg, shard, job.size):
         return None
-    equations = exact.normal_equations(shard)
-    params = equations.solve(job.warn, cfg.l2)
-    return exact.Optimum(params, global_mse(params, shard), equations, cfg.l2)
+    return exact.optimum(job, shard, cfg.l2, shard.feature_names)
 
 
 def validation_scores(job: Job, shard: Shard, params: np.ndarray) -> Scores | None:
@@ -128,9 +127,9 @@ def validation_scores(job: Job, shard: Shard, params: np.ndarray) -> Scores | No
 
 
 def wants_optimum(cfg: Config, shard: Shard, size: int) -> bool:
-    """Whether an SGD run also solves the normal equations, for its optimality gap: they cost
-    about N (F+1)^2 multiply-adds, the steps about 2 x steps x G (F+1); by default only when
-    that is the smaller part of the run."""
+    """Whether an SGD run also solves least squares exactly, for its optimality gap: the QR
+    costs about N (F+1)^2 multiply-adds, the steps about 2 x steps x G (F+1); by default only
+    when that is the smaller part of the run."""
     if cfg.solver == "exact" or cfg.optimality_gap == "always":
         return True
     if cfg.optimality_gap == "never":

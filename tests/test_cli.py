@@ -169,6 +169,20 @@ def test_one_rank_sets_the_stall_limits_and_leaves_the_cycle_time(monkeypatch):
     assert "OMPI_MCA_mpi_yield_when_idle" not in os.environ
 
 
+@pytest.mark.parametrize("given, threads", [(None, 1), ("2", 2)])
+def test_numpys_blas_runs_one_thread_unless_you_say(given, threads):
+    """Checked in a fresh process: BLAS reads the variable once, when NumPy loads."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given:
+        env["OPENBLAS_NUM_THREADS"] = given
+    code = (
+        "import hvd_linreg, numpy, threadpoolctl; "
+        "print(max(i['num_threads'] for i in threadpoolctl.threadpool_info()))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert proc.stdout == f"{threads}\n", proc.stderr
+
+
 def test_your_stall_limits_win(monkeypatch):
     monkeypatch.setenv("HOROVOD_STALL_CHECK_TIME_SECONDS", "7")
     monkeypatch.setenv("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "0")

@@ -72,6 +72,17 @@ def test_exact_solver_matches_float64_lstsq_on_three_ranks(ill_scaled_file, tmp_
     np.testing.assert_allclose(params_of(run.metrics), lstsq(X, y), rtol=1e-9)  # all 3001 rows
 
 
+def test_the_exact_solver_takes_no_batch(tmp_path):
+    """A --batch_size above the rows is SGD's problem: the exact solver uses none."""
+    X, y = ill_scaled(20)
+    np.save(tmp_path / "small.npy", np.c_[X, y])
+    out = tmp_path / "m.json"
+    args = ["--data", str(tmp_path / "small.npy"), "--batch_size", "100"]
+    assert main([*args, "--solver", "exact", "--metrics_json", str(out)]) == 0
+    np.testing.assert_allclose(params_of(read_metrics(out)), lstsq(X, y), rtol=1e-9)
+    assert main(args) == 2  # SGD still refuses it
+
+
 STEPS, LR, BATCH = 100, 0.02, 50
 
 

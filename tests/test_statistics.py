@@ -91,7 +91,8 @@ def test_a_singular_design_says_which_statistics_are_undefined(tmp_path, diabete
     assert s["undefined"] == {k: why for k in ("std_error", "t", "p", "adjusted_r2", "dof")}
     # The fitted values are still unique: R² and RMSE are the full-rank fit's.
     assert s["r2"] == pytest.approx(ols(table).rsquared, rel=1e-6)
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "the design is singular: columns bmi, bmi again are collinear or constant" in err
     assert f"undefined: std_error, t, p, adjusted_r2, dof: {why}" in out
     assert re.search(r"  bmi +259.923 +undefined +undefined +undefined\n", out)
     assert "nan" not in out
@@ -106,4 +107,21 @@ def test_as_many_coefficients_as_rows_leaves_no_degrees_of_freedom(tmp_path):
     assert s["dof"] is None and s["coefficients"][0]["std_error"] is None
     assert (
         s["undefined"]["std_error"] == "3 rows for 3 coefficients: no residual degrees of freedom"
+    )
+
+
+def test_a_constant_feature_is_named_as_what_makes_the_design_singular(tmp_path, diabetes, capsys):
+    """Centred, a constant column holds only the mean's rounding (0.1 x 442 rows does not sum
+    to 44.2 exactly): that must not pass for a feature of its own."""
+    path, table = diabetes
+    with_constant = table.copy()
+    with_constant.insert(0, "tenth", 0.1)
+    with_constant.to_csv(tmp_path / "constant.csv", index=False)
+    s = _exact(tmp_path, str(tmp_path / "constant.csv"), 1)[0]["statistics"]
+    assert "columns tenth are collinear or constant" in capsys.readouterr().err
+    assert s["coefficients"][0]["estimate"] == 0.0 and s["dof"] is None
+    np.testing.assert_allclose(
+        [c["estimate"] for c in s["coefficients"][1:]],
+        ols(table).params[table.columns[:-1].tolist() + ["b"]],
+        rtol=1e-9,
     )

@@ -1,0 +1,116 @@
+"""The exact solver's accuracy problems and how they are scored: NIST's certified datasets and
+designs of our own solved in rational arithmetic, the correct digits (LRE) of the tool's fit at
+N ranks, and those of scikit-learn, statsmodels and SciPy on the same float64 rows. Used by
+tests/test_nist.py and tests/nist_table.py (the README's table)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+from nist_strd import DATASETS, lre, rational_least_squares
+
+from conftest import launch
+
+JOB = Path(__file__).resolve().parent / "exact_job.py"
+
+
+@dataclass(frozen=True)
+class Problem:
+    X: np.ndarray
+    y: np.ndarray
+    estimates: np.ndarray  # the exact [w..., b]: certified, or solved in rational arithmetic
+    std_errors: np.ndarray
+
+    @property
+    def digits(self) -> np.ndarray:
+        """The LRE cap of each of [w..., b]: the 15 digits NIST prints, and for b what float64
+        can hold of b = mean(y) - mean(x)·w once each w is rounded to its last bit: Norris's b
+        is 1700 times smaller than mean(x)·w, and keeps 12.4 digits. Above that, libraries
+        differ by the luck of their rounding (statsmodels' b has 13.2, the exact w rounded 12.8)."""
+        w, b = self.estimates[:-1], self.estimates[-1]
+        terms = float(np.abs(self.X.mean(axis=0) * w).sum())
+        bias = 15.0 if b == 0 else -np.log10(np.finfo(float).eps * terms / abs(b))
+        return np.append(np.full(len(w), 15.0), min(15.0, bias))
+
+
+def own_designs() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Designs that cost the normal equations digits: features offset far from 0, two nearly
+    collinear features, and features on scales 12 orders of magnitude apart."""
+    rng = np.random.default_rng(23)
+    t = rng.standard_normal((120, 3))
+    noise = 0.01 * rng.standard_normal(120)
+    offsets = t + [1e6, -3e5, 7e4]
+    near = np.c_[t[:, 0], t[:, 0] + 1e-6 * t[:, 1], t[:, 2]]
+    scales = t * [1e-6, 1.0, 1e6]
+    return {
+        name: (X, X @ w + 3.0 + noise)
+        for name, X, w in [
+            ("offsets", offsets, [2.0, -1.0, 0.5]),
+            ("near_collinear", near, [1.0, 1.0, -2.0]),
+            ("mixed_scales", scales, [4e5, 0.3, -2e-7]),
+        ]
+    }
+
+
+def problems() -> dict[str, Problem]:
+    found = {}
+    for d in DATASETS:
+        X, y = d.arrays()
+        found[d.name] = Problem(X, y, *d.certified)
+    for name, (X, y) in own_designs().items():
+        design = [[*map(Fraction, row), Fraction(1)] for row in X.tolist()]
+        estimates, errors = rational_least_squares(design, list(map(Fraction, y.tolist())))
+        found[name] = Problem(X, y, estimates, errors)
+    return found
+
+
+def write(problems: dict[str, Problem], directory: Path) -> None:
+    """Each problem as NAME.npy, float64, the target last: the rows the libraries fit too."""
+    for name, p in problems.items():
+        np.save(directory / f"{name}.npy", np.c_[p.X, p.y])
+
+
+def libraries(p: Problem) -> dict[str, tuple[float, float | None]]:
+    """Each library's (coefficients' LRE, standard errors' LRE or None where it has none)."""
+    import statsmodels.api as sm
+    from scipy.linalg import lstsq
+    from sklearn.linear_model import LinearRegression
+
+    A = np.c_[p.X, np.ones(len(p.y))]
+    sk = LinearRegression().fit(p.X, p.y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # statsmodels warns of the condition number
+        ols = sm.OLS(p.y, A).fit(method="qr")
+        errors = np.nan_to_num(ols.bse, nan=np.inf)
+    return {
+        "scikit-learn": (lre(np.append(sk.coef_, sk.intercept_), p.estimates, p.digits), None),
+        "statsmodels": (lre(ols.params, p.estimates, p.digits), lre(errors, p.std_errors)),
+        "scipy": (lre(lstsq(A, p.y)[0], p.estimates, p.digits), None),
+    }
+
+
+def fit_with_the_tool(launcher: str, size: int, directory: Path, tmp_path: Path) -> dict:
+    """The tool's fits of every problem in directory at size ranks: one launch (exact_job.py)."""
+    out = tmp_path / f"fits-{launcher}-{size}.json"
+    run = launch(
+        launcher,
+        size,
+        [str(directory), str(out)],
+        tmp_path,
+        metrics=False,
+        program=(sys.executable, str(JOB)),
+    )
+    assert run.returncode == 0, run.output
+    return {"output": run.output, **json.loads(out.read_text())}
+
+
+def tool_lre(fit: dict, p: Problem) -> tuple[float, float]:
+    """The worst coefficient's and the worst standard error's LRE of one of the tool's fits."""
+    errors = np.array([np.nan if e is None else e for e in fit["std_errors"]])
+    return lre(fit["params"], p.estimates, p.digits), lre(errors, p.std_errors)

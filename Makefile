@@ -31,4 +31,4 @@ format: setup
 	$(VENV)/bin/ruff format . && $(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .venv-py3* .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .venv-* .pytest_cache .ruff_cache *.egg-info

@@ -112,7 +112,7 @@ def launch(
         raise
     metrics = read_metrics(metrics_path) if metrics_path.exists() else None
     codes = {
-        int(r): int(c) for r, c in re.findall(r"^(?:\S*:)?rank (\d+) exited (\d+)$", stdout, re.M)
+        int(r): int(c) for r, c in re.findall(r"^(?:\S*: ?)?rank (\d+) exited (\d+)$", stdout, re.M)
     }
     return Run(proc.returncode, stdout, stderr, metrics, codes)
 

@@ -23,7 +23,10 @@ pytestmark = pytest.mark.multiprocess
 FOREVER = ["--num_steps", "100000000", "--log_every", "100"]  # hours: only a fault ends it
 # Safety net for a job that should end at once: the launchers tear down in about a second.
 ENDS_WITHIN_S = 30
-MPIRUN_NOTICED = r"mpirun noticed that process rank 1 with PID \d+ on node \S+ exited on signal 9"
+# Open MPI 4's mpirun, or Open MPI 5's (prterun, which wraps the line).
+MPIRUN_NOTICED = (
+    r"(?:mpirun|prterun) noticed that process rank 1 with PID \d+ on node \S+ exited on\s+signal 9"
+)
 
 # launcher -> (its exit code, the line that says why), after kill -9 of rank 1
 KILLED_RANK = {

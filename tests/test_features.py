@@ -215,11 +215,20 @@ def test_log_and_checkpoint_intervals_must_be_multiples_of_the_backward_passes()
         parse_config(["--backward_passes_per_step", "3", "--checkpoint_every", "100"])
 
 
+@pytest.mark.core  # the TOML reader differs by Python: tomli on 3.10, tomllib from 3.11
 def test_config_file_values_and_command_line_override(tmp_path):
     path = tmp_path / "run.toml"
     path.write_text('num_steps = 70\nlearning-rate = 0.5\noptimizer = "adam"\n')
     cfg = parse_config(["--config", str(path), "--num_steps", "80"])
     assert (cfg.num_steps, cfg.learning_rate, cfg.optimizer) == (80, 0.5, "adam")
+
+
+@pytest.mark.core
+def test_config_file_that_is_not_toml_is_a_usage_error(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text("num_steps = = 70\n")
+    with pytest.raises(UsageError, match=f"--config {path} is not valid TOML"):
+        parse_config(["--config", str(path)])
 
 
 def test_config_file_unknown_key_is_named(tmp_path):

@@ -120,12 +120,13 @@ def watched_tool(
     env: dict[str, str] | None = None,
     controller: str = "mpi",
     hosts: str | None = None,
+    python: str = sys.executable,
 ) -> dict:
-    """Run hvd-linreg through bench/watch_tool.py: peak RSS per rank, rank 0's step-log
-    times, and the tool's metrics under "metrics"."""
+    """Run hvd-linreg through bench/watch_tool.py with that python: peak RSS per rank, rank
+    0's step-log times, and the tool's metrics under "metrics"."""
     with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
         metrics, watched = Path(tmp) / "metrics.json", Path(tmp) / "watched.json"
-        program = [sys.executable, str(BENCH / "watch_tool.py"), str(watched), *args]
+        program = [python, str(BENCH / "watch_tool.py"), str(watched), *args]
         command = [*launcher(np_, controller, cpus=cpus, hosts=hosts), *program]
         _run([*command, "--metrics_json", str(metrics)], env)
         return {**json.loads(watched.read_text()), "metrics": json.loads(metrics.read_text())}

@@ -20,6 +20,9 @@
    (`hvd.init(); hvd.join()`); the large job at 1, 2 and 4 ranks next to the bare job's
    start-up plus the run's own training time; the synthetic generator's GB/s on one core next
    to NumPy's sequential float32 normals (bench/generator.py).
+7. The 2023 stack against today's (bench/stacks.py): import time, step latency at 1 and 2
+   ranks, the seed job's start-up at 4 ranks, the large job end to end at 1 rank, each on
+   TensorFlow 2.15 + NumPy 1 and on TensorFlow 2.21 + NumPy 2, the stacks taking turns.
 `--sections 1,6` runs only those sections (2 and 4 come from the same runs).
 
 The machine is shared and noisy: every figure is a median of repeated runs, and the targets
@@ -42,6 +45,7 @@ from pathlib import Path
 
 import launch
 import numpy as np
+import stacks
 import table
 
 RANKS = (1, 2, 4)
@@ -111,10 +115,13 @@ def tool_us_per_step(
     env: dict | None = None,
     controller: str = "mpi",
     hosts: str | None = None,
+    python: str = sys.executable,
 ) -> tuple[float, dict]:
     """The tool's microseconds per step, from the median stretch between its Step lines (the
     last --log_every in args counts), and its metrics."""
-    watched = launch.watched_tool(np_, args, env=env, controller=controller, hosts=hosts)
+    watched = launch.watched_tool(
+        np_, args, env=env, controller=controller, hosts=hosts, python=python
+    )
     every = int(args[len(args) - 1 - args[::-1].index("--log_every") + 1])
     stretch = statistics.median(np.diff(watched["step_log_s"]))
     return us_per_step(stretch, every), watched["metrics"]
@@ -308,6 +315,43 @@ def time_to_result(rounds: int) -> dict:
     }
 
 
+def stack_round(python: str) -> dict[str, float]:
+    """Section 7's figures once, on the stack whose python this is (its venv first on PATH)."""
+    large = [*LARGE_JOB, *LARGE_STEPS, "--quiet"]
+    return {
+        "import_s": launch.wall_s([python, "-c", stacks.IMPORT]),
+        **{
+            f"step_us_{n}": tool_us_per_step(n, SEED_JOB + LATENCY_STEPS, python=python)[0]
+            for n in (1, 2)
+        },
+        "seed_job_4_ranks_s": launch.wall_s([*launch.horovodrun(4), "hvd-linreg"]),
+        "large_job_1_rank_s": launch.wall_s([*launch.horovodrun(1), "hvd-linreg", *large]),
+    }
+
+
+def stacks_side_by_side(rounds: int, progress) -> dict:
+    """Section 7: every figure on the old and the new stack, medians of `rounds` rounds in
+    which the stacks take turns (first one, then the other)."""
+    for stack, venv in stacks.STACKS.values():
+        stacks.ensure_venv(stack, venv)
+    progress("both stacks set up")
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in stacks.STACKS}
+    for i in range(rounds):
+        order = list(stacks.STACKS) if i % 2 == 0 else list(reversed(stacks.STACKS))
+        for name in order:
+            with stacks.using(stacks.STACKS[name][1]) as python:
+                runs[name].append(stack_round(python))
+        progress(f"stacks, round {i + 1} of {rounds}")
+    return {
+        "medians": {
+            name: {key: statistics.median(r[key] for r in rs) for key in rs[0]}
+            for name, rs in runs.items()
+        },
+        "runs": runs,
+        "versions": {name: stacks.versions(venv) for name, (_, venv) in stacks.STACKS.items()},
+    }
+
+
 def machine() -> dict:
     return {
         "cores": os.cpu_count(),
@@ -355,6 +399,7 @@ SECTIONS = {
     "3": lambda rounds, progress: {"allreduce": allreduce()},
     "5": lambda rounds, progress: {"hosts": across_hosts(rounds)},
     "6": lambda rounds, progress: {"time_to_result": time_to_result(rounds)},
+    "7": lambda rounds, progress: {"stacks": stacks_side_by_side(rounds, progress)},
 }
 
 

@@ -34,6 +34,11 @@ def targets(results: dict) -> list[dict]:
     rows = _targets_here(results)
     if "time_to_result" in results:
         rows += _targets_time(results["time_to_result"])
+    if "stacks" in results:
+        rows += [
+            (f"{label}: TF 2.21 stack / TF 2.15 stack", new / old, "<=", 1.1)
+            for label, old, new in _stack_rows(results["stacks"])
+        ]
     hosts = results.get("hosts", {}).get("latency")
     if hosts:
         rows.append(
@@ -154,6 +159,32 @@ def _time_to_result(t: dict) -> list[str]:
         f"   Synthetic generator, one core, {g['rows']:,} rows x {g['features']} features: "
         f"{g['tool_gb_s']:.2f} GB/s (NumPy's sequential float32 normals: {g['numpy_gb_s']:.2f})"
     )
+    return out
+
+
+STACK_FIGURES = {
+    "import_s": "import (TensorFlow, Horovod, the tool), s",
+    "step_us_1": "step latency, seed job, 1 rank, us",
+    "step_us_2": "step latency, seed job, 2 ranks, us",
+    "seed_job_4_ranks_s": "seed job, horovodrun -np 4, start to exit, s",
+    "large_job_1_rank_s": "large job, horovodrun -np 1, start to exit, s",
+}
+
+
+def _stack_rows(stacks: dict) -> list[tuple[str, float, float]]:
+    """(figure, old stack's median, new stack's median) for each figure of section 7."""
+    old, new = stacks["medians"]["old"], stacks["medians"]["new"]
+    return [(label, old[key], new[key]) for key, label in STACK_FIGURES.items()]
+
+
+def _stacks(stacks: dict) -> list[str]:
+    v = stacks["versions"]
+    out = [f"7. The 2023 stack ({v['old']}) against today's ({v['new']}), medians"]
+    out += _grid(
+        ["figure", "TF 2.15 stack", "TF 2.21 stack", "ratio"],
+        [[label, f"{old:.3g}", f"{new:.3g}", f"{new / old:.2f}"]
+         for label, old, new in _stack_rows(stacks)],
+    )  # fmt: skip
     return out
 
 
@@ -302,7 +333,9 @@ def render(results: dict) -> list[str]:
     if "time_to_result" in results:
         out += _time_to_result(results["time_to_result"]) + [""]
     if "hosts" in results:
-        out += _across_hosts(results["hosts"])
+        out += _across_hosts(results["hosts"]) + [""]
+    if "stacks" in results:
+        out += _stacks(results["stacks"])
     out += ["", "Targets (ratios of figures measured in this run)"]
     out += _grid(
         ["target", "measured", "goal", "verdict"],

@@ -53,8 +53,9 @@ def test_readme_flag_table_lists_every_flag_with_its_default():
 
 
 def test_readme_lists_the_flags_of_predict_and_evaluate():
-    """The 'Use the model' table: each flag of each subcommand, and no other."""
-    section = (REPO / "README.md").read_text().split("\n## Use the model\n", 1)[1]
+    """docs/using-the-model.md's table: each flag of each subcommand, and no other."""
+    page = (REPO / "docs" / "using-the-model.md").read_text()
+    section = page.split("\n## Predict and evaluate\n", 1)[1]
     rows = section.split("\n## ", 1)[0].splitlines()
     table = [
         re.match(r"\| `--(\w+) [^|]*\| (\w+) \|", row).groups() for row in rows if "| `--" in row

@@ -36,8 +36,8 @@ def test_single_rank_recovers_the_seed_model(seed_run):
 
 
 def _documented_metrics_keys() -> set[str]:
-    """The keys the README's "Metrics JSON" section names, in backquotes."""
-    section = (REPO / "README.md").read_text().split("### Metrics JSON")[1].split("\n#")[0]
+    """The keys docs/output.md's "Metrics JSON" section names, in backquotes."""
+    section = (REPO / "docs" / "output.md").read_text().split("## Metrics JSON")[1].split("\n#")[0]
     return set(re.findall(r"`([a-z_]+)`", section))
 
 

@@ -1,6 +1,6 @@
 """This rank's shard of the global dataset: synthetic (as in the seed) or read from a file.
 
-Layout contract (the README repeats it; tests/reference.py simulates it). With N rows, s ranks,
+Layout contract (docs/data.md repeats it; tests/reference.py simulates it). With N rows, s ranks,
 B rows per rank per step and G = s * B rows per step (the global batch):
   * the rows are cut into runs of g consecutive rows, g a divisor of B (run_length): g = 1
     unless B rows of a .npy/.npz file (Table.row_bytes) reach _MIN_RUN_BYTES, and
@@ -19,7 +19,7 @@ rest: a batch starts at a multiple of g below n, so every batch is one slice (tr
 Kept: k ranks with batch B walk the same batches as 1 rank with batch k * B when both use the
 same N_sgd (whenever k * g divides N); a checkpoint resumes exactly on another number of ranks
 with the same global batch and the same N_sgd (otherwise the resume warns). Left out of SGD:
-under s * g rows (under s with g = 1, as before #12). Read: a rank reads its runs and its piece
+under s * g rows (under s with g = 1). Read: a rank reads its runs and its piece
 of the rest, about 1/s of a file, where runs are long enough to read alone; shorter runs share
 pages with the other ranks' rows, and a rank reads whole strides of s * g rows.
 """
@@ -179,7 +179,7 @@ class Layout:
 
 
 def run_length(size: int, batch_size: int, row_bytes: int | None) -> int:
-    """g, the rows of each run (README, layout): 1 on one rank, for data that is not read by
+    """g, the rows of each run (docs/data.md, layout): 1 on one rank, for data that is not read by
     ranges of rows (row_bytes None), and where B rows are under _MIN_RUN_BYTES: such runs
     share pages with the other ranks' rows, and a rank reads whole strides anyway. Otherwise
     the smallest divisor of B whose rows reach _MIN_RUN_BYTES: the fewest rows left out
@@ -581,7 +581,7 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 
 def is_validation(seed: int, ids: np.ndarray, fraction: float) -> np.ndarray:
     """Whether each global row id is held out: u = (h >> 11) / 2^53 < fraction, where
-    h = splitmix64(id XOR splitmix64(seed XOR _VALIDATION_KEY)) (README, Validation)."""
+    h = splitmix64(id XOR splitmix64(seed XOR _VALIDATION_KEY)) (docs/data.md, Validation)."""
     key = _splitmix64(np.array([seed ^ _VALIDATION_KEY], dtype=np.uint64))[0]
     with np.errstate(over="ignore"):
         h = _splitmix64(ids.astype(np.uint64) ^ key)

@@ -7,7 +7,7 @@ variables, the step, the rank count of the segment and the resets so far. When a
 their last commit, Horovod re-forms the job, rank 0's snapshot is broadcast to every rank (new
 ones included), each rank loads its shard for the new rank count, and training goes on.
 
-The reset contract (README, Elastic): the per-rank batch stays, so the global batch follows the
+The reset contract (docs/elastic.md): the per-rank batch stays, so the global batch follows the
 rank count; the data follow the sharding and batching contract at the new count from the
 snapshot's step on; the steps after the last commit are done again. The result is then a pure
 function of the data, the flags and the resets, (step, ranks before, ranks after), which the
@@ -61,9 +61,10 @@ def _values(trainer: Trainer) -> Values:
 
 class TrainingState(State):
     """Horovod's elastic state for the tool: one Snapshot, broadcast as one object under one
-    name on old and new ranks alike (horovod#2285 stalled on names that differed between them,
-    in TensorFlow 1's graph mode). The trainer, whose optimizer variables exist before any
-    snapshot is loaded (horovod#2652), is built at a rank's first entry."""
+    name on old and new ranks alike (Horovod stalled on names that differed between them, in
+    TensorFlow 1's graph mode: https://github.com/horovod/horovod/issues/2285). The trainer,
+    whose optimizer variables exist before any snapshot is loaded
+    (https://github.com/horovod/horovod/issues/2652), is built at a rank's first entry."""
 
     def __init__(self):
         self.trainer: Trainer | None = None
@@ -127,7 +128,8 @@ class TrainingState(State):
             self._say("hvd-linreg: the hosts changed; re-forming the job at the last commit")
             # Always synchronise after the reset, also when hosts were only removed: Horovod
             # would skip it then, and if the job fell below --min-np and hosts then joined, the
-            # new ranks would wait in the synchronisation the old ones skipped (horovod#3494).
+            # new ranks would wait in the synchronisation the old ones skipped:
+            # https://github.com/horovod/horovod/issues/3494
             raise HostsUpdatedInterrupt(skip_sync=False) from None
 
 

@@ -29,7 +29,8 @@ import tensorflow as tf
 from hvd_linreg.data import Shard
 from hvd_linreg.ranks import Job
 
-# Every rank holds R, the ranks' factors stacked and a block of rows in float64 (README, Exact).
+# Every rank holds R, the ranks' factors stacked and a block of rows in float64
+# (docs/statistics.md, Exact least squares).
 MAX_FEATURES = 4096
 _BLOCK_BYTES = 16 << 20  # rows cast to float64 at a time
 # Rows per Householder QR: short enough for LAPACK's unblocked QR to work in cache, and NumPy

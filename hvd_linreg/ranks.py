@@ -457,7 +457,7 @@ def init(verbose: bool = False, elastic: bool = False) -> Job:
         # Horovod's background thread batches requests every HOROVOD_CYCLE_TIME ms (default 1),
         # and each step's allreduce waited for it; 0 starts it at once. One rank never
         # allreduces, and there the spinning thread would only take the training's core.
-        # (README, Performance: what each of these defaults is worth.)
+        # (docs/performance.md: what each of these defaults is worth.)
         os.environ.setdefault("HOROVOD_CYCLE_TIME", "0")
         # A rank waiting in MPI yields its core instead of busy-polling it: to the rank it waits
         # for when ranks outnumber cores, and to the training on a shared machine.

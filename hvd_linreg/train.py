@@ -323,7 +323,7 @@ class Trainer:
         batch_size, n = self.cfg.batch_size, self.shard.num_train
         loss, ran = tf.constant(0.0, self.model.params.dtype), tf.constant(0, tf.int64)
         for step in tf.range(first, first + count):
-            # The README's layout contract: step i's rows are the shard's rows from i*B on,
+            # docs/data.md's layout contract: step i's rows are the shard's rows from i*B on,
             # mod n (a window of the shard starts at row offset). A batch that runs past the
             # n-th row goes on in the copy of the first rows held after it: so every batch is
             # one block, and a slice shares the shard's memory where a gather would copy it.

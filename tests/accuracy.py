@@ -1,7 +1,7 @@
 """The exact solver's accuracy problems and how they are scored: NIST's certified datasets and
 designs of our own solved in rational arithmetic, the correct digits (LRE) of the tool's fit at
 N ranks, and those of scikit-learn, statsmodels and SciPy on the same float64 rows. Used by
-tests/test_nist.py and tests/nist_table.py (the README's table)."""
+tests/test_nist.py and tests/nist_table.py (docs/statistics.md's table)."""
 
 from __future__ import annotations
 

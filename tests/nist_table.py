@@ -1,6 +1,7 @@
-"""Print the README's accuracy table: the correct digits (LRE) of the worst coefficient and the
-worst standard error of the tool's exact fit at 1, 2 and 3 ranks under MPI and Gloo, next to
-scikit-learn's, statsmodels' and SciPy's on the same rows (six horovodrun jobs, about a minute).
+"""Print docs/statistics.md's accuracy table: the correct digits (LRE) of the worst coefficient
+and the worst standard error of the tool's exact fit at 1, 2 and 3 ranks under MPI and Gloo,
+next to scikit-learn's, statsmodels' and SciPy's on the same rows (six horovodrun jobs, about a
+minute).
 
     .venv/bin/python tests/nist_table.py
 """

@@ -1,4 +1,4 @@
-"""An independent float64 NumPy simulation of data-parallel training, written from the README's
+"""An independent float64 NumPy simulation of data-parallel training, written from docs/data.md's
 sharding contract and Keras 2.15's update rules, to check the runs against. It shares no code
 with hvd_linreg."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-# Runs shorter than this are not read alone (README, layout and batching contract).
+# Runs shorter than this are not read alone (docs/data.md, layout and batching contract).
 MIN_RUN_BYTES = 256 * 1024
 
 

@@ -1,7 +1,8 @@
 """--elastic under horovodrun's elastic driver: on one host, what holds there (the start, the
 refusals, the end of a job that cannot start); on the namespaced cluster (ci/cluster.sh), the
 survival: a killed worker, a host leaving and coming back, too few hosts for too long, and the
-upstream failures horovod#3494 and horovod#2285 (a scale-up). Every finished run is checked
+upstream failures https://github.com/horovod/horovod/issues/3494 and
+https://github.com/horovod/horovod/issues/2285 (a scale-up). Every finished run is checked
 against a float64 simulation of its segments, from the resets the metrics JSON lists.
 
 The hosts come from a plain file read by hostfiles/discover_hosts.sh, which the tests rewrite
@@ -343,10 +344,10 @@ def test_too_few_hosts_for_longer_than_the_elastic_timeout_ends_the_job(start_el
 
 @on_the_cluster
 def test_below_min_np_then_a_new_rank_joins_no_deadlock(start_elastic, regression_file):
-    """horovod#3494: hosts removed (no failure) left fewer than --min-np ranks; Horovod skips
-    the state synchronisation on such a reset, a rank that then joins waits in its own, and the
-    job hangs. Here node2 leaves, node1 gets a second slot: the new rank on node1 must be
-    synchronised with the rank that stayed."""
+    """https://github.com/horovod/horovod/issues/3494: hosts removed (no failure) left fewer
+    than --min-np ranks; Horovod skips the state synchronisation on such a reset, a rank that
+    then joins waits in its own, and the job hangs. Here node2 leaves, node1 gets a second
+    slot: the new rank on node1 must be synchronised with the rank that stayed."""
     path, X, y = regression_file(num_rows=ROWS)
     # Seeing a change in the hosts file takes the driver seconds on a loaded machine.
     args = [*data_args(path, 10000), "--log_every", "500", "--commit_every", "100"]

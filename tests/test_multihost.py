@@ -39,11 +39,11 @@ pytestmark = [pytest.mark.multiprocess, pytest.mark.multihost]
 
 HOSTS = "node1:2,node2:2"  # ranks 0, 1 on node1 and 2, 3 on node2, under every launcher
 LAUNCHERS = ["horovodrun-mpi", "horovodrun-gloo", "mpirun-host", "mpirun-hostfile"]
-# The README's srun recipe, 2 nodes x 2 tasks: Open MPI's PMIx start, and the whole step ended
-# when a rank fails (else the others wait for it in MPI_Init for ever).
+# docs/launching.md's srun recipe, 2 nodes x 2 tasks: Open MPI's PMIx start, and the whole step
+# ended when a rank fails (else the others wait for it in MPI_Init for ever).
 SRUN = ["srun", "--mpi=pmix", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks-per-node=2"]
 # Open MPI's daemons talk over TCP connections that, by default, notice a lost host only after
-# 8 minutes (keep-alive after 300 s idle, 9 probes 20 s apart): the README's recipe for jobs
+# 8 minutes (keep-alive after 300 s idle, 9 probes 20 s apart): docs/launching.md's recipe for jobs
 # across hosts shortens that, and these tests use the recipe.
 MPI_KEEPALIVE = {
     "OMPI_MCA_oob_tcp_keepalive_time": "10",
@@ -190,7 +190,7 @@ def test_two_hosts_equal_averaged_sgd(launcher, start_cluster_job, regression_fi
 # no network between the hosts, though it looks like one to Open MPI.
 DECOY = ("docker0", "198.19.0.1/24")
 NIC = "eth0"  # the interface the hosts reach each other on
-# The README's one interface setting, as each launcher takes it.
+# docs/launching.md's one interface setting, as each launcher takes it.
 NIC_FOR_MPIRUN = {"OMPI_MCA_btl_tcp_if_include": NIC, "OMPI_MCA_oob_tcp_if_include": NIC}
 NIC_FOR_HOROVODRUN = ("--network-interfaces", NIC)
 

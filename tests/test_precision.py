@@ -14,7 +14,8 @@ from reference import averaged_sgd, lstsq
 
 
 def ill_scaled(num_rows: int = 3001) -> tuple[np.ndarray, np.ndarray]:
-    """Issue #12's case: 5 features, one offset by 1000, one scaled by 100, in float64."""
+    """docs/statistics.md's centring case: 5 features, one offset by 1000, one scaled by 100,
+    in float64."""
     rng = np.random.default_rng(12)
     X = rng.standard_normal((num_rows, 5))
     X[:, 1] += 1000.0

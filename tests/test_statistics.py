@@ -20,7 +20,7 @@ from hvd_linreg.statistics import two_sided_p
 
 @pytest.fixture(scope="module")
 def diabetes(tmp_path_factory) -> tuple[str, pd.DataFrame]:
-    """The README's worked example's file, written by its script."""
+    """docs/statistics.md's worked example's file, written by its script."""
     path = tmp_path_factory.mktemp("diabetes") / "diabetes.csv"
     subprocess.run([sys.executable, str(REPO / "docs" / "diabetes_csv.py"), str(path)], check=True)
     return str(path), pd.read_csv(path)

@@ -1,4 +1,4 @@
-"""--validation_fraction: the README's hash picks the held-out rows, the same for any number of
+"""--validation_fraction: docs/data.md's hash picks the held-out rows, the same for any number of
 ranks; training uses the others, and the scores on the held-out rows are scikit-learn's."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ MASK = (1 << 64) - 1
 
 
 def splitmix64(x: int) -> int:
-    """The README's splitmix64, on Python integers (mod 2^64)."""
+    """docs/data.md's splitmix64, on Python integers (mod 2^64)."""
     z = (x + 0x9E3779B97F4A7C15) & MASK
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
@@ -29,7 +29,7 @@ def splitmix64(x: int) -> int:
 
 
 def held_out(num_rows: int, seed: int, fraction: float) -> np.ndarray:
-    """The validation rows as the README defines them, computed here on our own."""
+    """The validation rows as docs/data.md defines them, computed here on our own."""
     key = splitmix64(seed ^ 0x76616C6964617465)
     u = [(splitmix64(i ^ key) >> 11) / 2.0**53 for i in range(num_rows)]
     return np.asarray(u) < fraction

@@ -27,7 +27,7 @@ IMPORT = "\n".join(
     [
         "from hvd_linreg.ranks import import_tensorflow",
         "import_tensorflow()",
-        "import hvd_linreg.train",
+        "import hvd_linreg.pipeline",
     ]
 )
 

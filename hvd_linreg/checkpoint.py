@@ -115,3 +115,70 @@ def _load(path: Path) -> Checkpoint:
 def _checkpoints(directory: Path) -> list[Path]:
     """Complete checkpoints, oldest first; temporary files of interrupted saves are ignored."""
     return sorted(p for p in directory.iterdir() if _NAME.match(p.name))
+
+
+def check_resumable(ckpt: Checkpoint, where: str, num_features: int, optimizer: str, slots) -> None:
+    """Refuse a checkpoint this run cannot continue: another model shape or another optimizer.
+
+    slots: the shapes of this run's optimizer variables."""
+    if ckpt.num_features != num_features:
+        raise UsageError(
+            f"the checkpoint in {where} is for {ckpt.num_features} features, "
+            f"this data has {num_features}; use another --checkpoint_dir"
+        )
+    # By the flag, not the state's shapes: plain SGD and momentum are one Keras class
+    # with the same slots, and momentum would take SGD's last update for its velocity.
+    saved = ckpt.config.get("optimizer")
+    if saved != optimizer or [a.shape for a in ckpt.optimizer] != list(slots):
+        raise UsageError(
+            f"the checkpoint in {where} holds another optimizer's state ({saved}, this run "
+            f"uses {optimizer}); use another --checkpoint_dir"
+        )
+
+
+_DIFFER = "the result will differ from an uninterrupted run"
+
+
+def trajectory_warnings(
+    ckpt: Checkpoint, config: dict, global_batch: int, batched: int
+) -> list[str]:
+    """Why continuing from this checkpoint will not retrace an uninterrupted run, if it will not.
+
+    The same global batch over the same first N_sgd rows is the same trajectory, whatever the
+    rank count (the layout contract); config is this run's Config.as_dict()."""
+    warnings = []
+    if ckpt.global_batch_size != global_batch:
+        warnings.append(
+            f"the checkpoint was trained with a global batch of {ckpt.global_batch_size}, "
+            f"this run uses {global_batch}: {_DIFFER}"
+        )
+    elif ckpt.batched_rows is None:
+        warnings.append(
+            "the checkpoint does not record which rows its batches used (an older version "
+            f"wrote it); this run's use the first {batched}: {_DIFFER.replace('will', 'may')}"
+        )
+    elif ckpt.batched_rows != batched:
+        warnings.append(
+            f"the checkpoint was trained on batches of the first {ckpt.batched_rows} rows, "
+            f"this run's use the first {batched}: {_DIFFER}"
+        )
+    return warnings + _other_rows_warnings(ckpt.config, config)
+
+
+def _other_rows_warnings(saved: dict, config: dict) -> list[str]:
+    """As many rows can still be other rows: the hold-out split picks them, and the seed draws
+    the synthetic rows and the split. (Checkpoints from before the split had none.)"""
+    fraction, now = saved.get("validation_fraction", 0.0), config["validation_fraction"]
+    if fraction != now:
+        return [
+            f"the checkpoint was trained with --validation_fraction {fraction:g}, this run "
+            f"uses {now:g}: other rows train, and {_DIFFER}"
+        ]
+    synthetic = config["data"] is None
+    if saved.get("seed", config["seed"]) != config["seed"] and (synthetic or fraction):
+        drawn = "synthetic rows" if synthetic else "held-out rows"
+        return [
+            f"the checkpoint was trained with --seed {saved['seed']}, this run uses "
+            f"{config['seed']}: the seed draws the {drawn}, so other rows train, and {_DIFFER}"
+        ]
+    return []

@@ -12,16 +12,14 @@ from dataclasses import fields
 
 from hvd_linreg import __version__
 from hvd_linreg.config import Config, UsageError, field_names
+from hvd_linreg.hosts import check_elastic_launch, check_host_name
+from hvd_linreg.launcher import launch_rank, speaks_for
 from hvd_linreg.ranks import (
-    check_elastic_launch,
-    check_host_name,
     import_tensorflow,
     is_collective_failure,
-    launch_rank,
     quiet_tensorflow,
     say,
     settle,
-    speaks_for,
     without_pandas,
 )
 
@@ -184,8 +182,10 @@ def main(argv: list[str] | None = None) -> int:
         check_host_name()  # a bad host name would crash Horovod: refuse it before it starts
         check_elastic_launch(cfg.elastic)
         import_tensorflow()  # after the flags are checked: it takes seconds
-        from hvd_linreg.train import run
-
+        if cfg.elastic:
+            from hvd_linreg.elastic import run
+        else:
+            from hvd_linreg.pipeline import run
         return run(cfg)
     except UsageError as e:
         code = _fail(f"hvd-linreg: error: {e}", 2, e)

@@ -388,7 +388,7 @@ def host_report() -> None:
     IPv4 networks and the versions the tool would report here."""
     import socket
 
-    from hvd_linreg.ranks import host_name_problem
+    from hvd_linreg.hosts import host_name_problem
     from hvd_linreg.report import versions
 
     name = socket.gethostname()

@@ -26,10 +26,9 @@ import tensorflow as tf
 from horovod.common.elastic import State, run_fn
 from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 
-from hvd_linreg import ranks
+from hvd_linreg import families, pipeline, ranks
 from hvd_linreg.config import Config
-from hvd_linreg.report import header_line
-from hvd_linreg.train import Trainer, prepare, report, solve_exactly, validation_scores
+from hvd_linreg.trainer import Trainer
 
 Reset = tuple[int, int, int]  # (step training went on from, ranks before, ranks after)
 
@@ -73,7 +72,7 @@ class TrainingState(State):
 
     @staticmethod
     def _broadcast_updates(obj):
-        return hvd.broadcast_object(obj, root_rank=0, name="hvd_linreg.host_updates")
+        return ranks.broadcast_object(obj, "hvd_linreg.host_updates")
 
     def begin(self, size: int) -> None:
         """The run's first commit: the trainer's start, fresh or from a checkpoint."""
@@ -116,9 +115,7 @@ class TrainingState(State):
 
     def sync(self) -> None:
         """Rank 0's commit on every rank (ranks that just joined have none)."""
-        self.committed = hvd.broadcast_object(
-            self.committed, root_rank=0, name="hvd_linreg.snapshot"
-        )
+        self.committed = ranks.broadcast_object(self.committed, "hvd_linreg.snapshot")
         self.load()
 
     def check_host_updates(self) -> None:
@@ -146,37 +143,36 @@ def run_elastic(func):
                 raise HorovodInternalError(e) from e
             raise
 
-    def reset() -> None:
-        hvd.shutdown()
-        hvd.init()  # a new rendezvous: the ranks, the rank count and rank 0 may all change
-
-    return run_fn(lost_rank_as_internal_error, reset)
+    return run_fn(lost_rank_as_internal_error, ranks.restart)
 
 
-def run(cfg: Config, job: ranks.Job) -> int:
-    """The elastic recipe: nothing collective before hvd.elastic.run (a rank that joins a
-    running job meets the others only in its synchronisation), everything else inside it."""
+def run(cfg: Config) -> int:
+    """The elastic recipe: pipeline's steps, with nothing collective before hvd.elastic.run (a
+    rank that joins a running job meets the others only in its synchronisation), everything
+    else inside it."""
+    ranks.init(verbose=cfg.verbose, elastic=True)
+    family = families.get()
     state = TrainingState()
     began = time.perf_counter()
-    job, shard, result, optimum = run_elastic(_train)(state, cfg)
+    job, shard, result, optimum = run_elastic(_train)(state, cfg, family)
     result = replace(result, wall_s=time.perf_counter() - began)
-    report(cfg, job, shard, result, optimum)
+    pipeline.finish(cfg, family, job, shard, result, optimum)
     return 0
 
 
-def _train(state: TrainingState, cfg: Config):
+def _train(state: TrainingState, cfg: Config, family):
     """One segment: from the last commit (or the start) with the ranks there are now."""
     job = ranks.current_job(cfg.verbose)
-    shard, ckpt_dir = prepare(cfg, job)
+    shard, ckpt_dir = pipeline.prepare(cfg, job)
     if state.trainer is None:
-        state.trainer = Trainer(cfg, job, shard, ckpt_dir)
+        state.trainer = pipeline.make_trainer(cfg, family, job, shard)
+        state.trainer.use(job, shard, ckpt_dir)
         state.load()
     else:
         state.trainer.use(job, shard, ckpt_dir)
     trainer = state.trainer
     if state.committed is None:  # the run's start (or a reset before its first commit)
-        if not cfg.quiet:
-            job.log(header_line(cfg, job, shard))
+        pipeline.announce(cfg, job, shard)
         trainer.start()
         state.begin(job.size)
     else:
@@ -185,13 +181,11 @@ def _train(state: TrainingState, cfg: Config):
         job.log(f"hvd-linreg: elastic reset: {s.size} -> {job.size} ranks, from step {s.step}")
         state.committed = replace(s, size=job.size, resets=(*s.resets, event))
     trainer.first_step = state.committed.step
-    result = trainer.fit(commit=state.commit_at)
-    optimum = solve_exactly(cfg, job, shard)
+    result, optimum = pipeline.train(cfg, family, job, shard, trainer, commit=state.commit_at)
     result = replace(
         result,
         initial_params=state.committed.initial,
         first_step=state.committed.first_step,
         resets=list(state.committed.resets),
-        validation=validation_scores(job, shard, result.params),
     )
     return job, shard, result, optimum

@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
@@ -155,10 +154,6 @@ def _leaf_factors(A: np.ndarray, leaf: int) -> list[np.ndarray]:
     return [leaves.reshape(-1, n), A[whole:]]
 
 
-def _sum_over_ranks(values: np.ndarray, name: str) -> np.ndarray:
-    return hvd.allreduce(tf.constant(values, tf.float64), op=hvd.Sum, name=name).numpy()
-
-
 def _blocks(shard: Shard, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """This rank's rows as float64 blocks: no float64 copy of the whole shard."""
     for X, y in shard.blocks(rows):
@@ -174,7 +169,7 @@ def factorise(job: Job, shard: Shard) -> Factor:
     sums = np.zeros(n + 1)  # column sums of X, sum of y, row count
     for X, y in _blocks(shard, rows):
         sums += np.concatenate([X.sum(axis=0), [y.sum(), len(y)]])
-    sums = _sum_over_ranks(sums, "column_sums")
+    sums = job.allreduce_sum(sums, "column_sums")  # Horovod: every rank's column sums
     count = int(sums[-1])
     means = sums[:-1] / count
     r = np.zeros((n, n))  # zero rows change no R
@@ -183,7 +178,7 @@ def factorise(job: Job, shard: Shard) -> Factor:
         A -= means
         r = _triangle(np.concatenate([r, *_leaf_factors(A, leaf)]))
     if job.size > 1:
-        r = _triangle(job.allgather_rows(r, "factors"))
+        r = _triangle(job.allgather_rows(r, "factors"))  # Horovod: every rank's R
     return Factor(r, means[:-1], float(means[-1]), count)
 
 

@@ -17,22 +17,23 @@ from hvd_linreg import __version__
 from hvd_linreg.atomic import atomic_directory
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard
+from hvd_linreg.families import FAMILIES
 
 # TensorFlow Serving's place for files of the model that are not TensorFlow's own.
 METADATA = Path("assets.extra") / "hvd_linreg.json"
 FORMAT = "hvd_linreg linear model"
-SIGNATURE = "serving_default"
 
 
 @dataclass(frozen=True)
 class ExportedModel:
-    """What predict and evaluate need of an exported model: y = X·w + b."""
+    """What predict and evaluate need of an exported model: its family's parameters."""
 
     path: str
     theta: np.ndarray  # [w..., b], float64
     dtype: str  # the training precision, that of the serving signature
     feature_names: tuple[str, ...] | None
     target_name: str | None
+    family: str = "linear"  # the model family (families/) that predicts and scores
 
     @property
     def num_features(self) -> int:
@@ -60,11 +61,12 @@ def check_target(path: str | None) -> None:
             ) from None
 
 
-def save(cfg: Config, shard: Shard, theta: np.ndarray, metrics: dict[str, Any]) -> None:
+def save(cfg: Config, family, shard: Shard, theta: np.ndarray, metrics: dict[str, Any]) -> None:
     """Rank 0 writes the model to --export, whole or not at all (atomic_directory)."""
     check_target(cfg.export)  # again: something may have appeared there while training ran
     metadata = {
         "format": FORMAT,
+        "model": family.NAME,
         "hvd_linreg": __version__,
         "num_features": len(theta) - 1,
         "dtype": shard.dtype,
@@ -78,26 +80,11 @@ def save(cfg: Config, shard: Shard, theta: np.ndarray, metrics: dict[str, Any]) 
     }
 
     def build(directory: Path) -> None:
-        _write_saved_model(directory, theta, shard.dtype)
+        family.save_model(directory, theta, shard.dtype)
         (directory / METADATA).parent.mkdir(exist_ok=True)
         (directory / METADATA).write_text(json.dumps(metadata, indent=2) + "\n")
 
     atomic_directory(Path(cfg.export), build)
-
-
-def _write_saved_model(directory: Path, theta: np.ndarray, dtype: str) -> None:
-    import tensorflow as tf
-
-    from hvd_linreg.model import LinearModel
-
-    model = LinearModel(theta, dtype)
-
-    @tf.function(input_signature=[tf.TensorSpec([None, model.num_features], dtype, "features")])
-    def serve(features):
-        return {"prediction": model.predict(features)}
-
-    model.serve = serve  # tracked by the module, so the SavedModel keeps it
-    tf.saved_model.save(model, str(directory), signatures={SIGNATURE: serve})
 
 
 def load(path: str) -> ExportedModel:
@@ -116,6 +103,8 @@ def load(path: str) -> ExportedModel:
         meta = json.loads((p / METADATA).read_text())
         if meta.get("format") != FORMAT:
             raise ValueError(f"its format is {meta.get('format')!r}, not {FORMAT!r}")
+        if meta.get("model", "linear") not in FAMILIES:
+            raise ValueError(f"its model family {meta['model']!r} is not one this version knows")
         theta = np.array([*meta["w"], meta["b"]], np.float64)
         if theta.ndim != 1 or len(theta) != meta["num_features"] + 1:
             raise ValueError("w does not have num_features values")
@@ -126,6 +115,7 @@ def load(path: str) -> ExportedModel:
             meta["dtype"],
             None if names is None else tuple(names),
             meta["target_name"],
+            meta.get("model", "linear"),
         )
     except KeyError as e:
         raise UsageError(f"cannot read --model {path}'s metadata ({METADATA}): no {e}") from None

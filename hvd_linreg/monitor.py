@@ -4,6 +4,7 @@ loss history that the plot draws."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -11,7 +12,6 @@ from tensorflow.core.framework.summary_pb2 import DATA_CLASS_SCALAR, SummaryMeta
 
 from hvd_linreg.config import Config
 from hvd_linreg.ranks import Job
-from hvd_linreg.scores import Scores
 
 _MAX_SCALAR_WEIGHTS = 8  # TensorBoard gets w_j for at most this many features
 # What TensorBoard's scalar dashboard looks for. tf.summary.scalar needs the tensorboard package,
@@ -31,7 +31,7 @@ class Monitor:
         self.job = job
         self.quiet = cfg.quiet
         self.history: list[tuple[int, float]] = []
-        self.validation_history: list[tuple[int, Scores]] = []
+        self.validation_history: list[tuple[int, Any]] = []  # the family's Scores
         speaks = job.is_root
         self.bar = None
         if speaks and not cfg.quiet and sys.stderr.isatty():
@@ -47,7 +47,7 @@ class Monitor:
         lr: float,
         steps_per_s: float,
         params,
-        validation: Scores | None = None,
+        validation=None,
     ) -> None:
         """One log point: the loss averaged over ranks at this step, and what goes with it
         (with --validation_fraction, the scores on the held-out rows)."""
@@ -55,7 +55,7 @@ class Monitor:
         scored = ""
         if validation is not None:
             self.validation_history.append((step, validation))
-            scored = f" Validation: {scores_line(validation)}"
+            scored = f" Validation: {validation.line()}"
         if self.bar is not None:
             self.bar.update(step - self.bar.n)
             self.bar.set_postfix(loss=f"{loss:.4g}", refresh=False)
@@ -64,8 +64,8 @@ class Monitor:
         if self.writer is not None:
             with self.writer.as_default(step=step):
                 _scalar("loss", loss)
-                for name in ("mse", "rmse", "mae", "r2") if validation is not None else ():
-                    _scalar(f"validation/{name}", getattr(validation, name))
+                for name, value in validation.values().items() if validation is not None else ():
+                    _scalar(f"validation/{name}", value)
                 _scalar("learning_rate", lr)
                 _scalar("steps_per_s", steps_per_s)
                 theta = np.asarray(params).reshape(-1)
@@ -79,8 +79,3 @@ class Monitor:
         if self.writer is not None:
             self.writer.flush()
             self.writer.close()
-
-
-def scores_line(s: Scores) -> str:
-    """Validation scores as the log lines and the summary show them."""
-    return f"MSE {s.mse:.6g}, RMSE {s.rmse:.6g}, MAE {s.mae:.6g}, R² {s.r2:.6g}"

@@ -7,13 +7,12 @@ output's name) is checked before Horovod and TensorFlow start."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from hvd_linreg import ranks
+from hvd_linreg import families, ranks
 from hvd_linreg.atomic import atomic_write
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import CsvHeader, Table, csv_header, open_table, read_csv_split
@@ -23,15 +22,6 @@ from hvd_linreg.ranks import Job
 OUTPUT_FORMATS = (".npy", ".csv")
 
 
-def predicted(theta: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """X w + b in float64, summed term by term: a BLAS product's order of summation depends on
-    how many rows it is given, and a row's prediction must not depend on the rank count."""
-    out = np.full(len(X), theta[-1], np.float64)
-    for j, w_j in enumerate(theta[:-1]):
-        out += X[:, j] * w_j
-    return out
-
-
 def predict(model_path: str, data_path: str, out: str) -> int:
     """Write the model's prediction for every row of the data file to out, in its order."""
     if Path(out).suffix.lower() not in OUTPUT_FORMATS:
@@ -39,9 +29,10 @@ def predict(model_path: str, data_path: str, out: str) -> int:
     request = Request.check(model_path, data_path, need_target=False)
     job = ranks.init()
     X, _ = request.read(job, "--out", out)
-    theta = request.model.theta
+    family = families.get(request.model.family)
     # Rank order is file order: each rank's block follows the previous rank's.
-    predictions = np.concatenate(job.allgather(predicted(theta, X), name="predictions"))
+    mine = family.predict(request.model.theta, X)
+    predictions = np.concatenate(job.allgather(mine, name="predictions"))
     if job.is_root:  # only rank 0 writes, so ranks never race on the same file
         write_predictions(Path(out), predictions)
         job.log(f"hvd-linreg predict: {len(predictions)} predictions written to {out}")
@@ -54,19 +45,15 @@ def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
     job = ranks.init()
     X, y = request.read(job, "--metrics_json", metrics_json)
     from hvd_linreg.report import write_json
-    from hvd_linreg.scores import scores
 
-    result = scores(job, request.model.theta, [(X, y)])
+    family = families.get(request.model.family)
+    result = family.scores(job, request.model.theta, [(X, y)])
     if job.is_root:
         job.log(f"Scores of the model {model_path} on {data_path} ({result.count} rows):")
-        job.log(f"  MSE:  {result.mse:.6g}")
-        job.log(f"  RMSE: {result.rmse:.6g}")
-        job.log(f"  MAE:  {result.mae:.6g}")
-        r2 = "undefined (the targets are constant)" if math.isnan(result.r2) else f"{result.r2:.6g}"
-        job.log(f"  R²:   {r2}")
+        for line in result.table():
+            job.log(line)
         if metrics_json:
-            # JSON has no NaN: an undefined R² is null.
-            values = {k: None if v != v else v for k, v in asdict(result).items()}
+            values = {"count": result.count, **result.as_json()}
             write_json(metrics_json, {"model": model_path, "data": data_path, **values})
     return 0
 

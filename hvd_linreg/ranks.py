@@ -1,12 +1,13 @@
-"""Everything about ranks in one place: who am I, how many are we, who speaks, how we agree.
+"""Everything about ranks once Horovod runs: who am I, how many are we, who speaks, how we
+agree, and every collective (Job).
 
-This is the only module that reads the launcher's environment or starts Horovod.
+This is the only module that starts Horovod (init, and restart for an elastic reset);
+launcher.py reads what the launcher told the rank before.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import socket
 import sys
@@ -14,38 +15,14 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hvd_linreg.config import UsageError
+from hvd_linreg.hosts import check_distinct_hosts, machine_id
+from hvd_linreg.launcher import job_size, local_size, speaks_for
 
 if TYPE_CHECKING:
     import numpy as np
-
-# Launchers announce the rank before any MPI call; we need it to keep non-root ranks quiet
-# when the command line is rejected before Horovod starts.
-_RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
-_SIZE_VARIABLES = ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
-# Ranks on this host: fewer than the job's size means the job spans several hosts.
-_LOCAL_SIZE_VARIABLES = ("HOROVOD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS")
-_LOCAL_RANK_VARIABLES = (
-    "HOROVOD_LOCAL_RANK",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "MPI_LOCALRANKID",
-    "SLURM_LOCALID",
-)
-# srun starts the ranks itself and tells each the nodes of its step, not the ranks per node.
-# Only a step's tasks have it: a batch script's SLURM_NNODES is the allocation's, which a job
-# that horovodrun or mpirun starts inside it may not span.
-_SLURM_STEP_NODES = ("SLURM_STEP_NUM_NODES",)
-
-
-def _launcher_value(names: tuple[str, ...], default: int) -> int:
-    for name in names:
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return default
 
 
 STALL_DEFAULTS = {
@@ -63,7 +40,7 @@ def memory_per_rank() -> int:
     with open("/proc/meminfo") as f:
         available = next(int(line.split()[1]) * 1024 for line in f if "MemAvailable" in line)
     limit = min([available, *_cgroup_limits()])
-    return limit // _launcher_value(_LOCAL_SIZE_VARIABLES, 1)
+    return limit // local_size()
 
 
 def _cgroup_limits() -> list[int]:
@@ -92,23 +69,6 @@ def _cgroup_limits() -> list[int]:
     return limits
 
 
-def launch_rank() -> int:
-    """This process's rank as the launcher set it, or 0 when started without one."""
-    return _launcher_value(_RANK_VARIABLES, 0)
-
-
-class HostError(UsageError):
-    """A usage error of this host, found before Horovod starts: only the ranks on this host
-    see it and cannot tell the others, so the first rank on the host speaks for it."""
-
-
-def speaks_for(error: BaseException | None = None) -> bool:
-    """Whether this rank prints the job's one error line (rank 0, or the host's first rank)."""
-    if isinstance(error, HostError):
-        return _launcher_value(_LOCAL_RANK_VARIABLES, 0) == 0
-    return launch_rank() == 0
-
-
 def say(line: str, *, stream=None) -> None:
     """Write one whole line: Open MPI's output tagging splits multi-part prints."""
     stream = stream or sys.stdout
@@ -119,7 +79,19 @@ def say(line: str, *, stream=None) -> None:
 @dataclass(frozen=True)
 class Job:
     """The job as this process sees it: its rank, how many there are, who speaks, how they
-    agree."""
+    agree.
+
+    Every collective the tool makes goes through a Job method, so this list is all of them
+    (besides the gradient allreduce inside Horovod's DistributedOptimizer, and elastic.py's
+    snapshot broadcast, which Horovod's elastic State makes):
+    - broadcast, broadcast_variables: rank 0's values on every rank;
+    - allgather, allgather_rows: every rank's values, in rank order;
+    - alltoall: rows sent from each rank to each rank (the CSV scatter);
+    - allreduce_sum, mean: sums and averages of numbers over the ranks;
+    - barrier: every rank has got here;
+    - agree: the same UsageError on every rank when any rank hit one.
+    Each is a no-op on one rank, so a one-rank run needs no peer.
+    """
 
     rank: int
     size: int
@@ -146,9 +118,7 @@ class Job:
 
     def broadcast(self, obj):
         """Rank 0's value of obj, on every rank."""
-        import horovod.tensorflow as hvd
-
-        return hvd.broadcast_object(obj, root_rank=0) if self.size > 1 else obj
+        return broadcast_object(obj) if self.size > 1 else obj
 
     def allgather(self, obj, name: str | None = None) -> list:
         """Every rank's value of obj, by rank, on every rank."""
@@ -176,6 +146,39 @@ class Job:
 
         received, _ = hvd.alltoall(tf.constant(rows), splits=tf.constant(counts, tf.int32))
         return received.numpy()
+
+    def broadcast_variables(self, variables: list) -> None:
+        """Assign rank 0's values to these TensorFlow variables on every rank."""
+        if self.size > 1:
+            import horovod.tensorflow as hvd
+
+            hvd.broadcast_variables(variables, root_rank=0)
+
+    def allreduce_sum(self, values, name: str) -> np.ndarray:
+        """The element-wise sum over the ranks of a float64 array, on every rank."""
+        import numpy as np
+
+        values = np.asarray(values, np.float64)
+        if self.size == 1:
+            return values
+        import horovod.tensorflow as hvd
+        import tensorflow as tf
+
+        return hvd.allreduce(tf.constant(values), op=hvd.Sum, name=name).numpy()
+
+    def mean(self, value, name: str) -> float:
+        """The average over the ranks of a number (a float or a TensorFlow scalar)."""
+        if self.size == 1:
+            return float(value)
+        import horovod.tensorflow as hvd
+
+        return float(hvd.allreduce(value, op=hvd.Average, name=name))
+
+    def barrier(self, name: str) -> None:
+        """Return once every rank has called it. An allreduce, not hvd.join(): after an elastic
+        reset, ranks that passed a join ran on without a rank that had not (joined ranks count
+        as zeros) and then failed in the next broadcast."""
+        self.allreduce_sum([0.0], name)
 
     def agree(self, error: UsageError | None) -> None:
         """Raise the same UsageError on every rank if any rank hit one.
@@ -348,112 +351,12 @@ def thread_budget(local_size: int) -> int:
     return max(1, min(share, len(os.sched_getaffinity(0))))
 
 
-def check_host_name() -> None:
-    """Refuse, before Horovod starts, a host name that would crash or hang the job.
-
-    Gloo binds each rank to the address its host's name resolves to (not to the interface
-    horovodrun chose): a name that does not resolve kills every rank with SIGSEGV, a loopback
-    address leaves the other hosts connecting to themselves, and another host's address (two
-    hosts with one name) cannot be bound. Open MPI takes two hosts with one name for one host and
-    crashes in its first collective. Each is seen by the ranks on the bad host alone.
-    """
-    size = _launcher_value(_SIZE_VARIABLES, 1)
-    local_size = _launcher_value(_LOCAL_SIZE_VARIABLES, 0)
-    if local_size:
-        spans_hosts = local_size < size
-    else:  # srun, or no launcher
-        spans_hosts = _launcher_value(_SLURM_STEP_NODES, 1) > 1
-    gloo = "HOROVOD_GLOO_RENDEZVOUS_ADDR" in os.environ
-    if size > 1:
-        problem = host_name_problem(spans_hosts, gloo)
-        if problem:
-            raise HostError(problem)
-
-
-def host_name_problem(spans_hosts: bool, gloo: bool) -> str | None:
-    """What is wrong with this host's name for a job of several ranks, and how to fix it."""
-    if not (spans_hosts or gloo):
-        return None  # one host under MPI: the name is never looked up
-    name = socket.gethostname()
-    try:
-        address = socket.gethostbyname(name)
-    except OSError:
-        return (
-            f"this host's name {name!r} does not resolve to an address, and Horovod needs it for "
-            f"a job across hosts or under Gloo: add the line '<its address> {name}' to /etc/hosts "
-            "on this host (127.0.1.1 will do on one machine), or give it a DNS entry"
-        )
-    if not spans_hosts:
-        return None
-    if ipaddress.ip_address(address).is_loopback:
-        return (
-            f"this host's name {name!r} resolves to {address}, a loopback address, but the job "
-            f"spans several hosts and the others cannot reach {name} there: in /etc/hosts on "
-            f"{name}, put {name} on the line of its network address, not {address}"
-        )
-    if not _is_own_address(address):
-        return (
-            f"this host's name {name!r} resolves to {address}, which is not an address of this "
-            "host: another host has the same name (a cloned image or container?) or the entry is "
-            "stale. Give each host its own name (hostnamectl set-hostname NAME) and an /etc/hosts "
-            "or DNS entry with its own address"
-        )
-    return None
-
-
-def _is_own_address(address: str) -> bool:
-    """Whether this host has the address: only then can a socket be bound to it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.bind((address, 0))
-        except OSError:
-            return False
-    return True
-
-
-def machine_id() -> str:
-    """What tells this host from another whatever their names: the kernel's boot id (one per
-    machine) and the network namespace (one per container or namespaced host)."""
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        return f"{boot}/{os.readlink('/proc/self/ns/net')}"
-    except OSError:  # not Linux: names are all there is
-        return socket.gethostname()
-
-
-def check_distinct_hosts(hosts: list[tuple[str, str]]) -> None:
-    """Refuse two hosts of the job with one name: (name, machine_id()) of every rank."""
-    seen: dict[str, str] = {}
-    for name, host in hosts:
-        if seen.setdefault(name, host) != host:
-            raise UsageError(
-                f"two hosts of this job are both called {name!r}: give each host its own name "
-                "(hostnamectl set-hostname NAME), with its own address in /etc/hosts or DNS"
-            )
-
-
-def check_elastic_launch(elastic: bool) -> None:
-    """Refuse --elastic without an elastic launch, and an elastic launch without --elastic:
-    either way a lost rank would end or restart the run instead of the job going on."""
-    launched_elastic = os.environ.get("HOROVOD_ELASTIC") == "1"  # horovodrun's elastic driver
-    if elastic and not launched_elastic:
-        raise UsageError(
-            "--elastic needs Horovod's elastic launcher: horovodrun -np N --min-np M "
-            "--host-discovery-script SCRIPT hvd-linreg --elastic (README, Elastic)"
-        )
-    if launched_elastic and not elastic:
-        raise UsageError(
-            "horovodrun started this job in elastic mode (--host-discovery-script or --min-np): "
-            "add --elastic, so that a lost rank does not end the run"
-        )
-
-
 def init(verbose: bool = False, elastic: bool = False) -> Job:
     """Start Horovod (and TensorFlow) and describe this process's place in the job.
 
     Elastic jobs describe it later (current_job, inside hvd.elastic.run): a worker that joins
     a running job must make no collective call before it has synchronised with the others."""
-    if _launcher_value(_SIZE_VARIABLES, 1) > 1:
+    if job_size() > 1:
         # Horovod's background thread batches requests every HOROVOD_CYCLE_TIME ms (default 1),
         # and each step's allreduce waited for it; 0 starts it at once. One rank never
         # allreduces, and there the spinning thread would only take the training's core.
@@ -479,6 +382,22 @@ def init(verbose: bool = False, elastic: bool = False) -> Job:
     if elastic:
         return _job(hosts=(), verbose=verbose)
     return current_job(verbose)
+
+
+def broadcast_object(obj, name: str | None = None):
+    """Rank 0's value of obj on every rank, with no Job yet: elastic.py's state broadcasts."""
+    import horovod.tensorflow as hvd
+
+    return hvd.broadcast_object(obj, root_rank=0, name=name)
+
+
+def restart() -> None:
+    """An elastic reset: a new rendezvous, where the ranks, the rank count and rank 0 may all
+    change."""
+    import horovod.tensorflow as hvd
+
+    hvd.shutdown()
+    hvd.init()
 
 
 def current_job(verbose: bool = False) -> Job:

@@ -16,11 +16,8 @@ from hvd_linreg import __version__
 from hvd_linreg.atomic import atomic_write
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard
-from hvd_linreg.exact import MAX_FEATURES, Optimum, objective
-from hvd_linreg.monitor import scores_line
 from hvd_linreg.ranks import Job
-from hvd_linreg.scores import Scores
-from hvd_linreg.statistics import Statistics, describe
+from hvd_linreg.statistics import Statistics
 
 _SHOWN_WEIGHTS = 8  # the summary lists at most this many w's; the JSON has all of them
 
@@ -29,16 +26,17 @@ _SHOWN_WEIGHTS = 8  # the summary lists at most this many w's; the JSON has all 
 class TrainingResult:
     initial_params: np.ndarray | None  # [w..., b] as broadcast from rank 0; None: exact solver
     params: np.ndarray  # [w..., b] after training
-    loss: float  # mean squared error over the whole dataset (all ranks) at the final params
+    loss: float  # the family's loss over the whole dataset (all ranks) at the final params
     steps: int  # the step training ended at
     first_step: int  # the step it started from: 0, or the checkpoint's when resuming
     wall_s: float  # this run's training loop only, from after the broadcast to the last step
     history: list[tuple[int, float]] = field(default_factory=list)  # (step, mean loss) logged
     # --elastic: each reset as (step it went on from, ranks before, ranks after), in order
     resets: list[tuple[int, int, int]] = field(default_factory=list)
-    # --validation_fraction: the scores on the held-out rows at the end, and at each log step
-    validation: Scores | None = None
-    validation_history: list[tuple[int, Scores]] = field(default_factory=list)
+    # --validation_fraction: the family's scores on the held-out rows at the end, and at each
+    # log step
+    validation: Any = None
+    validation_history: list[tuple[int, Any]] = field(default_factory=list)
 
     @property
     def steps_per_s(self) -> float:
@@ -83,13 +81,16 @@ class Report:
     job: Job
     shard: Shard
     result: TrainingResult
-    optimum: Optimum | None  # None above exact.MAX_FEATURES features
+    optimum: Any  # the family's exact optimum; None where it was not solved
+    family: Any  # the model family (families/): it computes every figure of the fit
     versions: dict[str, str] = field(default_factory=versions)
     statistics: Statistics | None = field(init=False)  # the exact optimum's
 
     def __post_init__(self) -> None:
         self.statistics = (
-            None if self.optimum is None else describe(self.optimum, self.shard.feature_names)
+            None
+            if self.optimum is None
+            else self.family.statistics(self.optimum, self.shard.feature_names)
         )
 
     @property
@@ -102,9 +103,10 @@ class Report:
 
     @property
     def exact_skipped(self) -> str:
-        """Why an SGD run has no exact optimum (train.solve_exactly)."""
-        if self.shard.num_features > MAX_FEATURES:
-            return f"more than {MAX_FEATURES} features"
+        """Why an SGD run has no exact optimum (pipeline.optimum)."""
+        limit = self.family.MAX_EXACT_FEATURES
+        if self.shard.num_features > limit:
+            return f"more than {limit} features"
         if self.cfg.optimality_gap == "never":
             return "--optimality_gap never"
         return "it costs more than the training; --optimality_gap always computes it"
@@ -114,7 +116,8 @@ class Report:
         """How far the result's objective (with --l2, the ridge one) is above the optimum's."""
         if self.optimum is None:
             return None
-        return objective(self.result.loss, self.result.params, self.cfg.l2) - self.optimum.objective
+        achieved = self.family.objective(self.result.loss, self.result.params, self.cfg.l2)
+        return achieved - self.optimum.objective
 
     @property
     def samples_per_s(self) -> float:
@@ -160,23 +163,15 @@ class Report:
 
     def _validation_json(self) -> dict[str, Any] | None:
         """The held-out rows' scores at the end and at each log step; R² null when undefined."""
-        if self.result.validation is None:
+        validation = self.result.validation
+        if validation is None:
             return None
-
-        def scored(s: Scores) -> dict[str, float | None]:
-            return {
-                "mse": s.mse,
-                "rmse": s.rmse,
-                "mae": s.mae,
-                "r2": s.r2 if np.isfinite(s.r2) else None,
-            }
-
-        history = [{"step": step, **scored(s)} for step, s in self.result.validation_history]
+        history = self.result.validation_history
         return {
-            "num_samples": self.result.validation.count,
+            "num_samples": validation.count,
             "fraction": self.cfg.validation_fraction,
-            **scored(self.result.validation),
-            "history": history,
+            **validation.as_json(),
+            "history": [{"step": step, **s.as_json()} for step, s in history],
         }
 
     def summary_lines(self) -> list[str]:
@@ -195,10 +190,10 @@ class Report:
             "Summary:",
             f"  w: {vec(result.params[:-1])}{true_w}",
             f"  b: {result.params[-1]:.6g}{true_b}",
-            f"  final loss: {result.loss:.6g} (mean squared error over all "
+            f"  final loss: {result.loss:.6g} ({self.family.LOSS} over all "
             f"{shard.num_samples}{' training' * bool(shard.num_validation)} samples)",
             *(
-                [f"  validation: {scores_line(result.validation)} ({shard.num_validation} samples)"]
+                [f"  validation: {result.validation.line()} ({shard.num_validation} samples)"]
                 if result.validation is not None
                 else []
             ),

@@ -130,8 +130,8 @@ def test_a_tensorflow_error_that_is_not_a_lost_rank_keeps_its_traceback():
     """Only a failed collective means 'the job lost a rank'; a real TensorFlow error anywhere
     else (here a reshape that cannot be done, in place of the trainer) is a bug: traceback."""
     script = (
-        "import hvd_linreg.train as train, tensorflow as tf\n"
-        "train.run = lambda cfg: tf.reshape(tf.zeros([3]), [2])\n"
+        "import hvd_linreg.pipeline as pipeline, tensorflow as tf\n"
+        "pipeline.run = lambda cfg: tf.reshape(tf.zeros([3]), [2])\n"
         "from hvd_linreg.cli import main\n"
         "raise SystemExit(main(['--num_steps', '1']))\n"
     )

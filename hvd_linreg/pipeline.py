@@ -1,0 +1,163 @@
+"""The recipe, top to bottom: start Horovod, load this rank's shard, announce the run, fit
+(averaged SGD, or the exact solver), solve exactly for comparison, report.
+
+Plain runs follow run() below; elastic runs (elastic.py) take the same steps inside Horovod's
+elastic loop: prepare, train and finish are the ones defined here.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from hvd_linreg import checkpoint, export, families, ranks
+from hvd_linreg.config import Config, UsageError
+from hvd_linreg.data import Shard, load_shard
+from hvd_linreg.optimizer import make_optimizer
+from hvd_linreg.plot import save_plot
+from hvd_linreg.ranks import Job
+from hvd_linreg.report import Report, TrainingResult, check_writable, header_line, write_json
+from hvd_linreg.startup import horovod_functions_without_autograph
+from hvd_linreg.trainer import Trainer
+
+horovod_functions_without_autograph()
+
+
+def run(cfg: Config) -> int:
+    """A plain (not elastic) run."""
+    job = ranks.init(verbose=cfg.verbose)
+    family = families.get()
+    shard, ckpt_dir = prepare(cfg, job)
+    announce(cfg, job, shard)
+    if cfg.solver == "exact":
+        result, optimum = solve(cfg, family, job, shard)
+    else:
+        trainer = make_trainer(cfg, family, job, shard)
+        trainer.use(job, shard, ckpt_dir)
+        trainer.start()
+        result, optimum = train(cfg, family, job, shard, trainer)
+    finish(cfg, family, job, shard, result, optimum)
+    return 0
+
+
+def prepare(cfg: Config, job: Job) -> tuple[Shard, Path | None]:
+    """This rank's shard, and rank 0's checked output paths and checkpoint directory."""
+    # Each rank reads only its own rows, and rank 0 checks the paths it will write, before any
+    # training: a problem any rank sees stops all of them together, with one message.
+    shard, ckpt_dir, error = None, None, None
+    try:
+        shard = load_shard(cfg, job.rank, job.size, job)
+        if job.is_root:
+            check_writable("--metrics_json", cfg.metrics_json)
+            check_writable("--plot", cfg.plot)
+            export.check_target(cfg.export)
+            ckpt_dir = checkpoint.prepare_dir(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
+    except UsageError as e:
+        error = e
+    job.agree(error)
+    for warning in shard_warnings(cfg, shard):
+        job.warn(warning)
+    return shard, ckpt_dir
+
+
+def shard_warnings(cfg: Config, shard: Shard) -> list[str]:
+    """What the user should know about how the data meets the layout."""
+    layout, warnings = shard.layout, []
+    run = layout.run
+    if shard.oversized_reads:
+        warnings.append(
+            f"{cfg.data} has row groups of up to {shard.oversized_reads} rows, more than a "
+            f"batch of {run}: each rank reads and decodes every row group that holds "
+            "any of its rows, so the ranks read much of the file each, not 1/ranks of it. "
+            f"Write it with row groups of at most {run} rows (pyarrow: "
+            f"pq.write_table(table, path, row_group_size={run}))"
+        )
+    unbatched = shard.num_samples - layout.num_batched
+    if unbatched and cfg.solver == "sgd":
+        runs = f"{layout.size} ranks x runs of {run} row{'s' * (run > 1)}"
+        warnings.append(
+            f"{shard.num_samples} samples are not a multiple of {layout.stride} ({runs}): "
+            f"SGD uses the first {layout.num_batched} and leaves out the last {unbatched}, "
+            "which count only in the final loss and the exact solution"
+        )
+    return warnings
+
+
+def announce(cfg: Config, job: Job, shard: Shard) -> None:
+    if not cfg.quiet:
+        job.log(header_line(cfg, job, shard))
+
+
+def make_trainer(cfg: Config, family, job: Job, shard: Shard) -> Trainer:
+    """The trainer, handed the family's model and the Horovod-wrapped optimizer."""
+    import tensorflow as tf
+
+    start = family.initial_params(cfg.seed, job.rank, shard.num_features)
+    model = family.Model(start, shard.dtype, cfg.l2)
+    # Keras keeps the learning rate in its float type: float32 would round a float64 run's.
+    tf.keras.backend.set_floatx(shard.dtype)
+    return Trainer(cfg, family, model, make_optimizer(cfg, job.size))
+
+
+def train(cfg: Config, family, job: Job, shard: Shard, trainer: Trainer, commit=None):
+    """SGD from the trainer's start, then the exact optimum that its result is measured
+    against: (TrainingResult, the optimum or None)."""
+    result = trainer.fit(commit)
+    return result, optimum(cfg, family, job, shard)
+
+
+def solve(cfg: Config, family, job: Job, shard: Shard):
+    """--solver exact: (the optimum as a TrainingResult, the optimum)."""
+    start = time.perf_counter()
+    best = optimum(cfg, family, job, shard)
+    if best is None:
+        raise UsageError(f"--solver exact handles up to {family.MAX_EXACT_FEATURES} features")
+    wall_s = time.perf_counter() - start
+    return TrainingResult(None, best.params, best.loss, 0, 0, wall_s), best
+
+
+def optimum(cfg: Config, family, job: Job, shard: Shard):
+    """The exact optimum (of --l2's ridge objective) over the whole dataset, the same on every
+    rank; None above the family's feature limit, or for an SGD run that does not want it
+    (Report.exact_skipped says why)."""
+    if shard.num_features > family.MAX_EXACT_FEATURES or not wants_optimum(cfg, shard, job.size):
+        return None
+    return family.optimum(job, shard, cfg.l2, shard.feature_names)
+
+
+def wants_optimum(cfg: Config, shard: Shard, size: int) -> bool:
+    """Whether an SGD run also solves least squares exactly, for its optimality gap: the QR
+    costs about N (F+1)^2 multiply-adds, the steps about 2 x steps x G (F+1); by default only
+    when that is the smaller part of the run."""
+    if cfg.solver == "exact" or cfg.optimality_gap == "always":
+        return True
+    if cfg.optimality_gap == "never":
+        return False
+    cost = shard.num_samples * (shard.num_features + 1)
+    return cost <= 2 * cfg.num_steps * shard.layout.global_batch
+
+
+def finish(cfg: Config, family, job: Job, shard: Shard, result: TrainingResult, optimum) -> None:
+    """Score the held-out rows, then rank 0 reports and writes what was asked for."""
+    validation = None
+    if shard.num_validation:
+        validation = family.scores(job, result.params, shard.validation_blocks())
+    result = replace(result, validation=validation)
+    error = None
+    if job.is_root:  # only rank 0 writes, so ranks never race on the same file
+        summary = Report(cfg, job, shard, result, optimum, family)
+        for line in summary.summary_lines():
+            job.log(line)
+        metrics = summary.metrics()
+        if cfg.metrics_json:
+            write_json(cfg.metrics_json, metrics)
+        if cfg.plot:
+            save_plot(cfg.plot, summary)
+        if cfg.export:
+            try:
+                export.save(cfg, family, shard, result.params, metrics)
+            except UsageError as e:  # --export was taken while training ran
+                error = e
+    if cfg.export:
+        job.agree(error)  # every rank exits as rank 0 does

@@ -1,0 +1,246 @@
+"""The training engine: one rank's SGD run, handed its model and its Horovod-wrapped optimizer.
+
+It keeps rank 0's start on every rank, steps through the layout contract's batches, logs the
+loss averaged over the ranks, saves rank 0's checkpoints and commits an elastic run's state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from hvd_linreg import checkpoint
+from hvd_linreg.config import Config, UsageError
+from hvd_linreg.data import Shard, aligned_empty
+from hvd_linreg.monitor import Monitor
+from hvd_linreg.ranks import Job, Watchdog
+from hvd_linreg.report import TrainingResult
+
+# A window of a shard read from its file as training uses it (see Trainer._rows).
+_WINDOW_BYTES = 64 << 20
+
+
+class Trainer:
+    """One rank's SGD run: the model, the wrapped optimizer, this rank's shard as tensors, where
+    the run started, and rank 0's checkpoint directory."""
+
+    def __init__(self, cfg: Config, family, model, optimizer):
+        self.cfg, self.family, self.model, self.optimizer = cfg, family, model, optimizer
+        # Its variables exist now: start() broadcasts them, an elastic reset restores them.
+        self.optimizer.build([self.model.params])
+        self.initial, self.first_step = self.model.numpy_params(), 0
+
+    def use(self, job: Job, shard: Shard, ckpt_dir: Path | None) -> None:
+        """Train with these ranks on this shard (again after an elastic reset)."""
+        self.job, self.shard, self.ckpt_dir = job, shard, ckpt_dir
+        if shard.table is None:  # SGD's rows and the copy of their first, as tensors
+            held = shard.num_train + shard.layout.num_wrap
+            self.X, self.y = as_tensor(shard.X[:held]), as_tensor(shard.y[:held])
+        # Traced anew for each job: the rank count is a constant inside the loop. One trace
+        # for every window of a shard read from its file: their row counts differ.
+        self._train_steps = tf.function(self._steps, reduce_retracing=True)
+
+    def start(self) -> None:
+        """Rank 0's start on every rank: its fresh parameters, or its newest checkpoint (sets
+        initial and first_step)."""
+        initial, first_step, error = self.model.numpy_params(), 0, None
+        if self.ckpt_dir is not None:  # rank 0 only
+            try:
+                initial, first_step = self._restore()
+            except UsageError as e:
+                error = e
+        self.job.agree(error)
+        # Horovod: every rank starts from rank 0's values (fresh or restored), so that identical
+        # averaged updates keep all ranks equal from here on.
+        self.job.broadcast_variables([self.model.params, *self.optimizer.variables])
+        self.initial, self.first_step = self.job.broadcast((initial, first_step))
+
+    def _restore(self) -> tuple[np.ndarray, int]:
+        """Load the newest loadable checkpoint into rank 0's model and optimizer.
+
+        Returns (the run's initial params, the step to continue from); (current, 0) if none.
+        """
+        ckpt, warnings = checkpoint.load_latest(self.ckpt_dir)
+        self._warn(warnings)
+        if ckpt is None:
+            return self.model.numpy_params(), 0
+        slots = [v.shape for v in self.optimizer.variables]
+        checkpoint.check_resumable(
+            ckpt, self.cfg.checkpoint_dir, self.shard.num_features, self.cfg.optimizer, slots
+        )
+        self.model.params.assign(ckpt.params.reshape(self.model.params.shape))
+        for var, value in zip(self.optimizer.variables, ckpt.optimizer):
+            var.assign(value)
+        global_batch = self.shard.layout.global_batch
+        self._warn(
+            checkpoint.trajectory_warnings(
+                ckpt, self.cfg.as_dict(), global_batch, self.shard.layout.num_batched
+            )
+        )
+        self.job.log(
+            f"Resuming from {self.ckpt_dir / f'ckpt-{ckpt.step:010d}.npz'} at step {ckpt.step}"
+        )
+        return np.asarray(ckpt.initial_params, np.float64), ckpt.step
+
+    def _warn(self, warnings: list[str]) -> None:
+        for w in warnings:
+            self.job.warn(w)
+
+    def _rows(self, first: int, count: int) -> tuple[tf.Tensor, tf.Tensor, int, int]:
+        """(X, y, offset, count): rows holding the batches of count steps from step first;
+        step i's batch is the rows from (i * B - offset) mod n on. The shard in memory, or
+        else a window read from the file, for fewer steps: no more than _WINDOW_BYTES, and
+        no more than n rows, so that no row is read twice (a window wraps as batches do)."""
+        if self.shard.table is None:
+            return self.X, self.y, 0, count
+        layout = self.shard.layout
+        n, B = layout.num_train, layout.batch_size
+        row_bytes = (self.shard.num_features + 1) * self.shard.X.itemsize
+        count = min(count, max(1, _WINDOW_BYTES // (B * row_bytes)), n // B)
+        start = first * B % n
+        X, y = layout.take(self.shard.table, self.shard.dtype, range(start, start + count * B))
+        return as_tensor(X), as_tensor(y), start, count
+
+    def _steps(self, X, y, first: tf.Tensor, count: tf.Tensor, offset: tf.Tensor):
+        """count steps from step first, in one call: one Python round trip per log interval."""
+        batch_size, n = self.cfg.batch_size, self.shard.num_train
+        loss, ran = tf.constant(0.0, self.model.params.dtype), tf.constant(0, tf.int64)
+        for step in tf.range(first, first + count):
+            # The layout contract: step i's rows are the shard's rows from i*B on, mod n (a
+            # window of the shard starts at row offset). A batch that runs past the n-th row
+            # goes on in the copy of the first rows held after it: so every batch is one
+            # block, and a slice shares the shard's memory where a gather would copy it.
+            first_row = (step * batch_size - offset) % n
+            Xb = X[first_row : first_row + batch_size]
+            yb = y[first_row : first_row + batch_size]
+            loss = self._update(Xb, yb)
+            ran += 1
+            # Every rank applied the same averaged update, so every rank stops at this step.
+            if not tf.reduce_all(tf.math.is_finite(self.model.params)):
+                break
+        return loss, ran
+
+    def _update(self, Xb: tf.Tensor, yb: tf.Tensor) -> tf.Tensor:
+        """One averaged SGD update on this rank's batch; returns the batch loss."""
+        with tf.GradientTape() as tape:
+            loss = self.model.loss(Xb, yb)
+            # Horovod: the optimizer sums the ranks' gradients; of this loss they sum to the
+            # average. For 1, 2, 4... ranks the division is exact: bit for bit op=Average's.
+            loss_over_ranks = loss / self.job.size
+        self.optimizer.minimize(loss_over_ranks, [self.model.params], tape=tape)
+        return loss
+
+    def _trace(self) -> None:
+        """Trace the loop now, so that compiling is not counted as training time."""
+        rows = tf.TensorSpec([None, self.shard.num_features], self.shard.dtype)
+        step = tf.TensorSpec([], tf.int64)
+        self._train_steps.get_concrete_function(
+            rows, tf.TensorSpec([None], rows.dtype), *[step] * 3
+        )
+
+    def fit(self, commit: Callable[[int], None] | None = None) -> TrainingResult:
+        """Train from first_step to num_steps; log the loss, averaged over ranks, every
+        log_every steps; rank 0 saves a checkpoint every checkpoint_every steps; an elastic
+        run commits its state (commit(step)) every commit_interval steps and at the end."""
+        cfg = self.cfg
+        self._trace()
+        # Horovod: start the clock when every rank is ready, not when the fastest one is.
+        self.job.barrier("all_ready")
+        monitor = Monitor(cfg, self.job, self.first_step)
+        every = [cfg.log_every] + ([cfg.checkpoint_every] if self.ckpt_dir is not None else [])
+        every += [cfg.commit_interval] if commit else []
+        start = time.perf_counter()
+        done = self.first_step
+        with Watchdog(self.job.rank, self.job.stall_limit_s) as watchdog:
+            while done < cfg.num_steps:
+                count = min([k - done % k for k in every] + [cfg.num_steps - done])
+                X, y, offset, count = self._rows(done, count)
+                loss, ran = self._train_steps(
+                    X, y, *[tf.constant(v, tf.int64) for v in (done, count, offset)]
+                )
+                done += int(ran)
+                watchdog.progress()
+                self._check_finite(done)
+                self._at(done, loss, monitor, start, commit)
+        wall_s = time.perf_counter() - start
+        monitor.close()
+        return self._result(done, wall_s, monitor)
+
+    def _check_finite(self, done: int) -> None:
+        if not np.isfinite(self.model.numpy_params()).all():
+            lr = self.cfg.learning_rate
+            raise UsageError(
+                f"training diverged at step {done}: w and b became NaN or inf. "
+                f"--learning_rate {lr} is too large for this data; try {lr / 10:g} or less"
+            )
+
+    def _at(self, done: int, loss, monitor: Monitor, start: float, commit) -> None:
+        """What happens at step done, where the loop stopped: log, checkpoint, commit."""
+        cfg = self.cfg
+        last = done == cfg.num_steps
+        if done % cfg.log_every == 0 or last:
+            # Horovod: each rank's last batch loss, averaged: the global batch's loss.
+            mean_loss = self.job.mean(loss, "log_loss")
+            params = self.model.numpy_params()
+            monitor.record(
+                done,
+                mean_loss,
+                float(self.optimizer.learning_rate),
+                (done - self.first_step) / (time.perf_counter() - start),
+                params,
+                self.validation_scores(params),
+            )
+        if self.ckpt_dir is not None and (done % cfg.checkpoint_every == 0 or last):
+            self.save_checkpoint(done)
+        if commit and (done % cfg.commit_interval == 0 or last):
+            commit(done)
+
+    def validation_scores(self, params: np.ndarray):
+        """The family's scores of params on the held-out rows (every rank's); None without."""
+        if not self.shard.num_validation:
+            return None
+        return self.family.scores(self.job, params, self.shard.validation_blocks())
+
+    def _result(self, done: int, wall_s: float, monitor: Monitor) -> TrainingResult:
+        params = self.model.numpy_params()
+        return TrainingResult(
+            initial_params=self.initial,
+            params=params,
+            loss=self.family.loss(self.job, self.shard, params),
+            steps=done,
+            first_step=self.first_step,
+            wall_s=wall_s,
+            history=monitor.history,
+            validation_history=monitor.validation_history,
+        )
+
+    def save_checkpoint(self, step: int) -> None:
+        """Rank 0's checkpoint of this step (only rank 0 has a checkpoint directory)."""
+        checkpoint.save(
+            self.ckpt_dir,
+            checkpoint.Checkpoint(
+                step=step,
+                params=self.model.params.numpy().reshape(-1),
+                optimizer=[v.numpy() for v in self.optimizer.variables],
+                global_batch_size=self.shard.layout.global_batch,
+                batched_rows=self.shard.layout.num_batched,
+                initial_params=[float(v) for v in self.initial],
+                config=self.cfg.as_dict(),
+            ),
+            self.cfg.keep_checkpoints,
+        )
+
+
+def as_tensor(a: np.ndarray) -> tf.Tensor:
+    """A tensor on the array's memory: tf.constant would copy it, twice over while converting.
+    DLPack shares memory that is C-ordered, writable and 64-byte aligned; anything else is
+    first copied once into such a buffer. Nothing writes to a shard after loading, so sharing
+    is safe."""
+    if not (a.flags.c_contiguous and a.flags.writeable and a.ctypes.data % 64 == 0):
+        a, unaligned = aligned_empty(a.shape, a.dtype), a
+        a[...] = unaligned
+    return tf.experimental.dlpack.from_dlpack(a.__dlpack__())

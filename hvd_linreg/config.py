@@ -6,6 +6,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from hvd_linreg.families import FAMILIES
+
 
 class UsageError(Exception):
     """A problem the user caused and can fix; ends every rank with exit code 2."""
@@ -76,6 +78,12 @@ class Config:
     )
     checkpoint_every: int = setting(100, "steps between checkpoints", "N")
     keep_checkpoints: int = setting(3, "keep the K newest checkpoints", "K")
+    model: str = setting(
+        "linear",
+        "the model family: linear (least squares on a numeric target)",
+        "NAME",
+        choices=FAMILIES,
+    )
     solver: str = setting(
         "sgd",
         "sgd: train with data-parallel SGD; exact: solve least squares directly by a "
@@ -165,7 +173,12 @@ class Config:
                 f"--lr_warmup_steps must be a whole number >= 0, got {self.lr_warmup_steps!r}"
             )
         # --dtype may be left unset: the data's own precision.
-        choices = (("solver", SOLVERS), ("optimizer", OPTIMIZERS), ("dtype", (None, *DTYPES)))
+        choices = (
+            ("model", FAMILIES),
+            ("solver", SOLVERS),
+            ("optimizer", OPTIMIZERS),
+            ("dtype", (None, *DTYPES)),
+        )
         for name, allowed in choices:
             if getattr(self, name) not in allowed:
                 named = ", ".join(a for a in allowed if a)

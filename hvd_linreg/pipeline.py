@@ -27,7 +27,7 @@ horovod_functions_without_autograph()
 def run(cfg: Config) -> int:
     """A plain (not elastic) run."""
     job = ranks.init(verbose=cfg.verbose)
-    family = families.get()
+    family = families.get(cfg.model)
     shard, ckpt_dir = prepare(cfg, job)
     announce(cfg, job, shard)
     if cfg.solver == "exact":
@@ -109,6 +109,8 @@ def train(cfg: Config, family, job: Job, shard: Shard, trainer: Trainer, commit=
 
 def solve(cfg: Config, family, job: Job, shard: Shard):
     """--solver exact: (the optimum as a TrainingResult, the optimum)."""
+    if family.optimum is None:
+        raise UsageError(f"--model {cfg.model} has no exact solver: use --solver sgd")
     start = time.perf_counter()
     best = optimum(cfg, family, job, shard)
     if best is None:
@@ -121,7 +123,9 @@ def optimum(cfg: Config, family, job: Job, shard: Shard):
     """The exact optimum (of --l2's ridge objective) over the whole dataset, the same on every
     rank; None above the family's feature limit, or for an SGD run that does not want it
     (Report.exact_skipped says why)."""
-    if shard.num_features > family.MAX_EXACT_FEATURES or not wants_optimum(cfg, shard, job.size):
+    if family.optimum is None or shard.num_features > family.MAX_EXACT_FEATURES:
+        return None
+    if not wants_optimum(cfg, shard, job.size):
         return None
     return family.optimum(job, shard, cfg.l2, shard.feature_names)
 

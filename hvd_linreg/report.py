@@ -104,6 +104,8 @@ class Report:
     @property
     def exact_skipped(self) -> str:
         """Why an SGD run has no exact optimum (pipeline.optimum)."""
+        if self.family.optimum is None:
+            return f"the model family {self.family.NAME} has no exact solver"
         limit = self.family.MAX_EXACT_FEATURES
         if self.shard.num_features > limit:
             return f"more than {limit} features"

@@ -106,8 +106,11 @@ class Adam:
         return theta - self.m * alpha / (np.sqrt(self.v) + self.epsilon)
 
 
-def averaged(X, y, *, ranks, batch_size, steps, optimizer, w0, b0, l2=0.0, row_bytes=None):
-    """What a correct run computes: every step applies the mean of the ranks' gradients."""
+def averaged(
+    X, y, *, ranks, batch_size, steps, optimizer, w0, b0, l2=0.0, row_bytes=None, grad=gradient
+):
+    """What a correct run computes: every step applies the mean of the ranks' gradients
+    (grad: the loss's gradient on a batch, the squared error's by default)."""
     return averaged_in_segments(
         X,
         y,
@@ -118,11 +121,12 @@ def averaged(X, y, *, ranks, batch_size, steps, optimizer, w0, b0, l2=0.0, row_b
         b0=b0,
         l2=l2,
         row_bytes=row_bytes,
+        grad=grad,
     )
 
 
 def averaged_in_segments(
-    X, y, *, segments, batch_size, optimizer, w0, b0, l2=0.0, row_bytes=None
+    X, y, *, segments, batch_size, optimizer, w0, b0, l2=0.0, row_bytes=None, grad=gradient
 ) -> np.ndarray:
     """A run whose rank count changes (an elastic one): segments are (first step, end step,
     ranks), in order; each step uses the sharding and batching contract at its segment's ranks,
@@ -132,7 +136,7 @@ def averaged_in_segments(
     for first, end, ranks in segments:
         parts = shards(X, y, ranks, batch_size, row_bytes)
         for i in range(first, end):
-            grads = [gradient(theta, *batch(Xs, ys, i, batch_size), l2) for Xs, ys in parts]
+            grads = [grad(theta, *batch(Xs, ys, i, batch_size), l2) for Xs, ys in parts]
             theta = optimizer.apply(theta, np.mean(grads, axis=0))
     return theta
 

@@ -9,8 +9,8 @@ A family is one module that owns its maths, with these names (families/linear.py
 - predict(theta, X): the prediction in float64, as `predict` writes it;
 - scores(job, theta, blocks): a Scores object with count, values(), as_json(), line() and
   table(), for the validation rows and `evaluate`;
-- optimum(job, shard, l2, names), MAX_EXACT_FEATURES: the exact solver (or None where a family
-  has none), and statistics(optimum, names): its statistics, with as_json();
+- optimum(job, shard, l2, names), MAX_EXACT_FEATURES: the exact solver (optimum = None where a
+  family has none), and statistics(optimum, names): its statistics, with as_json();
 - save_model(directory, theta, dtype): the SavedModel with its serving signature;
 - curve(theta, xs): the fitted curve over one feature, for the plot.
 
@@ -28,6 +28,6 @@ FAMILIES = {
 }
 
 
-def get(name: str = "linear") -> ModuleType:
+def get(name: str) -> ModuleType:
     """The family registered under name."""
     return importlib.import_module(FAMILIES[name])

@@ -13,6 +13,12 @@ set -euo pipefail
 # The venv built by `make setup` (or load your site's TensorFlow/Horovod modules instead).
 export PATH="${SLURM_SUBMIT_DIR:-$PWD}/.venv/bin:$PATH"
 
+# A node lost from the network must end the job, not leave Open MPI's mpirun waiting for it:
+# its daemons' TCP keep-alives (docs/launching.md, Several machines), unless already set.
+export OMPI_MCA_oob_tcp_keepalive_time="${OMPI_MCA_oob_tcp_keepalive_time:-10}"
+export OMPI_MCA_oob_tcp_keepalive_intvl="${OMPI_MCA_oob_tcp_keepalive_intvl:-5}"
+export OMPI_MCA_oob_tcp_keepalive_probes="${OMPI_MCA_oob_tcp_keepalive_probes:-3}"
+
 # Build a hostfile ("node slots=N", the format horovodrun and mpirun both read) from the
 # allocation, one line per node, N = the tasks SLURM gave that node.
 hostfile="hostfile-${SLURM_JOB_ID}"

@@ -104,3 +104,43 @@ def check_elastic_launch(elastic: bool) -> None:
             "horovodrun started this job in elastic mode (--host-discovery-script or --min-np): "
             "add --elastic, so that a lost rank does not end the run"
         )
+
+
+# Open MPI's daemons notice a lost host by these TCP keep-alives; unset, mpirun can wait for a
+# host cut off the network for many minutes after every rank has ended.
+KEEPALIVE_SETTINGS = {
+    "oob_tcp_keepalive_time": "10",
+    "oob_tcp_keepalive_intvl": "5",
+    "oob_tcp_keepalive_probes": "3",
+}
+_MCA_PARAM_FILES = ("/etc/openmpi/openmpi-mca-params.conf", "~/.openmpi/mca-params.conf")
+
+
+def keepalive_warning(hosts: tuple[str, ...], controller: str) -> str | None:
+    """What rank 0 says when a job across hosts, started by Open MPI's mpirun (also under
+    horovodrun), runs without keep-alive settings: a lost node would leave mpirun waiting."""
+    daemons = "OMPI_MCA_orte_hnp_uri" in os.environ or "PRTE_LAUNCHED" in os.environ
+    if controller != "MPI" or len(set(hosts)) < 2 or not daemons or _keepalives_set():
+        return None
+    settings = " ".join(f"OMPI_MCA_{k}={v}" for k, v in KEEPALIVE_SETTINGS.items())
+    return (
+        "this job spans hosts under Open MPI without its TCP keep-alive settings: if a host "
+        "drops off the network, mpirun may wait for it for many minutes after the ranks end. "
+        f"Set {settings} where you start the job (docs/launching.md, Several machines)"
+    )
+
+
+def _keepalives_set() -> bool:
+    """Whether the keep-alive time is set, in the environment or in an MCA parameter file."""
+    if any(f"{p}_MCA_oob_tcp_keepalive_time" in os.environ for p in ("OMPI", "PRTE")):
+        return True
+    for name in _MCA_PARAM_FILES:
+        try:
+            text = Path(name).expanduser().read_text()
+        except OSError:
+            continue
+        if any(
+            line.split("=")[0].strip() == "oob_tcp_keepalive_time" for line in text.splitlines()
+        ):
+            return True
+    return False

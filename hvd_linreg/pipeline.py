@@ -14,6 +14,7 @@ from pathlib import Path
 from hvd_linreg import checkpoint, export, families, ranks
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard, load_shard
+from hvd_linreg.hosts import keepalive_warning
 from hvd_linreg.optimizer import make_optimizer
 from hvd_linreg.plot import save_plot
 from hvd_linreg.ranks import Job
@@ -85,8 +86,12 @@ def shard_warnings(cfg: Config, shard: Shard) -> list[str]:
 
 
 def announce(cfg: Config, job: Job, shard: Shard) -> None:
+    """The header line, and what the user should know before training starts."""
     if not cfg.quiet:
         job.log(header_line(cfg, job, shard))
+    warning = keepalive_warning(job.hosts, job.controller)
+    if warning:
+        job.warn(warning)
 
 
 def make_trainer(cfg: Config, family, job: Job, shard: Shard) -> Trainer:

@@ -101,10 +101,12 @@ def job_command(
     return launch_command("mpirun", 4, (*where, *forward))
 
 
-def cluster_env(launcher: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+def cluster_env(
+    launcher: str, extra: dict[str, str] | None = None, keepalives: bool = True
+) -> dict[str, str]:
     """What each rank needs: this worktree's package first, the venv's tools on PATH."""
     env = {"PYTHONPATH": str(REPO), **(extra or {})}
-    if "gloo" not in launcher:
+    if "gloo" not in launcher and keepalives:
         env.update(MPI_KEEPALIVE)
     return env
 
@@ -112,9 +114,9 @@ def cluster_env(launcher: str, extra: dict[str, str] | None = None) -> dict[str,
 class ClusterJob(Job):
     """A job launched on node1, 2 hosts x 2 slots, to be waited for or disturbed."""
 
-    def __init__(self, launcher: str, args: list[str], tmp_path: Path, env=None, launcher_args=()):
+    def __init__(self, launcher, args, tmp_path: Path, env=None, launcher_args=(), keepalives=True):
         self.tag = str(tmp_path / "metrics.json")  # in every rank's command line: finds them
-        env = cluster_env(launcher, env)
+        env = cluster_env(launcher, env, keepalives)
         command = job_command(launcher, tmp_path, env, launcher_args)
         cmd = [*command, *args, "--metrics_json", self.tag]
         self._start(["bash", str(CLUSTER), "exec", "node1", *cmd], tmp_path, launcher_env(env))
@@ -148,10 +150,10 @@ def start_cluster_job(cluster, tmp_path):
     """Start jobs on the cluster; whatever is left of them is killed afterwards."""
     jobs = []
 
-    def start(launcher: str, args: list[str], env=None, launcher_args=()) -> ClusterJob:
+    def start(launcher, args, env=None, launcher_args=(), keepalives=True) -> ClusterJob:
         where = tmp_path / f"job{len(jobs)}"
         where.mkdir()
-        jobs.append(ClusterJob(launcher, args, where, env, launcher_args))
+        jobs.append(ClusterJob(launcher, args, where, env, launcher_args, keepalives))
         return jobs[-1]
 
     yield start
@@ -184,6 +186,29 @@ def reference_job(regression_file) -> tuple[list[str], np.ndarray, np.ndarray]:
 def test_two_hosts_equal_averaged_sgd(launcher, start_cluster_job, regression_file):
     args, X, y = reference_job(regression_file)
     assert_two_hosts_equal_averaged_sgd(start_cluster_job(launcher, args).run(), X, y)
+
+
+KEEPALIVE_WARNING = "spans hosts under Open MPI without its TCP keep-alive settings"
+
+
+@pytest.mark.parametrize(
+    "launcher, keepalives",
+    [("mpirun-host", False), ("horovodrun-mpi", False), ("mpirun-host", True)],
+)
+def test_without_keepalives_rank_0_warns_that_a_lost_host_would_keep_mpirun_waiting(
+    launcher, keepalives, start_cluster_job, regression_file
+):
+    """Open MPI's defaults leave mpirun waiting for a host cut off the network long after the
+    ranks end (docs/launching.md): a job across hosts started without the keep-alive settings
+    says so at its start, once, with the settings; one started with them does not."""
+    args, _, _ = reference_job(regression_file)
+    run = start_cluster_job(launcher, args, keepalives=keepalives).run()
+    assert run.returncode == 0, run.output
+    warnings = [line for line in run.output.splitlines() if KEEPALIVE_WARNING in line]
+    assert len(warnings) == (0 if keepalives else 1), run.output
+    if warnings:
+        assert "OMPI_MCA_oob_tcp_keepalive_time=10" in warnings[0]
+        assert warnings[0].endswith("(docs/launching.md, Several machines)")
 
 
 # A second interface on every host with one same address on each (as a docker0 bridge has):

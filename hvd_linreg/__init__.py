@@ -15,7 +15,6 @@ if find_spec("tf_keras") is not None:
 
 # NumPy's BLAS (OpenBLAS) starts one thread per core in every rank, and ranks, not threads, are
 # the tool's parallelism: the exact solver's many small QRs then spent most of their time in
-# the threads' hand-offs. On the 2-core CI machine, shared, --solver exact at 1 M x 64 on one
-# rank took 12.7 s with them and 0.9 s with one (the normal equations before: 2.8 s and
-# 0.4 s). Set before NumPy loads, which reads it once; an exported value still wins.
+# the threads' hand-offs (docs/performance.md has the figures). Set before NumPy loads, which
+# reads it once; an exported value still wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

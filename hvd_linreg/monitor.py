@@ -15,8 +15,8 @@ from hvd_linreg.ranks import Job
 
 _MAX_SCALAR_WEIGHTS = 8  # TensorBoard gets w_j for at most this many features
 # What TensorBoard's scalar dashboard looks for. tf.summary.scalar needs the tensorboard package,
-# which TensorFlow no longer installs; tf.summary.write with this metadata writes the same
-# event, so TensorBoard is needed only where the files are viewed.
+# which TensorFlow does not install; tf.summary.write with this metadata writes the same event,
+# so TensorBoard is needed only where the files are viewed.
 _SCALAR = SummaryMetadata(
     plugin_data=SummaryMetadata.PluginData(plugin_name="scalars"), data_class=DATA_CLASS_SCALAR
 )

@@ -15,15 +15,13 @@ from hvd_linreg.config import Config, UsageError, field_names
 from hvd_linreg.ranks import (
     check_elastic_launch,
     check_host_name,
-    import_tensorflow,
     is_collective_failure,
     launch_rank,
-    quiet_tensorflow,
     say,
     settle,
     speaks_for,
-    without_pandas,
 )
+from hvd_linreg.startup import import_tensorflow, quiet_tensorflow, without_pandas
 
 
 class _Parser(argparse.ArgumentParser):

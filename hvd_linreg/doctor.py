@@ -25,7 +25,8 @@ from pathlib import Path
 
 import psutil  # a Horovod dependency
 
-from hvd_linreg.ranks import quiet_tensorflow, say
+from hvd_linreg.ranks import say
+from hvd_linreg.startup import quiet_tensorflow
 
 RANKS = 2
 DEFAULT_TIMEOUT_S = 90.0

@@ -14,7 +14,7 @@ import horovod.tensorflow.keras as hvd_keras
 import numpy as np
 import tensorflow as tf
 
-from hvd_linreg import checkpoint, exact, export, ranks
+from hvd_linreg import checkpoint, exact, export, ranks, startup
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard, aligned_empty, load_shard
 from hvd_linreg.model import LinearModel, initial_params
@@ -24,28 +24,8 @@ from hvd_linreg.ranks import Job, Watchdog
 from hvd_linreg.report import Report, TrainingResult, check_writable, header_line, write_json
 from hvd_linreg.scores import Scores, scores
 
-
-def _horovod_functions_without_autograph() -> None:
-    """Trace Horovod's own tf.functions (its gradient allreduce, its variable broadcast) as the
-    graph-mode code they are, as Horovod itself runs them under TensorFlow 1.
-
-    Horovod wraps them with a bare tf.function, so AutoGraph rewrote their source on every
-    rank's start: 0.35-0.4 s of CPU per rank (of 0.7-0.8 s for everything after the imports on
-    the seed job); `horovodrun -np 4 hvd-linreg` took 23.5 s of CPU with this, 29.7 s without
-    (medians of 3 paired runs). They branch on tensors only through tf.cond, so nothing changes
-    but the time. Horovod 0.28.1 is its last release; should the private hook move, this does
-    nothing and the start is only slower."""
-    from horovod.tensorflow import functions, util
-
-    def graph_function(f):
-        return tf.function(f, autograph=False)
-
-    for module in (hvd, functions):
-        if getattr(module, "_make_subgraph", None) is util._make_subgraph:
-            module._make_subgraph = graph_function
-
-
-_horovod_functions_without_autograph()
+# At import, before any of Horovod's tf.functions is traced.
+startup.horovod_functions_without_autograph()
 
 
 def run(cfg: Config) -> int:

@@ -25,9 +25,9 @@ import numpy as np
 
 def horovod_blocks(num_floats: int, per_block: int) -> tuple[dict, callable, int, int]:
     """Timed blocks of `per_block` Horovod allreduces, a barrier, this rank and the size."""
-    from hvd_linreg import ranks
+    from hvd_linreg import ranks, startup
 
-    ranks.quiet_tensorflow()
+    startup.quiet_tensorflow()
     ranks.init()
     import horovod.tensorflow as hvd
     import tensorflow as tf

@@ -15,13 +15,11 @@ from hvd_linreg.config import Config, UsageError, field_names
 from hvd_linreg.hosts import check_elastic_launch, check_host_name
 from hvd_linreg.launcher import launch_rank, speaks_for
 from hvd_linreg.ranks import (
-    import_tensorflow,
     is_collective_failure,
-    quiet_tensorflow,
     say,
     settle,
-    without_pandas,
 )
+from hvd_linreg.startup import import_tensorflow, quiet_tensorflow, without_pandas
 
 
 class _Parser(argparse.ArgumentParser):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -21,29 +22,95 @@ SYNTHETIC_SAMPLES = 1000  # the seed's dataset
 SYNTHETIC_FEATURES = 1
 
 
-def setting(default: Any, help: str, metavar: str | None = None, choices=None) -> Any:
-    """A Config field that carries its command-line help: the one place a setting is declared
-    (cli builds the parser from these; tests/test_cli.py checks the README's table against it)."""
-    return field(default=default, metadata={"help": help, "metavar": metavar, "choices": choices})
+# A setting's own constraint: called with the setting's name and value, raises UsageError.
+Constraint = Callable[[str, Any], None]
+
+
+def setting(
+    default: Any,
+    help: str,
+    metavar: str | None = None,
+    choices=None,
+    check: Constraint | None = None,
+) -> Any:
+    """A Config field that carries its command-line help and its constraint: the one place a
+    setting is declared (cli builds the parser from these; tests/test_cli.py checks the
+    README's table against it; Config.__post_init__ applies each check)."""
+    metadata = {"help": help, "metavar": metavar, "choices": choices, "check": check}
+    return field(default=default, metadata=metadata)
+
+
+def positive_int(name: str, value: Any) -> None:
+    if not _is_int(value) or value <= 0:
+        raise UsageError(f"--{name} must be a positive whole number, got {value!r}")
+
+
+def int_from_0(name: str, value: Any) -> None:
+    if not _is_int(value) or value < 0:
+        raise UsageError(f"--{name} must be a whole number >= 0, got {value!r}")
+
+
+def positive_finite(name: str, value: Any) -> None:
+    if not _is_number(value) or not math.isfinite(value):
+        raise UsageError(f"--{name} must be a finite number, got {value!r}")
+    if value <= 0:
+        raise UsageError(f"--{name} must be > 0, got {value!r}")
+
+
+def finite_from_0(name: str, value: Any) -> None:
+    if not _is_number(value) or not 0 <= value < math.inf:
+        raise UsageError(f"--{name} must be a finite number >= 0, got {value!r}")
+
+
+def fraction(name: str, value: Any) -> None:
+    """A share of something that must keep some of it: in [0, 1)."""
+    if not _is_number(value) or not 0 <= value < 1:
+        raise UsageError(f"--{name} must be a number in [0, 1), got {value!r}")
+
+
+def optional(check: Constraint) -> Constraint:
+    """The check, for a setting that None leaves to a default worked out later."""
+
+    def unless_none(name: str, value: Any) -> None:
+        if value is not None:
+            check(name, value)
+
+    return unless_none
+
+
+def one_of(choices: Collection[str]) -> Constraint:
+    """A choice among these, for settings that a config file gives past argparse's choices."""
+
+    def among(name: str, value: Any) -> None:
+        if value not in choices:
+            raise UsageError(f"--{name} must be one of {', '.join(choices)}, got {value!r}")
+
+    return among
 
 
 # Defaults are the seed program's (../shared/seed): 1000 steps, lr 0.01, batch 100, logs every 100.
 @dataclass(frozen=True)
 class Config:
-    num_steps: int = setting(1000, "training steps", "N")
-    learning_rate: float = setting(0.01, "SGD learning rate", "LR")
-    batch_size: int = setting(100, "samples per rank per step; the global batch is B x ranks", "B")
+    num_steps: int = setting(1000, "training steps", "N", check=positive_int)
+    learning_rate: float = setting(0.01, "SGD learning rate", "LR", check=positive_finite)
+    batch_size: int = setting(
+        100, "samples per rank per step; the global batch is B x ranks", "B", check=positive_int
+    )
     num_samples: int | None = setting(
         None,
         f"synthetic samples in the whole dataset, over all ranks "
         f"(default {SYNTHETIC_SAMPLES}; with --data, every row of the file)",
         "N",
+        check=optional(positive_int),
     )
     num_features: int | None = setting(
-        None, f"synthetic features per sample (default {SYNTHETIC_FEATURES})", "F"
+        None,
+        f"synthetic features per sample (default {SYNTHETIC_FEATURES})",
+        "F",
+        check=optional(positive_int),
     )
-    seed: int = setting(0, "seed for the synthetic data and the initial weights")
-    log_every: int = setting(100, "log 'Step: N Loss: X' every N steps", "N")
+    seed: int = setting(0, "seed for the synthetic data and the initial weights", check=int_from_0)
+    log_every: int = setting(100, "log 'Step: N Loss: X' every N steps", "N", check=positive_int)
     data: str | None = setting(
         None,
         "train on a file instead: .npy (last column = target), .npz (arrays X, y), "
@@ -65,30 +132,34 @@ class Config:
         "precision of the data and the model (default: a file's own, float64 for CSV text; "
         "float32 for synthetic data)",
         choices=DTYPES,
+        check=optional(one_of(DTYPES)),
     )
     validation_fraction: float = setting(
         0.0,
         "hold out this fraction of the rows, picked by a hash of the row index and --seed (the "
         "same rows for any number of ranks), and score the model on them at each log step",
         "F",
+        check=fraction,
     )
     metrics_json: str | None = setting(None, "rank 0 writes the run's results here as JSON", "PATH")
     checkpoint_dir: str | None = setting(
         None, "rank 0 saves checkpoints here; a run resumes from the newest one it finds", "DIR"
     )
-    checkpoint_every: int = setting(100, "steps between checkpoints", "N")
-    keep_checkpoints: int = setting(3, "keep the K newest checkpoints", "K")
+    checkpoint_every: int = setting(100, "steps between checkpoints", "N", check=positive_int)
+    keep_checkpoints: int = setting(3, "keep the K newest checkpoints", "K", check=positive_int)
     model: str = setting(
         "linear",
         "the model family: linear (least squares on a numeric target)",
         "NAME",
         choices=FAMILIES,
+        check=one_of(FAMILIES),
     )
     solver: str = setting(
         "sgd",
         "sgd: train with data-parallel SGD; exact: solve least squares directly by a "
         "distributed QR (no batches: --batch_size does not apply)",
         choices=SOLVERS,
+        check=one_of(SOLVERS),
     )
     optimality_gap: str = setting(
         "auto",
@@ -100,11 +171,17 @@ class Config:
         0.0,
         "ridge: minimise the mean squared error + LAMBDA x |w|^2 (the bias is not penalised)",
         "LAMBDA",
+        check=finite_from_0,
     )
-    optimizer: str = setting("sgd", "the optimizer Horovod wraps", choices=OPTIMIZERS)
-    momentum: float = setting(0.9, "momentum of --optimizer momentum")
+    optimizer: str = setting(
+        "sgd", "the optimizer Horovod wraps", choices=OPTIMIZERS, check=one_of(OPTIMIZERS)
+    )
+    momentum: float = setting(0.9, "momentum of --optimizer momentum", check=fraction)
     lr_warmup_steps: int = setting(
-        0, "ramp the learning rate linearly from lr/W to lr over the first W updates", "W"
+        0,
+        "ramp the learning rate linearly from lr/W to lr over the first W updates",
+        "W",
+        check=int_from_0,
     )
     scale_lr: bool = setting(
         False, "multiply the learning rate by the number of ranks (Horovod's linear scaling)"
@@ -137,62 +214,30 @@ class Config:
         "with --elastic: steps between commits of the state a reset goes back to "
         "(default: --log_every)",
         "N",
+        check=optional(positive_int),
     )
 
     def __post_init__(self) -> None:
-        for name in (
-            "num_steps",
-            "batch_size",
-            "num_samples",
-            "num_features",
-            "log_every",
-            "checkpoint_every",
-            "keep_checkpoints",
-            "commit_every",
-        ):
-            value = getattr(self, name)
-            if value is None and name in ("num_samples", "num_features", "commit_every"):
-                continue
-            if not _is_int(value) or value <= 0:
-                raise UsageError(f"--{name} must be a positive whole number, got {value!r}")
-        if not _is_int(self.seed) or self.seed < 0:
-            raise UsageError(f"--seed must be a whole number >= 0, got {self.seed!r}")
-        lr = self.learning_rate
-        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr):
-            raise UsageError(f"--learning_rate must be a finite number, got {lr!r}")
-        if lr <= 0:
-            raise UsageError(f"--learning_rate must be > 0, got {lr!r}")
-        l2 = self.l2
-        if isinstance(l2, bool) or not isinstance(l2, (int, float)) or not 0 <= l2 < math.inf:
-            raise UsageError(f"--l2 must be a finite number >= 0, got {l2!r}")
-        f = self.validation_fraction
-        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f < 1:
-            raise UsageError(f"--validation_fraction must be a number in [0, 1), got {f!r}")
-        if not _is_int(self.lr_warmup_steps) or self.lr_warmup_steps < 0:
-            raise UsageError(
-                f"--lr_warmup_steps must be a whole number >= 0, got {self.lr_warmup_steps!r}"
-            )
-        # --dtype may be left unset: the data's own precision.
-        choices = (
-            ("model", FAMILIES),
-            ("solver", SOLVERS),
-            ("optimizer", OPTIMIZERS),
-            ("dtype", (None, *DTYPES)),
-        )
-        for name, allowed in choices:
-            if getattr(self, name) not in allowed:
-                named = ", ".join(a for a in allowed if a)
-                raise UsageError(f"--{name} must be one of {named}, got {getattr(self, name)!r}")
-        m = self.momentum
-        if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0 <= m < 1:
-            raise UsageError(f"--momentum must be a number in [0, 1), got {m!r}")
+        """Each setting's own constraint, declared with it (setting's check), then the ones
+        that span settings."""
+        for f in fields(self):
+            if f.metadata["check"]:
+                f.metadata["check"](f.name, getattr(self, f.name))
+        self._check_whole_steps()
+        self._check_elastic()
+        self._check_columns()
+
+    def _check_whole_steps(self) -> None:
+        """Checkpoints and log lines fall between updates, never inside an accumulation."""
         k = self.backward_passes_per_step
         if self.checkpoint_every % k or self.log_every % k:
             raise UsageError(
                 f"--checkpoint_every and --log_every must be multiples of "
                 f"--backward_passes_per_step {k}, so that no step is cut in two"
             )
-        self._check_elastic()
+
+    def _check_columns(self) -> None:
+        """A file brings its own sizes, and only a file has columns to name."""
         if self.data is not None:
             for name in ("num_samples", "num_features"):
                 if getattr(self, name) is not None:
@@ -259,3 +304,7 @@ def field_names() -> list[str]:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -7,19 +7,18 @@ launcher.py reads what the launcher told the rank before.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hvd_linreg.config import UsageError
 from hvd_linreg.hosts import check_distinct_hosts, machine_id
 from hvd_linreg.launcher import job_size, local_size, speaks_for
+from hvd_linreg.startup import import_tensorflow
 
 if TYPE_CHECKING:
     import numpy as np
@@ -212,62 +211,6 @@ def is_collective_failure(e: Exception) -> bool:
     return isinstance(e, UnknownError) and (
         any(op in message for op in COLLECTIVE_OPS) or "Horovod has been shut down" in message
     )
-
-
-def quiet_tensorflow() -> None:
-    """Call before importing TensorFlow: its start-up chatter on every rank buries the log.
-
-    3, not 2: TensorFlow >= 2.16 also logs, at error level, on every CPU-only start, that cuDNN
-    and cuBLAS factories were registered twice; they are not errors of the run, and what
-    fails in it fails as a Python exception."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
-
-@contextlib.contextmanager
-def without_pandas() -> Iterator[None]:
-    """Import TensorFlow inside this: Keras (imported by TensorFlow) imports pandas whenever it is
-    installed, only to recognise DataFrames given to Model.fit, which the tool never does, and
-    pandas brings pyarrow and parts of SciPy with it: about a second of every rank's start.
-    Within this block `import pandas` fails, so Keras goes on without it; after it, pandas
-    imports as usual."""
-    if "pandas" in sys.modules:  # already imported (in a test process, say): nothing to save
-        yield
-        return
-    sys.modules["pandas"] = None  # type: ignore[assignment]  # makes `import pandas` fail
-    try:
-        yield
-    finally:
-        if sys.modules.get("pandas", 0) is None:
-            del sys.modules["pandas"]
-
-
-@contextlib.contextmanager
-def _stderr_muted() -> Iterator[None]:
-    """File descriptor 2 to /dev/null, C++ libraries' writes included."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)
-    os.close(devnull)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def import_tensorflow() -> None:
-    """Import TensorFlow once, quietly, before anything of the tool's imports it.
-
-    TensorFlow >= 2.19 logs its start-up (oneDNN, the CPU's instructions) through absl before
-    any log level applies, TF_CPP_MIN_LOG_LEVEL included: on every rank, before the job's first
-    line. Those writes go to /dev/null; an import that fails still raises, and says why once
-    stderr is back."""
-    if "tensorflow" in sys.modules:
-        return
-    quiet_tensorflow()
-    with without_pandas(), _stderr_muted():
-        import tensorflow  # noqa: F401
 
 
 # How long a rank that does not speak waits, on an error found before Horovod starts, for the

@@ -166,6 +166,7 @@ class Config:
         "SGD runs: solve least squares exactly too and report the distance from its optimum; "
         "auto: when that costs less than the training (N x (F+1) <= 2 x steps x global batch)",
         choices=OPTIMALITY_GAP,
+        check=one_of(OPTIMALITY_GAP),
     )
     l2: float = setting(
         0.0,
@@ -190,7 +191,10 @@ class Config:
         False, "send gradients as float16 in the allreduce (Horovod's fp16 compression)"
     )
     backward_passes_per_step: int = setting(
-        1, "accumulate K local gradients (K steps' batches) before each allreduce and update", "K"
+        1,
+        "accumulate K local gradients (K steps' batches) before each allreduce and update",
+        "K",
+        check=positive_int,
     )
     logdir: str | None = setting(None, "rank 0 writes TensorBoard scalars here", "DIR")
     plot: str | None = setting(

@@ -189,3 +189,16 @@ def test_your_stall_limits_win(monkeypatch):
     monkeypatch.setenv("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "0")
     assert main(["--num_steps", "10", "--quiet"]) == 0
     assert [os.environ[name] for name in STALL] == ["7", "0"]
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"optimality_gap": "sometimes"}, "--optimality_gap must be one of auto, always, never"),
+        ({"backward_passes_per_step": 0}, "--backward_passes_per_step must be a positive whole"),
+    ],
+)
+def test_settings_a_config_file_gives_are_checked_too(setting, message):
+    """A TOML file passes argparse by: each setting's own check still refuses a bad value."""
+    with pytest.raises(UsageError, match=message):
+        Config(**setting)

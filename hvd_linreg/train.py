@@ -96,14 +96,15 @@ def prepare(cfg: Config, job: Job) -> tuple[Shard, Path | None]:
     if shard.oversized_reads:
         job.warn(
             f"{cfg.data} has row groups of up to {shard.oversized_reads} rows, more than a "
-            f"batch of {layout.run}: each rank reads and decodes every row group that holds "
+            f"batch of {layout.run_length}: each rank reads and decodes every row group that holds "
             "any of its rows, so the ranks read much of the file each, not 1/ranks of it. "
-            f"Write it with row groups of at most {layout.run} rows (pyarrow: "
-            f"pq.write_table(table, path, row_group_size={layout.run}))"
+            f"Write it with row groups of at most {layout.run_length} rows (pyarrow: "
+            f"pq.write_table(table, path, row_group_size={layout.run_length}))"
         )
     unbatched = shard.num_samples - layout.num_batched
     if unbatched and cfg.solver == "sgd":
-        runs = f"{layout.size} ranks x runs of {layout.run} row{'s' * (layout.run > 1)}"
+        g = layout.run_length
+        runs = f"{layout.size} ranks x runs of {g} row{'s' * (g > 1)}"
         job.warn(
             f"{shard.num_samples} samples are not a multiple of {layout.stride} ({runs}): "
             f"SGD uses the first {layout.num_batched} and leaves out the last {unbatched}, "
@@ -135,7 +136,7 @@ def wants_optimum(cfg: Config, shard: Shard, size: int) -> bool:
     if cfg.optimality_gap == "never":
         return False
     cost = shard.num_samples * (shard.num_features + 1)
-    return cost <= 2 * cfg.num_steps * cfg.batch_size * size
+    return cost <= 2 * cfg.num_steps * shard.layout.global_batch
 
 
 def report(
@@ -270,7 +271,7 @@ class Trainer:
     def _warn_of_other_batches(self, ckpt: checkpoint.Checkpoint) -> None:
         """The same global batch over the same first N_sgd rows is the same trajectory,
         whatever the rank count (layout contract); anything else is not."""
-        global_batch, batched = self.cfg.batch_size * self.job.size, self.shard.layout.num_batched
+        global_batch, batched = self.shard.layout.global_batch, self.shard.layout.num_batched
         differ = "the result will differ from an uninterrupted run"
         if ckpt.global_batch_size != global_batch:
             self.job.warn(
@@ -424,7 +425,7 @@ class Trainer:
                 step=step,
                 params=self.model.params.numpy().reshape(-1),
                 optimizer=[v.numpy() for v in self.optimizer.variables],
-                global_batch_size=self.cfg.batch_size * self.job.size,
+                global_batch_size=self.shard.layout.global_batch,
                 batched_rows=self.shard.layout.num_batched,
                 initial_params=[float(v) for v in self.initial],
                 config=self.cfg.as_dict(),

@@ -55,6 +55,11 @@ class Layout:
     run_length: int = 1  # g: the rows of each of the rank's runs; divides B
 
     @property
+    def global_batch(self) -> int:
+        """G, the rows of one step over all ranks."""
+        return global_batch_size(self.batch_size, self.size)
+
+    @property
     def run(self) -> int:
         """The run length g, by its short name."""
         return self.run_length

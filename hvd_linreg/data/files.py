@@ -12,8 +12,8 @@ from hvd_linreg.data.parquet import PARQUET
 from hvd_linreg.data.spec import DataSpec, ScatterReader, TableReader
 from hvd_linreg.data.table import Table
 
-# The readers, by file name suffix: adding a format is one module that declares a reader and
-# one line here. The two kinds (hvd_linreg.data.spec): a TableReader opens the files as a
+# The readers, by file name suffix: adding a format is one module that declares a reader, and
+# its entry here. The two kinds (hvd_linreg.data.spec): a TableReader opens the files as a
 # Table that every rank reads its own rows of; a ScatterReader builds the shard itself, each
 # rank parsing its byte range and the ranks trading rows by collectives.
 READERS: dict[str, TableReader | ScatterReader] = {
@@ -30,7 +30,7 @@ def open_table(files: list[Path], spec: DataSpec) -> Table:
     suffix = files[0].suffix.lower()
     reader = READERS.get(suffix)
     if not isinstance(reader, TableReader):
-        known = [f"{suffix} {reader.note}".strip() for suffix, reader in READERS.items()]
+        known = [f"{name} {known.note}".strip() for name, known in READERS.items()]
         raise UsageError(
             f"{files[0]}: unknown data format {suffix or '(no extension)'}; use {_either(known)}"
         )

@@ -44,6 +44,7 @@ class Holdout:
 
     @classmethod
     def of(cls, cfg: Config, num_rows: int) -> Holdout:
+        """The split --validation_fraction and --seed make of num_rows rows."""
         fraction = cfg.validation_fraction
         if not fraction:
             return cls(num_rows, np.zeros(0, np.int64), None)

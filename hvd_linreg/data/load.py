@@ -19,7 +19,7 @@ from hvd_linreg.data.table import Table, rows_of
 from hvd_linreg.ranks import Job, memory_per_rank
 
 # A shard larger than this share of the memory a rank may use is read as it is used: the rest
-# is for TensorFlow (about 0.4 GB), the float64 blocks of the passes over the data, and slack.
+# is for TensorFlow, the float64 blocks of the passes over the data, and slack.
 _SHARD_SHARE = 0.5
 
 # A part read whole (a Parquet row group) smaller than this costs little to read on every rank:

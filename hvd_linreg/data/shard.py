@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Shard:
+    """This rank's rows of the dataset, by its Layout, and what is known of their source."""
+
     X: np.ndarray  # (rows, num_features) float32 or float64: the rows of Layout.rows()
     y: np.ndarray  # (rows,), the dtype of X
     layout: Layout
@@ -40,6 +42,7 @@ class Shard:
 
     @property
     def num_features(self) -> int:
+        """Features per row."""
         return self.X.shape[1]
 
     @property
@@ -55,6 +58,7 @@ class Shard:
 
     @property
     def dtype(self) -> str:
+        """The precision the rows are held in: float32 or float64."""
         return self.X.dtype.name
 
     def validation_blocks(self, max_rows: int = 1 << 15) -> Iterator[tuple[np.ndarray, np.ndarray]]:

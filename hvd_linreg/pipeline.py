@@ -65,7 +65,7 @@ def prepare(cfg: Config, job: Job) -> tuple[Shard, Path | None]:
 def shard_warnings(cfg: Config, shard: Shard) -> list[str]:
     """What the user should know about how the data meets the layout."""
     layout, warnings = shard.layout, []
-    run = layout.run
+    run = layout.run_length
     if shard.oversized_reads:
         warnings.append(
             f"{cfg.data} has row groups of up to {shard.oversized_reads} rows, more than a "

@@ -14,8 +14,8 @@ import numpy as np
 
 from hvd_linreg import families, ranks
 from hvd_linreg.atomic import atomic_write
-from hvd_linreg.config import Config, UsageError
-from hvd_linreg.data import CsvHeader, Table, csv_header, open_table, read_csv_split
+from hvd_linreg.config import UsageError
+from hvd_linreg.data import CsvHeader, DataSpec, Table, csv_header, open_table, read_csv_split
 from hvd_linreg.export import ExportedModel, load
 from hvd_linreg.ranks import Job
 
@@ -78,7 +78,7 @@ def open_data(path: str) -> DataFile:
     if p.suffix.lower() == ".csv":
         header = csv_header(p)
         return DataFile(p, len(header.names), header.names, False, header=header)
-    table = open_table([p], Config())
+    table = open_table([p], DataSpec())
     if table.num_rows == 0:
         raise UsageError(f"{path} holds no rows")
     return DataFile(p, table.num_features + 1, None, p.suffix.lower() == ".npz", table=table)

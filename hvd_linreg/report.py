@@ -15,7 +15,7 @@ import numpy as np
 from hvd_linreg import __version__
 from hvd_linreg.atomic import atomic_write
 from hvd_linreg.config import Config, UsageError
-from hvd_linreg.data import Shard
+from hvd_linreg.data import Shard, global_batch_size
 from hvd_linreg.ranks import Job
 from hvd_linreg.statistics import Statistics
 
@@ -49,7 +49,7 @@ def header_line(cfg: Config, job: Job, shard: Shard) -> str:
     run = (
         "exact least squares"
         if cfg.solver == "exact"
-        else f"batch {cfg.batch_size} per rank ({cfg.batch_size * job.size} global), "
+        else f"batch {cfg.batch_size} per rank ({shard.layout.global_batch} global), "
         f"{cfg.num_steps} steps, {cfg.optimizer}, learning rate {cfg.learning_rate}"
     )
     held_out = f" + {shard.num_validation} validation" if shard.num_validation else ""
@@ -99,7 +99,7 @@ class Report:
 
     @property
     def global_batch_size(self) -> int:
-        return self.cfg.batch_size * self.job.size
+        return global_batch_size(self.cfg.batch_size, self.job.size)
 
     @property
     def exact_skipped(self) -> str:

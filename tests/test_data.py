@@ -49,7 +49,7 @@ def test_step_i_uses_global_rows_i_G_on_mod_N_sgd_whatever_the_rank_count(
     run = 16 if features == 2047 and size > 1 else 1
     batched = 300 - 300 % (size * run)
     shards = [_read(path, rank, size, batch) for rank in range(size)]
-    assert {(s.layout.run, s.layout.num_batched) for s in shards} == {(run, batched)}
+    assert {(s.layout.run_length, s.layout.num_batched) for s in shards} == {(run, batched)}
     for step in range(3 * batched // (size * batch) + 2):  # several epochs, batches that wrap
         rows = []
         for shard in shards:
@@ -286,7 +286,7 @@ def test_runs_shorter_than_the_batch_are_read_alone_and_their_copy_is_not_read(t
         before = _rchar()
         shard = _read(path, rank, size, batch_size=1024)
         read = _rchar() - before
-        assert shard.layout.run == 512 and shard.layout.num_batched == batched
+        assert shard.layout.run_length == 512 and shard.layout.num_batched == batched
         ids = np.flatnonzero(np.arange(batched) // 512 % size == rank)
         tail = np.array_split(np.arange(batched, 3372), size)[rank]
         held = np.r_[ids, ids[:512], tail]

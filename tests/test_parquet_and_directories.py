@@ -83,7 +83,7 @@ def test_a_parquet_file_gives_each_rank_the_rows_of_its_layout(rows, npy_file, t
     for rank in range(size):
         shard = _shard(path, rank, size)
         assert shard.dtype == "float64" and shard.feature_names == ("a", "b", "c")
-        assert shard.layout.run == (7 if size > 1 else 1)
+        assert shard.layout.run_length == (7 if size > 1 else 1)
         np.testing.assert_array_equal(shard.X, _layout_rows(shard, rows)[:, :-1])
         np.testing.assert_array_equal(shard.y, _layout_rows(shard, rows)[:, -1])
         if size == 1:

@@ -3,7 +3,7 @@
 A Parquet file is cut into row groups, and its footer gives each group's row count; so the
 rows [start, stop) that the layout hands a rank are read as the row groups holding them, and of
 those only the chosen columns. A rank whose runs cover whole row groups reads only its own.
-pyarrow is imported here, and this module only when a Parquet file is read: start-up stays fast.
+pyarrow is imported only when a Parquet file is read: start-up stays fast.
 """
 
 from __future__ import annotations
@@ -13,17 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from hvd_linreg.config import UsageError
-from hvd_linreg.data import (
-    Table,
-    check_same_columns,
-    choose_columns,
-    open_without_readahead,
-    own_dtype,
-    read_across,
-)
+from hvd_linreg.data.columns import check_same_columns, choose_columns
+from hvd_linreg.data.spec import DataSpec, TableReader
+from hvd_linreg.data.table import Table, open_without_readahead, own_dtype, read_across
 
 
-def parquet_table(files: list[Path], target: str | None, features: tuple[str, ...] | None) -> Table:
+def parquet_table(files: list[Path], spec: DataSpec) -> Table:
     """The files' rows, in order, as one Table of the chosen columns (nothing read yet but
     the footers); UsageError for a file, column or type the user can fix."""
     pq = _import_parquet()
@@ -32,7 +27,7 @@ def parquet_table(files: list[Path], target: str | None, features: tuple[str, ..
     for p, m in zip(files[1:], metadata[1:]):
         _check_same_columns(files[0], schema, p, m.schema.to_arrow_schema())
     names = schema.names
-    chosen, t = choose_columns(names, target, features, files[0])
+    chosen, t = choose_columns(names, spec.target, spec.features, files[0])
     columns = [names[j] for j in [*chosen, t]]
     dtype = own_dtype(*(_numpy_type(files[0], schema.field(name)) for name in columns))
     groups = [(p, m, g) for p, m in zip(files, metadata) for g in range(m.num_row_groups)]
@@ -56,6 +51,9 @@ def parquet_table(files: list[Path], target: str | None, features: tuple[str, ..
         tuple(m.num_rows for m in metadata),
         whole_rows=int(np.diff(starts).max(initial=0)),
     )
+
+
+PARQUET = TableReader(parquet_table, named_columns=True, whole_batches=True)
 
 
 def _import_parquet():

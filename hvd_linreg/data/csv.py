@@ -1,0 +1,207 @@
+"""CSV files: every rank parses the lines that start in its byte range of the files, as
+Hadoop's input splits cut a file, and the rows then go to the ranks that hold them (one
+alltoall). A line's place in the file is not known before the lines ahead of it are read, so
+CSV is not read by ranges of rows like the formats that give a Table."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hvd_linreg.config import Config, UsageError
+from hvd_linreg.data.columns import check_same_columns, choose_columns, column_labels
+from hvd_linreg.data.holdout import Holdout
+from hvd_linreg.data.layout import Layout, layout_for
+from hvd_linreg.data.shard import RowNames, Shard, with_validation
+from hvd_linreg.data.spec import DataSpec, ScatterReader
+from hvd_linreg.data.table import aligned_empty
+from hvd_linreg.ranks import Job
+
+
+@dataclass
+class _CsvSplit:
+    """What one rank parsed of a CSV file: the lines that start in its byte range."""
+
+    rows: np.ndarray  # (rows, columns) float64
+    num_lines: int  # physical lines, blank ones included: for line numbers in messages
+    problem: tuple[int, str] | None = None  # (line within the split, what is wrong)
+
+
+@dataclass(frozen=True)
+class CsvHeader:
+    """A CSV file's header line: its column names, and where the data after it starts."""
+
+    path: Path
+    names: list[str]
+    data_start: int  # the header's length in bytes
+
+
+def csv_header(p: Path) -> CsvHeader:
+    """The header line of the CSV file p; UsageError when it has none."""
+    with open(p, "rb") as f:
+        first = f.readline()
+    header = next(csv.reader([first.decode("utf-8", errors="replace")]), None)
+    if not header or not any(h.strip() for h in header):
+        raise UsageError(f"{p} is empty; a CSV file needs a header line and data rows")
+    return CsvHeader(p, [h.strip() for h in header], len(first))
+
+
+def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Job | None) -> Shard:
+    """Each rank parses the lines of its byte range of the files; the rows then go to the ranks
+    that hold them by the layout and the validation split (one alltoall), so no rank reads more
+    than its part."""
+    headers = [csv_header(p) for p in files]
+    names = headers[0].names
+    for header in headers[1:]:
+        check_same_columns(files[0], names, header.path, header.names)
+    spec = DataSpec.of(cfg)
+    chosen, t = choose_columns(names, spec.target, spec.features, files[0])
+    rows, counts, file_rows = _scattered_rows(headers, rank, size, job)
+    if sum(file_rows) == 0:
+        raise UsageError(f"{cfg.data} has a header but no data rows")
+    holdout = Holdout.of(cfg, sum(file_rows))
+    layout = layout_for(holdout.num_train, rank, size, cfg.batch_size, batched=cfg.batched)
+    table, validation = _to_owners(rows, sum(counts[:rank]), holdout, layout, job)
+    dtype = spec.dtype or "float64"  # decimal text: float64 keeps what it says
+    where = RowNames(files, tuple(file_rows), column_labels(names[j] for j in [*chosen, t]))
+    X, y = _columns(table, chosen, t, dtype)
+    features = tuple(names[j] for j in chosen)
+    shard = Shard(X, y, layout, cfg.data, feature_names=features, target_name=names[t])
+    where.check_shard(shard, holdout.file_row(layout))
+    if holdout.held_out:
+        X, y = _columns(validation, chosen, t, dtype)
+        shard = with_validation(shard, holdout, holdout.piece(rank, size), X, y, where)
+    return shard
+
+
+CSV = ScatterReader(read_csv_shard, note="(with a header line)")
+
+
+def read_csv_split(
+    header: CsvHeader, rank: int, size: int, job: Job | None
+) -> tuple[np.ndarray, list[int]]:
+    """This rank's rows (float64, every column, in file order): the lines that start in its
+    1/size of the file's bytes; and every rank's number of rows. The file's first problem is
+    raised on every rank."""
+    rows, counts, _ = _scattered_rows([header], rank, size, job)
+    if sum(counts) == 0:
+        raise UsageError(f"{header.path} has a header but no data rows")
+    return rows, counts
+
+
+def _scattered_rows(
+    headers: list[CsvHeader], rank: int, size: int, job: Job | None
+) -> tuple[np.ndarray, list[int], list[int]]:
+    """This rank's rows of the files (float64, every column, in file order), every rank's
+    number of rows and every file's. The files' first problem is raised on every rank."""
+    names = headers[0].names
+    texts = csv_split_texts([(h.path, h.data_start) for h in headers], rank, size)
+    splits = [(i, _parse_csv_split(text, names)) for i, text in texts]
+    summary = [(i, len(s.rows), s.num_lines, s.problem) for i, s in splits]
+    every = job.allgather(summary) if size > 1 else [summary]
+    file_rows, lines_before = [0] * len(headers), [1] * len(headers)  # 1: the header
+    for i, num_rows, num_lines, problem in (piece for pieces in every for piece in pieces):
+        if problem is not None:  # the first problem in the files, on every rank
+            line = lines_before[i] + problem[0]
+            raise UsageError(f"{headers[i].path} line {line}: {problem[1]}")
+        lines_before[i] += num_lines
+        file_rows[i] += num_rows
+    rows = np.concatenate([s.rows for _, s in splits] or [np.zeros((0, len(names)))])
+    counts = [sum(n for _, n, _, _ in pieces) for pieces in every]
+    return rows, counts, file_rows
+
+
+def _to_owners(
+    rows: np.ndarray, first: int, holdout: Holdout, layout: Layout, job: Job | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Rows first, first + 1, ... of the files sent to the ranks that hold them: this rank's
+    training rows in the order of held_positions, and its validation rows (None: no split)."""
+    owners, held = holdout.owners(np.arange(first, first + len(rows)), layout)
+    order = np.argsort(owners, kind="stable")  # by rank, and in file order within each
+    sent = np.bincount(owners, minlength=layout.size)
+    if holdout.held_out:  # a last column tells the receiver which rows are validation rows
+        rows = np.c_[rows, held]
+    table = job.alltoall(rows[order], sent) if layout.size > 1 else rows
+    validation = None
+    if holdout.held_out:
+        held = table[:, -1] == 1
+        table, validation = table[~held, :-1], table[held, :-1]
+    return table[layout.held_positions()], validation  # received in file order: runs, then tail
+
+
+def _columns(table: np.ndarray, chosen: list[int], t: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The chosen columns of a CSV's rows as the features, column t as the target."""
+    X = aligned_empty((len(table), len(chosen)), dtype)
+    X[...] = table[:, chosen]
+    y = aligned_empty((len(table),), dtype)
+    y[...] = table[:, t]
+    return X, y
+
+
+def csv_split_text(p: Path, data_start: int, rank: int, size: int) -> str:
+    """The lines that start in this rank's byte range of the data, as Hadoop's input splits cut
+    a file: the range is 1/size of the bytes after the header; a line that began before it is
+    the previous rank's, a line that runs past its end is this rank's. So a rank reads its
+    range, plus the header and at most one line past it."""
+    return "".join(text for _, text in csv_split_texts([(p, data_start)], rank, size))
+
+
+def csv_split_texts(files: list[tuple[Path, int]], rank: int, size: int) -> list[tuple[int, str]]:
+    """This rank's lines of CSV files (path, header length) read one after another: the data
+    bytes of all the files are cut in size ranges, and each file's part of this rank's range
+    is cut at lines as csv_split_text cuts one file. (file index, its lines), by file."""
+    lengths = [p.stat().st_size - data_start for p, data_start in files]
+    offsets = np.cumsum([0, *lengths])
+    begin, end = rank * int(offsets[-1]) // size, (rank + 1) * int(offsets[-1]) // size
+    texts = []
+    for i, (p, data_start) in enumerate(files):
+        lo, hi = max(begin, offsets[i]) - offsets[i], min(end, offsets[i + 1]) - offsets[i]
+        if lo < hi:
+            texts.append((i, _csv_lines(p, data_start, data_start + int(lo), data_start + int(hi))))
+    return texts
+
+
+def _csv_lines(p: Path, data_start: int, begin: int, end: int) -> str:
+    """The lines of p that start in its bytes begin .. end - 1 (after the header)."""
+    with open(p, "rb", buffering=0) as f:
+        f.seek(max(begin - 1, data_start))
+        if begin > data_start:
+            f.readline()  # through the end of the line that began before the range
+        text = b""
+        while f.tell() < end and (chunk := f.read(end - f.tell())):
+            text += chunk
+        if text and not text.endswith(b"\n"):
+            text += f.readline()  # the line that runs past the end
+    return text.decode("utf-8", errors="replace")
+
+
+def _parse_csv_split(text: str, names: list[str]) -> _CsvSplit:
+    num_columns = len(names)
+    rows: list[list[float]] = []
+    reader = csv.reader(io.StringIO(text, newline=""))
+    num_lines = text.count("\n") + (not text.endswith("\n") and bool(text))
+    for cells in reader:
+        if not cells or all(not c.strip() for c in cells):
+            continue  # blank lines are not rows
+        if len(cells) != num_columns:
+            problem = f"{len(cells)} fields, but the header has {num_columns}"
+            return _CsvSplit(np.zeros((0, num_columns)), num_lines, (reader.line_num, problem))
+        try:
+            rows.append([float(c) for c in cells])
+        except ValueError:
+            j = next(j for j, c in enumerate(cells) if not _is_float(c))
+            problem = f"{cells[j]!r} is not a number (column {names[j]!r})"
+            return _CsvSplit(np.zeros((0, num_columns)), num_lines, (reader.line_num, problem))
+    return _CsvSplit(np.array(rows, np.float64).reshape(-1, num_columns), num_lines)
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,115 @@
+"""Loading this rank's shard: synthetic rows, or its rows of --data by the reader of the
+files' format (files.READERS)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from hvd_linreg.config import SYNTHETIC_FEATURES, SYNTHETIC_SAMPLES, Config, UsageError
+from hvd_linreg.data.columns import column_labels
+from hvd_linreg.data.files import READERS, data_files, open_table
+from hvd_linreg.data.holdout import Holdout
+from hvd_linreg.data.layout import Layout, layout_for
+from hvd_linreg.data.shard import RowNames, Shard, with_validation
+from hvd_linreg.data.spec import DataSpec, ScatterReader, TableReader
+from hvd_linreg.data.synthetic import TRUE_BIAS, synthetic_rows, true_weights
+from hvd_linreg.data.table import Table, rows_of
+from hvd_linreg.ranks import Job, memory_per_rank
+
+# A shard larger than this share of the memory a rank may use is read as it is used: the rest
+# is for TensorFlow, the float64 blocks of the passes over the data, and slack.
+_SHARD_SHARE = 0.5
+
+# A part read whole (a Parquet row group) smaller than this costs little to read on every rank:
+# no warning (pyarrow's default groups of 1 Mi rows are 8 MB from one float64 column).
+_WHOLE_READ_NOTED_BYTES = 8 << 20
+
+
+def load_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Shard:
+    """Build or read only this rank's rows; raise UsageError for anything the user can fix.
+    job: the ranks' collectives, which reading a CSV file on several ranks needs, and the
+    cores this rank may use, which building synthetic rows uses."""
+    if not cfg.synthetic:
+        return read_shard(cfg, rank, size, job)
+    num_features = cfg.num_features or SYNTHETIC_FEATURES
+    holdout = Holdout.of(cfg, cfg.num_samples or SYNTHETIC_SAMPLES)
+    # Runs of 1 row: no file is read, so longer runs would only leave out more rows.
+    layout = layout_for(holdout.num_train, rank, size, cfg.batch_size, batched=cfg.batched)
+
+    def rows(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        dtype, threads = cfg.dtype or "float32", job.threads if job else 1
+        return synthetic_rows(cfg.seed, ids, num_features, dtype, threads)
+
+    validation = rows(holdout.piece(rank, size)) if holdout.held_out else None
+    shard = Shard(*rows(holdout.global_ids(layout.rows())), layout, "synthetic")
+    return replace(
+        shard,
+        w_true=true_weights(num_features).tolist(),
+        b_true=TRUE_BIAS,
+        validation=validation,
+        num_validation=len(holdout.validation),
+    )
+
+
+def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Shard:
+    """This rank's rows of --data (see data_files), in --dtype (default: the files' own, see
+    own_dtype); read now, or as used when they do not fit in memory."""
+    files = data_files(cfg.data)
+    suffix, spec = files[0].suffix.lower(), DataSpec.of(cfg)
+    reader = READERS.get(suffix)
+    if isinstance(reader, ScatterReader):
+        return reader.read_shard(files, cfg, rank, size, job)
+    if isinstance(reader, TableReader) and not reader.named_columns:
+        for flag, value in (("--target", spec.target), ("--features", spec.features)):
+            if value is not None:
+                raise UsageError(
+                    f"{flag} names columns of a CSV or Parquet file; it does not apply to {suffix}"
+                )
+    table = open_table(files, spec)
+    if table.num_rows == 0:
+        raise UsageError(f"{cfg.data} holds no rows")
+    holdout = Holdout.of(cfg, table.num_rows)
+    training = holdout.training_table(table)
+    whole = reader.whole_batches
+    layout = layout_for(
+        training.num_rows, rank, size, cfg.batch_size, table.row_bytes, whole, cfg.batched
+    )
+    dtype = np.dtype(spec.dtype or table.dtype)
+    labels = column_labels(table.columns) if table.columns else reader.labels(table.num_features)
+    names = RowNames(files, table.file_rows, labels)
+    try:
+        shard = _table_shard(cfg.data, table, training, layout, dtype)
+        names.check_shard(shard, holdout.file_row(layout))
+        if holdout.held_out:  # held in memory: a fraction of the rows, used at log steps
+            ids = holdout.piece(rank, size)
+            X, y = rows_of(table, ids)
+            shard = with_validation(shard, holdout, ids, X.astype(dtype), y.astype(dtype), names)
+    except OSError as e:
+        raise UsageError(f"cannot read {cfg.data}: {e}") from None
+    return shard
+
+
+def _table_shard(source: str, table: Table, training: Table, layout: Layout, dtype) -> Shard:
+    """The shard of the training rows: all in memory, or, when they do not fit, the first run
+    (checked now, block by block; read again as training uses it)."""
+    shard_bytes = layout.num_held * (table.num_features + 1) * dtype.itemsize
+    names = table.columns[:-1] if table.columns else None
+    target_name = table.columns[-1] if table.columns else None
+    if shard_bytes > memory_per_rank() * _SHARD_SHARE:
+        X, y = layout.take(training, dtype, range(layout.run_length))
+        shard = Shard(X, y, layout, source, table=training, feature_names=names)
+        shard = replace(shard, target_name=target_name)
+    else:
+        held = range(layout.num_train + layout.num_wrap)
+        X, y = layout.take(training, dtype, held, tail=True)
+        shard = Shard(X, y, layout, source, feature_names=names, target_name=target_name)
+    whole_bytes = table.whole_rows * table.row_bytes
+    if (
+        layout.size > 1
+        and table.whole_rows > layout.run_length
+        and whole_bytes >= _WHOLE_READ_NOTED_BYTES
+    ):
+        shard = replace(shard, oversized_reads=table.whole_rows)
+    return shard

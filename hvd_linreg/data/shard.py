@@ -1,0 +1,130 @@
+"""A rank's shard in memory (Shard), and the checks its rows pass: numbers, all finite."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hvd_linreg.config import UsageError
+from hvd_linreg.data.layout import Layout
+from hvd_linreg.data.table import Table
+
+if TYPE_CHECKING:
+    from hvd_linreg.data.holdout import Holdout
+
+
+@dataclass
+class Shard:
+    """This rank's rows of the dataset, by its Layout, and what is known of their source."""
+
+    X: np.ndarray  # (rows, num_features) float32 or float64: the rows of Layout.rows()
+    y: np.ndarray  # (rows,), the dtype of X
+    layout: Layout
+    source: str  # "synthetic" or the data file's path
+    w_true: list | None = None  # known for synthetic data only
+    b_true: float | None = None
+    # Set when the shard is larger than the memory the rank may use: X and y then hold only
+    # its first run, and the rest is read from the file as it is used (blocks, train.py).
+    table: Table | None = None
+    feature_names: tuple[str, ...] | None = None  # from a CSV or Parquet file's columns
+    target_name: str | None = None  # the same
+    # --validation_fraction: this rank's piece of the held-out rows (X, y), and their number
+    # over all ranks; the layout above then numbers the training rows alone.
+    validation: tuple[np.ndarray, np.ndarray] | None = None
+    num_validation: int = 0
+    # Rows of the file read whole (Parquet's largest row group) when that is more than a run:
+    # then a rank reads rows of other ranks too (train.prepare warns).
+    oversized_reads: int = 0
+
+    @property
+    def num_features(self) -> int:
+        """Features per row."""
+        return self.X.shape[1]
+
+    @property
+    def num_samples(self) -> int:
+        """Rows in the whole dataset, over all ranks."""
+        return self.layout.num_rows
+
+    @property
+    def num_train(self) -> int:
+        """This rank's rows that SGD's batches use, n: the first n of X and y (in memory),
+        followed by a copy of the first layout.num_wrap of them."""
+        return self.layout.num_train
+
+    @property
+    def dtype(self) -> str:
+        """The precision the rows are held in: float32 or float64."""
+        return self.X.dtype.name
+
+    def validation_blocks(self, max_rows: int = 1 << 15) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """This rank's validation rows in blocks of max_rows (none without a held-out set)."""
+        X, y = self.validation if self.validation is not None else (self.X[:0], self.y[:0])
+        for start in range(0, len(y), max_rows):
+            yield X[start : start + max_rows], y[start : start + max_rows]
+
+    def blocks(self, max_rows: int = 1 << 15) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """All of this rank's rows, each once, runs then tail, in blocks of about max_rows."""
+        layout, n = self.layout, self.layout.num_train
+        if self.table is None:
+            tail = n + layout.num_wrap  # after the copy of the first rows
+            for rows in (range(0, n), range(tail, len(self.y))):
+                for start in range(rows.start, rows.stop, max_rows):
+                    stop = min(start + max_rows, rows.stop)
+                    yield self.X[start:stop], self.y[start:stop]
+            return
+        step = max(1, max_rows // layout.run_length) * layout.run_length
+        for start in range(0, n, step):
+            yield layout.take(self.table, self.dtype, range(start, min(start + step, n)))
+        yield layout.take(self.table, self.dtype, range(0), tail=True)
+
+
+@dataclass(frozen=True)
+class RowNames:
+    """How messages name a dataset's rows (the file that holds each, its row there) and its
+    columns (the features' labels, then the target's)."""
+
+    files: list[Path]
+    file_rows: tuple[int, ...] | None  # rows of each file, when several
+    labels: list[str]
+
+    def locate(self, row: int) -> tuple[Path, int]:
+        """global row -> (the file that holds it, its row there)."""
+        if not self.file_rows:
+            return self.files[0], row
+        starts = np.cumsum([0, *self.file_rows])
+        i = int(np.searchsorted(starts, row, "right")) - 1
+        return self.files[i], row - int(starts[i])
+
+    def check_finite(
+        self, X: np.ndarray, y: np.ndarray, row_of: Callable[[int], int], first: int = 0
+    ) -> None:
+        """X and y are rows first, first + 1, ... of a set whose global row ids row_of gives."""
+        bad = ~(np.isfinite(X).all(axis=1) & np.isfinite(y))
+        if bad.any():
+            local = int(np.argmax(bad))
+            path, row = self.locate(row_of(first + local))
+            column = self.labels[int(np.argmax(~np.isfinite(np.append(X[local], y[local]))))]
+            raise UsageError(
+                f"{path}: data row {row} (0-based) holds NaN or inf in {column}; clean or drop "
+                "such rows"
+            )
+
+    def check_shard(self, shard: Shard, row_of: Callable[[int], int]) -> None:
+        """Every row of the shard, each once (row_of: a local row's global id)."""
+        at = 0
+        for X, y in shard.blocks():
+            self.check_finite(X, y, row_of, at)
+            at += len(y)
+
+
+def with_validation(
+    shard: Shard, holdout: Holdout, ids: np.ndarray, X: np.ndarray, y: np.ndarray, names: RowNames
+) -> Shard:
+    """The shard with its validation rows X, y (global row ids ids), checked finite."""
+    names.check_finite(X, y, lambda i: int(ids[i]))
+    return replace(shard, validation=(X, y), num_validation=len(holdout.validation))

@@ -1,0 +1,65 @@
+"""What a reader is told (DataSpec) and what a reader declares (TableReader, ScatterReader).
+
+The two kinds of reader:
+  * a TableReader opens files as one Table read by ranges of rows, so every rank reads its own
+    rows straight from the files (.npy, .npz, Parquet);
+  * a ScatterReader builds the shard itself: each rank parses its byte range of the files and
+    the rows go to the ranks that hold them by collectives (CSV, whose rows are not at known
+    offsets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hvd_linreg.config import Config
+    from hvd_linreg.data.shard import Shard
+    from hvd_linreg.data.table import Table
+    from hvd_linreg.ranks import Job
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """The settings a reader reads: the columns to use and the precision to train in."""
+
+    target: str | None = None  # --target: the target column's name; None: the last column
+    features: tuple[str, ...] | None = None  # --features, in order; None: all but the target
+    dtype: str | None = None  # --dtype; None: the data's own precision
+
+    @classmethod
+    def of(cls, cfg: Config) -> DataSpec:
+        """The reader settings of a run's Config."""
+        return cls(cfg.target, cfg.feature_columns, cfg.dtype)
+
+
+def numbered_columns(num_features: int) -> list[str]:
+    """How messages name unnamed columns: the features' then the target's, by position."""
+    return [f"column {j}" for j in range(num_features + 1)]
+
+
+@dataclass(frozen=True)
+class TableReader:
+    """A format every rank reads its own rows of: open(files, spec) is its Table, of which
+    nothing is read yet but headers and footers."""
+
+    open: Callable[[list[Path], DataSpec], Table]
+    named_columns: bool = False  # --target and --features choose among its columns
+    several_files: bool = True  # a dataset may be a directory or glob of such files
+    # Read by parts far larger than a row (Parquet's row groups): runs of whole batches keep
+    # each rank to its own parts.
+    whole_batches: bool = False
+    labels: Callable[[int], list[str]] = numbered_columns  # for unnamed columns
+    note: str = ""  # what the unknown-format message says about it
+
+
+@dataclass(frozen=True)
+class ScatterReader:
+    """A format whose shard read_shard(files, cfg, rank, size, job) builds, with collectives."""
+
+    read_shard: Callable[[list[Path], Config, int, int, Job | None], Shard]
+    several_files: bool = True
+    note: str = ""

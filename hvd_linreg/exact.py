@@ -228,9 +228,10 @@ def residual_gradient(job: Job, shard: Shard, factor: Factor, w: np.ndarray) -> 
     w = np.where(kept, w, 0.0).astype(np.longdouble)
     gradient = np.zeros(F, np.longdouble)
     for X, y in shard.blocks(max(1, _BLOCK_BYTES // (16 * (F + 1)))):
-        Xc = X.astype(np.longdouble)
-        Xc -= x_mean
-        gradient += Xc.T @ ((y.astype(np.longdouble) - y_mean) - Xc @ w)
+        # Cast and centred in one pass; np.dot and einsum run NumPy's longdouble loops in
+        # row order, where `@` walks Xcᵀ across rows.
+        Xc = np.subtract(X, x_mean)
+        gradient += np.einsum("ij,i->j", Xc, np.subtract(y, y_mean) - np.dot(Xc, w))
     gradient[~kept] = 0
     # Each rank's gradient as two float64 (high and low parts) in its own row: the allreduce
     # then only adds zeros, and the ranks' large terms cancel in extended precision here.

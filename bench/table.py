@@ -353,6 +353,8 @@ def render(results: dict) -> list[str]:
         out += _exact(results["exact"]) + [""]
     if "stacks" in results:
         out += _stacks(results["stacks"])
+    if not results["targets"]:  # section 8 alone has none
+        return out
     out += ["", "Targets (ratios of figures measured in this run)"]
     out += _grid(
         ["target", "measured", "goal", "verdict"],

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +47,20 @@ def shard(args: argparse.Namespace, rank: int, size: int) -> tuple[np.ndarray, n
     )
     s = load_shard(cfg, rank, size)
     return s.X[: s.num_train], s.y[: s.num_train]
+
+
+def timed_runs(comm, run: Callable[[], np.ndarray], repeats: int, out: str) -> None:
+    """run() `repeats` times, each from a common start (a barrier, as the tool's hvd.join()
+    gives); rank 0 writes the first run's [w..., b] and every run's wall time to out."""
+    params, times = None, []
+    for _ in range(repeats):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        theta = run()
+        times.append(time.perf_counter() - t0)
+        params = theta if params is None else params
+    if comm.rank == 0:
+        write_result(out, comm.size, params, times)
 
 
 def write_result(path: str, size: int, params: np.ndarray, times_s: list[float]) -> None:

@@ -6,10 +6,8 @@ Launched by run.py: `mpirun -np N python bench/floor.py --initial W.. B --out PA
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
-from contract import job_parser, shard, write_result
+from contract import job_parser, shard, timed_runs
 from mpi4py import MPI
 
 
@@ -37,15 +35,7 @@ def main() -> None:
     comm = MPI.COMM_WORLD
     X, y = shard(args, comm.rank, comm.size)
     start = np.asarray(args.initial, np.float32)
-    params, times = None, []
-    for _ in range(args.repeats):
-        comm.Barrier()  # time from a common start, as the tool's hvd.join() does
-        t0 = time.perf_counter()
-        theta = train(comm, X, y, start, args)
-        times.append(time.perf_counter() - t0)
-        params = theta if params is None else params
-    if comm.rank == 0:
-        write_result(args.out, comm.size, params, times)
+    timed_runs(comm, lambda: train(comm, X, y, start, args), args.repeats, args.out)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@
 7. The 2023 stack against today's (bench/stacks.py): import time, step latency at 1 and 2
    ranks, the seed job's start-up at 4 ranks, the large job end to end at 1 rank, each on
    TensorFlow 2.15 + NumPy 1 and on TensorFlow 2.21 + NumPy 2, the stacks taking turns.
+8. The exact solve: `hvd-linreg --solver exact` on the large job's rows at 1 and 2 ranks, the
+   solve's own wall time, next to the normal equations (centred, scaled XcᵀXc and Cholesky) in
+   NumPy + mpi4py on the same rows (bench/normal_equations.py), the two taking turns.
 `--sections 1,6` runs only those sections (2 and 4 come from the same runs).
 
 The machine is shared and noisy: every figure is a median of repeated runs, and the targets
@@ -57,6 +60,9 @@ LATENCY_STEPS = ["--num_steps", "4000", "--log_every", "1000"]
 LEVER_STEPS = ["--num_steps", "1000", "--log_every", "250"]
 LARGE_JOB = ["--num_samples", "8000000", "--num_features", "64", "--batch_size", "65536"]
 LARGE_STEPS = ["--num_steps", "400", "--log_every", "50"]  # 8 stretches of 0.2-1 s each
+# The large job's rows for the exact solve, which takes no batch and no steps.
+EXACT_JOB = ["--num_samples", "8000000", "--num_features", "64"]
+EXACT_RANKS = (1, 2)
 # The same flags with almost no data: what one rank's process costs before its shard.
 EMPTY_JOB = ["--num_samples", "1000", "--num_features", "64", "--batch_size", "100"]
 # The framework's own start-up, the baseline of section 6: a job that only starts Horovod.
@@ -66,6 +72,8 @@ PEER_REPEATS = "3"  # MWMS at 4 ranks on 2 cores takes about 5 s a run
 # The floors get the MPI setting that helps them most on a shared machine (it is the tool's
 # tuned default too): a waiting rank yields its core instead of busy-polling.
 FLOOR_ENV = {"OMPI_MCA_mpi_yield_when_idle": "1"}
+# The tool's BLAS threads (one per rank unless exported) for the baseline too: same cores each.
+BASELINE_ENV = {**FLOOR_ENV, "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")}
 CONTROLLERS = ("mpi", "gloo")
 
 # Seed job at 2 ranks with one lever set (environment, controller, flags), next to the tool
@@ -392,6 +400,27 @@ def large_jobs() -> dict:
     }
 
 
+def exact_solve(np_: int, rounds: int) -> dict:
+    """Section 8 at np_ ranks: the tool's solve (its metrics' wall_s: the QR, the solve and its
+    refinement, from the loaded shard to the optimum) and the NumPy normal equations' (from
+    the loaded shard to [w..., b]), `rounds` launches each, taking turns."""
+    tool_s, baseline_s, gaps = [], [], []
+    for _ in range(rounds):
+        tool = launch.watched_tool(np_, [*EXACT_JOB, "--solver", "exact"])["metrics"]
+        baseline = launch.script(np_, "normal_equations.py", EXACT_JOB, env=BASELINE_ENV)
+        tool_s.append(tool["wall_s"])
+        baseline_s.append(min(baseline["times_s"]))
+        gaps.append(relative_gap(baseline, tool))
+    return {
+        "ranks": np_,
+        "tool_s": statistics.median(tool_s),
+        "baseline_s": statistics.median(baseline_s),
+        "runs_s": {"tool": tool_s, "baseline": baseline_s},
+        "relative_gap": max(gaps),
+        "agree": bool(max(gaps) <= AGREE_RTOL),
+    }
+
+
 # Each section's name for --sections, and what it runs (rounds, progress) -> results to merge.
 SECTIONS = {
     "1": latency_and_levers,
@@ -400,6 +429,7 @@ SECTIONS = {
     "5": lambda rounds, progress: {"hosts": across_hosts(rounds)},
     "6": lambda rounds, progress: {"time_to_result": time_to_result(rounds)},
     "7": lambda rounds, progress: {"stacks": stacks_side_by_side(rounds, progress)},
+    "8": lambda rounds, progress: {"exact": [exact_solve(n, rounds) for n in EXACT_RANKS]},
 }
 
 

@@ -314,6 +314,21 @@ def _across_hosts(hosts: dict) -> list[str]:
     return out + _allreduce_grid(ar["mpi4py_s"], ar["bytes"], horovod)
 
 
+def _exact(rows: list[dict]) -> list[str]:
+    out = [
+        "8. Exact solve, 8,000,000 rows x 64 features: seconds from the loaded shard to w and b "
+        "(medians)"
+    ]
+    out += _grid(
+        ["ranks", "hvd-linreg --solver exact (QR)", "normal equations (NumPy)", "ratio",
+         "same w, b (max rel. gap)"],
+        [[r["ranks"], f"{r['tool_s']:.2f}", f"{r['baseline_s']:.2f}",
+          f"{r['tool_s'] / r['baseline_s']:.2f}",
+          f"{'yes' if r['agree'] else 'NO'} ({r['relative_gap']:.0e})"] for r in rows],
+    )  # fmt: skip
+    return out
+
+
 def render(results: dict) -> list[str]:
     m = results["machine"]
     out = [
@@ -334,8 +349,12 @@ def render(results: dict) -> list[str]:
         out += _time_to_result(results["time_to_result"]) + [""]
     if "hosts" in results:
         out += _across_hosts(results["hosts"]) + [""]
+    if "exact" in results:
+        out += _exact(results["exact"]) + [""]
     if "stacks" in results:
         out += _stacks(results["stacks"])
+    if not results["targets"]:  # section 8 alone has none
+        return out
     out += ["", "Targets (ratios of figures measured in this run)"]
     out += _grid(
         ["target", "measured", "goal", "verdict"],

@@ -9,6 +9,13 @@ triangular solve R[:F, :F] w = R[:F, F], the residual sum of squares from R, and
 the means. A QR works on the design itself, not on XᵀX, whose condition number is the square of
 the design's: the normal equations lose twice the digits on an ill-conditioned design.
 
+The triangular solve still loses digits where R is ill-conditioned, and which ones depends on
+the rounding of the BLAS kernel and of the rank count. One step of iterative refinement (the
+corrected semi-normal equations, Björck) takes them back: one more pass over the rows computes
+the gradient Xcᵀ(yc - Xc w) in extended precision, one allreduce sums it, and two triangular
+solves with the same R give the correction. The fit is then the float64 rows' own least squares
+to within what float64 holds, at any rank count and on any kernel.
+
 Rank deficiency is decided on the small factor: the singular values of R[:F, :F] with its
 columns scaled to unit norm (the centred design's columns scaled to unit norm have the same
 ones) below F · eps · the largest (NumPy's matrix_rank and lstsq default, LAPACK gelsd's rcond
@@ -31,7 +38,7 @@ from hvd_linreg.ranks import Job
 # Every rank holds R, the ranks' factors stacked and a block of rows in float64
 # (docs/statistics.md, Exact least squares).
 MAX_FEATURES = 4096
-_BLOCK_BYTES = 16 << 20  # rows cast to float64 at a time
+_BLOCK_BYTES = 16 << 20  # rows cast to float64 (or to longdouble, refining) at a time
 # Rows per Householder QR: short enough for LAPACK's unblocked QR to work in cache, and NumPy
 # runs a block's QRs in one call; at least twice R's rows, so that each QR halves what it gets.
 _LEAF_ROWS = 1024
@@ -79,6 +86,7 @@ class Solution:
 
     params: np.ndarray  # [w..., b]
     dependent: tuple[int, ...]  # empty when the design has full rank
+    upper: np.ndarray  # (F, F): R of the system w solves, the ridge rows included
 
 
 def solve(
@@ -90,7 +98,7 @@ def solve(
     """The [w..., b] minimising mean((X w + b - y)²) + l2·‖w‖² (least squares at l2 = 0); warn()
     is told, with the columns' names, when the design is singular."""
     F = len(factor.x_mean)
-    r = _without_constant_columns(factor)
+    r = np.where(np.append(constant_columns(factor), False), 0.0, factor.r)
     if l2 > 0:
         # mean(...) + l2‖w‖² is (‖Xc w - yc‖² + count·l2‖w‖²) / count: the least squares of
         # [Xc; √(count·l2) I] w = [yc; 0], whose R is that of [R; √(count·l2) I | 0]. The bias,
@@ -105,16 +113,37 @@ def solve(
             "value below F x eps of the largest, columns scaled to unit norm); using the "
             "minimum-norm least-squares solution"
         )
-    return Solution(np.append(w, factor.y_mean - factor.x_mean @ w), dependent)
+    return Solution(_with_bias(factor, w), dependent, r[:F, :F])
 
 
-def _without_constant_columns(factor: Factor) -> np.ndarray:
-    """R with the columns of constant features zeroed: their centred columns hold only the
-    mean's rounding, which would otherwise pass for a feature of its own."""
+def refine(factor: Factor, solution: Solution, gradient: np.ndarray, l2: float = 0.0) -> Solution:
+    """One step of iterative refinement by the corrected semi-normal equations (Björck's CSNE):
+    gradient is Xcᵀ (yc - Xc w) over all rows at the solution's w, computed from the rows
+    themselves; the correction δ solves Rᵀ R δ = gradient - count·l2·w (the ridge rows'
+    residual is -√(count·l2) w), and w + δ has back the digits the triangular solve lost
+    where R is ill-conditioned. A singular design keeps its minimum-norm solution: there R
+    is not invertible."""
+    if solution.dependent:
+        return solution
+    w = solution.params[:-1]
+    rhs = gradient - factor.count * l2 * w if l2 > 0 else gradient
+    upper = tf.constant(solution.upper)
+    half = tf.linalg.triangular_solve(upper, tf.constant(rhs[:, None]), lower=False, adjoint=True)
+    delta = tf.linalg.triangular_solve(upper, half, lower=False).numpy()[:, 0]
+    return Solution(_with_bias(factor, w + delta), (), solution.upper)
+
+
+def _with_bias(factor: Factor, w: np.ndarray) -> np.ndarray:
+    """[w..., b], b from the means: the centred fit's line passes through them."""
+    return np.append(w, factor.y_mean - factor.x_mean @ w)
+
+
+def constant_columns(factor: Factor) -> np.ndarray:
+    """Which features are constant (a bool per column): their centred columns hold only the
+    mean's rounding, which would otherwise pass for a feature of its own; they count as zero."""
     F = len(factor.x_mean)
     norms = np.linalg.norm(factor.r[:, :F], axis=0)
-    constant = norms <= _CONSTANT * np.sqrt(factor.count) * np.abs(factor.x_mean)
-    return np.where(np.append(constant, False), 0.0, factor.r)
+    return norms <= _CONSTANT * np.sqrt(factor.count) * np.abs(factor.x_mean)
 
 
 def _triangular_least_squares(
@@ -160,12 +189,17 @@ def _blocks(shard: Shard, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         yield X.astype(np.float64), y.astype(np.float64)
 
 
+def _block_rows(n: int) -> int:
+    """Rows per float64 block of n columns: about _BLOCK_BYTES, and at least a leaf's worth."""
+    return max(_LEAF_ROWS, 2 * n, _BLOCK_BYTES // (8 * n))
+
+
 def factorise(job: Job, shard: Shard) -> Factor:
     """The R factor of the whole centred design, the same on every rank: one allreduce of the
     column sums, one pass of Householder QRs on each rank, one allgather of the ranks' R."""
     n = shard.num_features + 1
     leaf = max(_LEAF_ROWS, 2 * n)
-    rows = max(leaf, _BLOCK_BYTES // (8 * n))
+    rows = _block_rows(n)
     sums = np.zeros(n + 1)  # column sums of X, sum of y, row count
     for X, y in _blocks(shard, rows):
         sums += np.concatenate([X.sum(axis=0), [y.sum(), len(y)]])
@@ -180,6 +214,32 @@ def factorise(job: Job, shard: Shard) -> Factor:
     if job.size > 1:
         r = _triangle(job.allgather_rows(r, "factors"))  # Horovod: every rank's R
     return Factor(r, means[:-1], float(means[-1]), count)
+
+
+def residual_gradient(job: Job, shard: Shard, factor: Factor, w: np.ndarray) -> np.ndarray:
+    """Xcᵀ (yc - Xc w) over all rows, the same on every rank: one more pass over this rank's
+    rows and one allreduce. In extended precision (np.longdouble: 64 significant bits on x86
+    Linux), the centring too: at the least-squares solution the gradient is the cancellation
+    of large terms, and float64 rounding of Xc or of the residual is as large as what the
+    correction is to recover. Constant columns count as zero, as in the system solve() solved."""
+    F = len(factor.x_mean)
+    kept = ~constant_columns(factor)
+    x_mean, y_mean = factor.x_mean.astype(np.longdouble), np.longdouble(factor.y_mean)
+    w = np.where(kept, w, 0.0).astype(np.longdouble)
+    gradient = np.zeros(F, np.longdouble)
+    for X, y in shard.blocks(max(1, _BLOCK_BYTES // (16 * (F + 1)))):
+        # Cast and centred in one pass; np.dot and einsum run NumPy's longdouble loops in
+        # row order, where `@` walks Xcᵀ across rows.
+        Xc = np.subtract(X, x_mean)
+        gradient += np.einsum("ij,i->j", Xc, np.subtract(y, y_mean) - np.dot(Xc, w))
+    gradient[~kept] = 0
+    # Each rank's gradient as two float64 (high and low parts) in its own row: the allreduce
+    # then only adds zeros, and the ranks' large terms cancel in extended precision here.
+    high = gradient.astype(np.float64)
+    rows = np.zeros((job.size, 2, F))
+    rows[job.rank] = high, (gradient - high).astype(np.float64)
+    rows = job.allreduce_sum(rows, "residual_gradient")  # Horovod: every rank's row
+    return np.sum(rows.astype(np.longdouble), axis=(0, 1)).astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -203,6 +263,10 @@ def optimum(job: Job, shard: Shard, l2: float, names: Sequence[str] | None = Non
     the design is singular."""
     factor = factorise(job, shard)
     solution = solve(factor, job.warn, l2, names)
+    # Every rank takes the same collectives whatever the solve decided: the gradient's
+    # allreduce is not skipped on a singular design, where refine() leaves the solution as is.
+    gradient = residual_gradient(job, shard, factor, solution.params[:-1])
+    solution = refine(factor, solution, gradient, l2)
     loss = factor.rss(solution.params[:-1]) / factor.count
     return Optimum(solution.params, loss, factor, l2, solution.dependent)
 

@@ -26,6 +26,10 @@ class Problem:
     y: np.ndarray
     estimates: np.ndarray  # the exact [w..., b]: certified, or solved in rational arithmetic
     std_errors: np.ndarray
+    # The exact least squares of the float64 rows themselves (rational arithmetic): all a
+    # float64 solver can reach. NIST's decimals and powers rounded to float64 are another
+    # problem, whose solution is some digits from the certified one on Filip and Wampler.
+    rows_estimates: np.ndarray
 
     @property
     def digits(self) -> np.ndarray:
@@ -62,12 +66,17 @@ def problems() -> dict[str, Problem]:
     found = {}
     for d in DATASETS:
         X, y = d.arrays()
-        found[d.name] = Problem(X, y, *d.certified)
+        found[d.name] = Problem(X, y, *d.certified, rows_least_squares(X, y)[0])
     for name, (X, y) in own_designs().items():
-        design = [[*map(Fraction, row), Fraction(1)] for row in X.tolist()]
-        estimates, errors = rational_least_squares(design, list(map(Fraction, y.tolist())))
-        found[name] = Problem(X, y, estimates, errors)
+        estimates, errors = rows_least_squares(X, y)
+        found[name] = Problem(X, y, estimates, errors, estimates)
     return found
+
+
+def rows_least_squares(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The exact least squares [w..., b] of these float64 rows, and the standard errors."""
+    design = [[*map(Fraction, row), Fraction(1)] for row in X.tolist()]
+    return rational_least_squares(design, list(map(Fraction, y.tolist())))
 
 
 def write(problems: dict[str, Problem], directory: Path) -> None:
@@ -114,3 +123,9 @@ def tool_lre(fit: dict, p: Problem) -> tuple[float, float]:
     """The worst coefficient's and the worst standard error's LRE of one of the tool's fits."""
     errors = np.array([np.nan if e is None else e for e in fit["std_errors"]])
     return lre(fit["params"], p.estimates, p.digits), lre(errors, p.std_errors)
+
+
+def rows_lre(fit: dict, p: Problem) -> float:
+    """The worst coefficient's LRE of one of the tool's fits against the exact least squares
+    of the float64 rows it was given: the solver's own error, whatever the data's rounding."""
+    return lre(fit["params"], p.rows_estimates, p.digits)

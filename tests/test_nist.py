@@ -1,21 +1,28 @@
 """The exact solver is as accurate as the best single-machine libraries, at any rank count:
 on NIST's certified linear least-squares datasets and on designs of our own solved in rational
-arithmetic, its worst coefficient has at least the correct digits (LRE) of the second best of
+arithmetic, its worst coefficient has at least the correct digits (LRE) of the best of
 scikit-learn, statsmodels (QR) and SciPy on the same rows, less one, and its worst standard error
 those of statsmodels (the only one with standard errors), less one.
 
-Second best, not best: on Wampler4 and 5 every library's own LRE moves by up to 1.4 digits with
-the OpenBLAS kernel the CPU gets (scikit-learn's 8.8 and 6.9 with OPENBLAS_CORETYPE=Haswell,
-9.2 and 7.6 without it on the same machine), so the best of three is partly rounding luck."""
+The libraries' own LRE on Wampler4 and 5 moves by up to 1.4 digits with the OpenBLAS kernel the
+CPU gets (OPENBLAS_CORETYPE), and so did the tool's before its refinement step: that the tool
+holds the best less one under every kernel is what the refinement is for. So that a machine whose
+kernel is kind to the triangular solve still notices a refinement that stopped working, the fit
+is also held to the exact least squares of the float64 rows it was given (ROWS_DIGITS)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from accuracy import fit_with_the_tool, libraries, problems, tool_lre, write
+from accuracy import fit_with_the_tool, libraries, problems, rows_lre, tool_lre, write
 from nist_strd import DATASETS, FILIP, lre, rational_fit
 
 from conftest import launch
+
+# Correct digits of every fit against the exact least squares of its float64 rows: the refined
+# solve clears this with a digit to spare on every problem at 1 to 3 ranks, the triangular solve
+# alone does not on Wampler5 and Filip (docs/statistics.md, Exact least squares).
+ROWS_DIGITS = 8
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +54,12 @@ def test_every_fit_has_the_best_librarys_digits_less_one(cases, tmp_path, launch
         fit = fits[name]
         assert fit["dependent"] == [], name
         coefficients, errors = tool_lre(fit, p)
-        best = sorted(c for c, _ in scores[name].values())[-2]  # the second best
+        best = max(c for c, _ in scores[name].values())
         best_errors = max(e for _, e in scores[name].values() if e is not None)
         assert coefficients >= best - 1, (name, coefficients, scores[name])
         assert errors >= best_errors - 1, (name, errors, scores[name])
+        digits = rows_lre(fit, p)
+        assert digits >= ROWS_DIGITS, (name, digits)
     assert min(tool_lre(fits["Filip"], found["Filip"])) >= 7
 
 

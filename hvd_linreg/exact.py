@@ -44,6 +44,9 @@ _BLOCK_BYTES = 16 << 20  # rows cast to float64 (or to longdouble, refining) at 
 _LEAF_ROWS = 1024
 # The mean's rounding leaves a constant column at up to about 1e-14 of its norm after centring
 _CONSTANT = 1e-12
+# Refine a solution whose error bound leaves fewer digits than this: well-conditioned designs
+# keep their digits through the triangular solve and need no second pass.
+_REFINE_ABOVE = 1e-12
 # A column takes part in a dependence with at least this weight in a null vector (unit norm)
 _INVOLVED = 1e-3
 
@@ -87,6 +90,9 @@ class Solution:
     params: np.ndarray  # [w..., b]
     dependent: tuple[int, ...]  # empty when the design has full rank
     upper: np.ndarray  # (F, F): R of the system w solves, the ridge rows included
+    # The relative error the triangular solve may leave in w, eps (κ + κ² tan θ): κ the scaled
+    # R's condition number, θ the angle between the centred target and the columns' span.
+    error_bound: float = 0.0
 
 
 def solve(
@@ -105,7 +111,7 @@ def solve(
         # not penalised, still follows from the means.
         penalty = np.c_[np.sqrt(factor.count * l2) * np.eye(F), np.zeros(F)]
         r = _triangle(np.concatenate([r, penalty]))
-    w, dependent = _triangular_least_squares(r[:F, :F], r[:F, F])
+    w, dependent, kappa = _triangular_least_squares(r[:F, :F], r[:F, F])
     if dependent:
         named = ", ".join(names[j] if names else f"w[{j}]" for j in dependent)
         warn(
@@ -113,7 +119,10 @@ def solve(
             "value below F x eps of the largest, columns scaled to unit norm); using the "
             "minimum-norm least-squares solution"
         )
-    return Solution(_with_bias(factor, w), dependent, r[:F, :F])
+    fitted = float(np.linalg.norm(r[:F, F]))
+    tan_theta = abs(r[F, F]) / fitted if fitted > 0 else np.inf
+    bound = np.finfo(np.float64).eps * (kappa + kappa**2 * tan_theta)
+    return Solution(_with_bias(factor, w), dependent, r[:F, :F], float(bound))
 
 
 def refine(factor: Factor, solution: Solution, gradient: np.ndarray, l2: float = 0.0) -> Solution:
@@ -148,9 +157,10 @@ def constant_columns(factor: Factor) -> np.ndarray:
 
 def _triangular_least_squares(
     upper: np.ndarray, rhs: np.ndarray
-) -> tuple[np.ndarray, tuple[int, ...]]:
+) -> tuple[np.ndarray, tuple[int, ...], float]:
     """w minimising ‖upper w - rhs‖ by the triangular solve, or the minimum-norm one (in the
-    columns' unit-norm scaling) when the columns are dependent, and which columns those are."""
+    columns' unit-norm scaling) when the columns are dependent; which columns those are; and
+    the scaled upper's condition number."""
     scale = np.linalg.norm(upper, axis=0)
     scale[scale == 0] = 1.0
     scaled = upper / scale
@@ -158,12 +168,12 @@ def _triangular_least_squares(
     tolerance = len(s) * np.finfo(np.float64).eps * (s[0] if len(s) else 0.0)
     if len(s) == 0 or s[-1] > tolerance:
         solved = tf.linalg.triangular_solve(upper, rhs[:, None], lower=False)
-        return solved.numpy()[:, 0], ()
+        return solved.numpy()[:, 0], (), float(s[0] / s[-1]) if len(s) else 1.0
     u, s, vt = np.linalg.svd(scaled)
     kept = s > tolerance
     w = vt[kept].T @ ((u[:, kept].T @ rhs) / s[kept])
     involved = np.any(np.abs(vt[~kept]) > _INVOLVED, axis=0)
-    return w / scale, tuple(np.flatnonzero(involved).tolist())
+    return w / scale, tuple(np.flatnonzero(involved).tolist()), np.inf
 
 
 def _triangle(stacked: np.ndarray) -> np.ndarray:
@@ -263,10 +273,12 @@ def optimum(job: Job, shard: Shard, l2: float, names: Sequence[str] | None = Non
     the design is singular."""
     factor = factorise(job, shard)
     solution = solve(factor, job.warn, l2, names)
-    # Every rank takes the same collectives whatever the solve decided: the gradient's
-    # allreduce is not skipped on a singular design, where refine() leaves the solution as is.
-    gradient = residual_gradient(job, shard, factor, solution.params[:-1])
-    solution = refine(factor, solution, gradient, l2)
+    # Only where the solve may have lost digits: the refinement's pass over the rows costs as
+    # much as the factorisation. Every rank holds the same R, so every rank decides the same
+    # and takes the same collectives.
+    if solution.error_bound > _REFINE_ABOVE and not solution.dependent:
+        gradient = residual_gradient(job, shard, factor, solution.params[:-1])
+        solution = refine(factor, solution, gradient, l2)
     loss = factor.rss(solution.params[:-1]) / factor.count
     return Optimum(solution.params, loss, factor, l2, solution.dependent)
 

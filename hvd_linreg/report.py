@@ -205,7 +205,7 @@ class Report:
                 else f"  exact optimum: skipped ({self.exact_skipped})"
             ),
             (
-                f"  wall time: {result.wall_s:.3f} s (one pass and one allreduce)"
+                f"  wall time: {result.wall_s:.3f} s (the distributed QR)"
                 if self.cfg.solver == "exact"
                 else f"  wall time: {result.wall_s:.3f} s, {result.steps_per_s:.1f} steps/s, "
                 f"{self.samples_per_s:.4g} samples/s"

@@ -56,6 +56,10 @@ def prepare(cfg: Config, job: Job) -> tuple[Shard, Path | None]:
     except UsageError as e:
         error = e
     job.agree(error)
+    # The family's own refusal of a target it cannot fit (every rank checks its rows).
+    check_target = getattr(families.get(cfg.model), "check_target", None)
+    if check_target is not None:
+        check_target(job, shard)
     for warning in shard_warnings(cfg, shard):
         job.warn(warning)
     return shard, ckpt_dir

@@ -12,7 +12,13 @@ A family is one module that owns its maths, with these names (families/linear.py
 - optimum(job, shard, l2, names), MAX_EXACT_FEATURES: the exact solver (optimum = None where a
   family has none), and statistics(optimum, names): its statistics, with as_json();
 - save_model(directory, theta, dtype): the SavedModel with its serving signature;
-- curve(theta, xs): the fitted curve over one feature, for the plot.
+- curve(theta, xs): the fitted curve over one feature, for the plot;
+- table() on the statistics: the lines that end the run's summary.
+
+Optional: SOLVER, the exact solver's name in the header line (else "exact least squares");
+check_target(job, shard), which the recipe calls on every rank once the shard is loaded, to
+refuse a target the family cannot fit; classes(predictions, threshold), which makes
+`predict --threshold` write classes.
 
 Adding a family is its module and one line in FAMILIES. The modules are imported only when
 asked for: each imports TensorFlow.

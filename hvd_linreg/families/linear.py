@@ -168,11 +168,16 @@ def statistics(optimum: Optimum, names: tuple[str, ...] | None) -> Statistics:
 
 def save_model(directory: Path, theta: np.ndarray, dtype: str) -> None:
     """A SavedModel whose serving signature maps features to predictions."""
-    model = Model(theta, dtype)
+    save_serving(directory, Model(theta, dtype), "prediction")
+
+
+def save_serving(directory: Path, model: tf.Module, output: str) -> None:
+    """model as a SavedModel whose serving signature maps features to {output: predict}."""
+    dtype = model.params.dtype
 
     @tf.function(input_signature=[tf.TensorSpec([None, model.num_features], dtype, "features")])
     def serve(features):
-        return {"prediction": model.predict(features)}
+        return {output: model.predict(features)}
 
     model.serve = serve  # tracked by the module, so the SavedModel keeps it
     tf.saved_model.save(model, str(directory), signatures={"serving_default": serve})

@@ -31,6 +31,7 @@ from types import ModuleType
 
 FAMILIES = {
     "linear": "hvd_linreg.families.linear",
+    "logistic": "hvd_linreg.families.logistic",
 }
 
 

@@ -5,6 +5,7 @@ refused, scores and predictions as scikit-learn's, and a target that is not 0/1 
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -219,6 +220,17 @@ def test_a_target_other_than_0_and_1_is_refused_naming_its_row(classes, tmp_path
     assert "data row 301 (0-based) has the target 2" in run.stderr
     assert "--model logistic needs a target of 0 or 1" in run.stderr
     assert "Traceback" not in run.output
+    # A held-out row has no row number the family knows: it says that it is one.
+    held_out = launch(
+        "mpirun",
+        2,
+        [*args, "--validation_fraction", "0.5", "--batch_size", "8"],
+        tmp_path,
+        metrics=False,
+    )
+    assert held_out.returncode == 2, held_out.output
+    message = re.search(r"bad\.npz: (.*) has the target 2; --model logistic", held_out.stderr)
+    assert message and re.fullmatch(r"a held-out row|training row \d+ \(0-based\)", message[1])
 
 
 @pytest.fixture(scope="module")

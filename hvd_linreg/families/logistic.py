@@ -88,16 +88,23 @@ def objective(loss: float, params: np.ndarray, l2: float) -> float:
 def check_target(job: Job, shard) -> None:
     """Refuse, on every rank, a target that is not 0 or 1, naming the first such row."""
     error = None
+    # The layout numbers the training rows; with held-out rows those are not the file's rows,
+    # whose numbers the data module keeps to itself: the message then says which it counts.
+    rows = "training row" if shard.num_validation else "data row"
+
+    def row_name(local: int) -> str:
+        return f"{rows} {shard.layout.global_row(local)} (0-based)"
+
     try:
-        _check_rows(shard.source, enumerate_blocks(shard.blocks()), shard.layout.global_row)
+        _check_rows(shard.source, _enumerate_blocks(shard.blocks()), row_name)
         if shard.validation is not None:
-            _check_rows(f"{shard.source} (a held-out row)", [(0, *shard.validation)], None)
+            _check_rows(shard.source, [(0, *shard.validation)], lambda _: "a held-out row")
     except UsageError as e:
         error = e
     job.agree(error)
 
 
-def enumerate_blocks(blocks: Iterable[tuple[np.ndarray, np.ndarray]]):
+def _enumerate_blocks(blocks: Iterable[tuple[np.ndarray, np.ndarray]]):
     """(the first row's number on this rank, X, y) per block."""
     at = 0
     for X, y in blocks:
@@ -105,13 +112,12 @@ def enumerate_blocks(blocks: Iterable[tuple[np.ndarray, np.ndarray]]):
         at += len(y)
 
 
-def _check_rows(source: str, blocks, global_row) -> None:
+def _check_rows(source: str, blocks, row_name) -> None:
+    """blocks: (the first row's number on this rank, X, y); row_name(number): that row."""
     for first, _, y in blocks:
         bad = (y != 0) & (y != 1)
         if bad.any():
-            local = first + int(np.argmax(bad))
-            where = f"data row {global_row(local)} (0-based)" if global_row else "a row"
-            value = y[int(np.argmax(bad))]
+            where, value = row_name(first + int(np.argmax(bad))), y[int(np.argmax(bad))]
             raise UsageError(
                 f"{source}: {where} has the target {value:g}; --model logistic needs a "
                 "target of 0 or 1"

@@ -56,10 +56,11 @@ def prepare(cfg: Config, job: Job) -> tuple[Shard, Path | None]:
     except UsageError as e:
         error = e
     job.agree(error)
-    # The family's own refusal of a target it cannot fit (every rank checks its rows).
+    # The family's own check of the target: it refuses one it cannot fit (every rank checks
+    # its rows), or hands back the shard with the target as the family reads it.
     check_target = getattr(families.get(cfg.model), "check_target", None)
     if check_target is not None:
-        check_target(job, shard)
+        shard = check_target(job, shard)
     for warning in shard_warnings(cfg, shard):
         job.warn(warning)
     return shard, ckpt_dir

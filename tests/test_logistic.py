@@ -233,6 +233,34 @@ def test_a_target_other_than_0_and_1_is_refused_naming_its_row(classes, tmp_path
     assert message and re.fullmatch(r"a held-out row|training row \d+ \(0-based\)", message[1])
 
 
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("memory", ["in memory", "read as used"])
+def test_a_target_of_two_other_values_is_read_as_0_and_1(classes, memory, tmp_path):
+    """y coded 1/2 (a .npy file: features, then the target) trains exactly as y coded 0/1,
+    from rows in memory and from rows read from the file as training uses them; held-out rows
+    are recoded too (a logistic model's scores refuse any other target)."""
+    _, X, y = classes
+    np.save(tmp_path / "coded.npy", np.c_[X, y + 1.0])
+    args = ["--model", "logistic", "--data", str(tmp_path / "coded.npy"), "--num_steps", "40"]
+    args += ["--learning_rate", str(LR), "--batch_size", str(BATCH)]
+    cap = ("-x", "HVD_LINREG_RANK_MEMORY=1000") if memory == "read as used" else ()
+    run = launch("mpirun", 2, args, tmp_path, launcher_args=cap)
+    assert run.returncode == 0, run.output
+    assert "the target's values 1 and 2 are read as 0 and 1" in run.stdout
+    m = run.metrics
+    expected = averaged(
+        X, y, ranks=2, batch_size=BATCH, steps=40, optimizer=SGD(constant(LR)),
+        w0=m["initial_w"], b0=m["initial_b"], row_bytes=4 * 8, grad=logistic_gradient,
+    )  # fmt: skip
+    np.testing.assert_allclose(params_of(m), expected, rtol=1e-9, atol=1e-12)
+    assert m["loss"] == pytest.approx(log_loss(expected, X, y), rel=1e-9)
+    validated = launch(
+        "mpirun", 2, [*args, "--validation_fraction", "0.2"], tmp_path, launcher_args=cap
+    )
+    assert validated.returncode == 0, validated.output
+    assert 0 < validated.metrics["validation"]["log_loss"] < 1
+
+
 @pytest.fixture(scope="module")
 def exported(classes, tmp_path_factory):
     """A logistic model trained on 2 ranks with held-out rows, exported."""

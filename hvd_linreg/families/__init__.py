@@ -16,8 +16,9 @@ A family is one module that owns its maths, with these names (families/linear.py
 - table() on the statistics: the lines that end the run's summary.
 
 Optional: SOLVER, the exact solver's name in the header line (else "exact least squares");
-check_target(job, shard), which the recipe calls on every rank once the shard is loaded, to
-refuse a target the family cannot fit; classes(predictions, threshold), which makes
+check_target(job, shard), which the recipe calls on every rank once the shard is loaded: it
+refuses a target the family cannot fit, and returns the shard (recoded where it reads the
+target otherwise); classes(predictions, threshold), which makes
 `predict --threshold` write classes.
 
 Adding a family is its module and one line in FAMILIES. The modules are imported only when

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -85,8 +85,12 @@ def objective(loss: float, params: np.ndarray, l2: float) -> float:
     return loss + l2 * float(params[:-1] @ params[:-1]) if l2 else loss
 
 
-def check_target(job: Job, shard) -> None:
-    """Refuse, on every rank, a target that is not 0 or 1, naming the first such row."""
+def check_target(job: Job, shard):
+    """The shard with a 0/1 target: as it is, or with a target of two other values recoded,
+    the smaller to 0 and the larger to 1 (rank 0 says so). Any other target is refused on
+    every rank, naming the first row that holds a value beyond the two."""
+    values = sorted(set().union(*job.allgather(_distinct(shard), name="target_values")))
+    labels = (0.0, 1.0) if {0.0, 1.0} <= set(values) or set(values) <= {0.0, 1.0} else values[:2]
     error = None
     # The layout numbers the training rows; with held-out rows those are not the file's rows,
     # whose numbers the data module keeps to itself: the message then says which it counts.
@@ -96,12 +100,48 @@ def check_target(job: Job, shard) -> None:
         return f"{rows} {shard.layout.global_row(local)} (0-based)"
 
     try:
-        _check_rows(shard.source, _enumerate_blocks(shard.blocks()), row_name)
+        _check_rows(shard.source, _enumerate_blocks(shard.blocks()), row_name, labels)
         if shard.validation is not None:
-            _check_rows(shard.source, [(0, *shard.validation)], lambda _: "a held-out row")
+            _check_rows(shard.source, [(0, *shard.validation)], lambda _: "a held-out row", labels)
     except UsageError as e:
         error = e
     job.agree(error)
+    if labels == (0.0, 1.0):
+        return shard
+    job.log(f"the target's values {labels[0]:g} and {labels[1]:g} are read as 0 and 1")
+    return _recoded(shard, labels[1])
+
+
+def _distinct(shard) -> list[float]:
+    """This rank's distinct target values, up to 3 of them: more are refused anyway."""
+    seen: set[float] = set()
+    blocks = [*shard.blocks(), *([shard.validation] if shard.validation is not None else [])]
+    for _, y in blocks:
+        seen.update(np.unique(y).tolist())
+        if len(seen) > 2:
+            break
+    return sorted(seen)[:3]
+
+
+def _recoded(shard, high: float):
+    """The shard whose target is 1 where it was high and 0 elsewhere: its rows in memory, its
+    held-out rows, and the rows it reads from its file as training uses them."""
+
+    def recode(y: np.ndarray) -> np.ndarray:
+        return (y == high).astype(y.dtype)
+
+    changes = {"y": recode(shard.y)}
+    if shard.validation is not None:
+        changes["validation"] = (shard.validation[0], recode(shard.validation[1]))
+    if shard.table is not None:
+        read = shard.table.read
+
+        def read_recoded(start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+            X, y = read(start, stop)
+            return X, recode(y)
+
+        changes["table"] = replace(shard.table, read=read_recoded)
+    return replace(shard, **changes)
 
 
 def _enumerate_blocks(blocks: Iterable[tuple[np.ndarray, np.ndarray]]):
@@ -112,15 +152,16 @@ def _enumerate_blocks(blocks: Iterable[tuple[np.ndarray, np.ndarray]]):
         at += len(y)
 
 
-def _check_rows(source: str, blocks, row_name) -> None:
+def _check_rows(source: str, blocks, row_name, labels) -> None:
     """blocks: (the first row's number on this rank, X, y); row_name(number): that row."""
     for first, _, y in blocks:
-        bad = (y != 0) & (y != 1)
+        bad = ~np.isin(y, labels)
         if bad.any():
             where, value = row_name(first + int(np.argmax(bad))), y[int(np.argmax(bad))]
             raise UsageError(
                 f"{source}: {where} has the target {value:g}; --model logistic needs a "
-                "target of 0 or 1"
+                f"target of 0 or 1, or of two values read as 0 and 1 (here {labels[0]:g} "
+                f"and {labels[1]:g})"
             )
 
 
@@ -167,6 +208,11 @@ def scores(job: Job, theta: np.ndarray, blocks: Iterable[tuple[np.ndarray, np.nd
     # Horovod: every rank's pairs, so that every rank computes the same scores.
     pairs = job.allgather_rows(pairs, "score_pairs")
     z, y = pairs[:, 0], pairs[:, 1]
+    if not np.isin(y, (0.0, 1.0)).all():  # the same pairs on every rank: every rank raises
+        raise UsageError(
+            f"the target holds {y[~np.isin(y, (0.0, 1.0))][0]:g}: a logistic model is scored "
+            "on a target of 0 or 1; recode it"
+        )
     if not len(y):
         return Scores(0, math.nan, math.nan, math.nan)
     accuracy = float(np.mean((z > 0) == (y > 0.5)))

@@ -94,7 +94,8 @@ def build_model_parser(command: str) -> argparse.ArgumentParser:
         + (
             "write its predictions, one per row, in the file's order."
             if command == "predict"
-            else "print its scores (MSE, RMSE, MAE, R²) against the file's target column."
+            else "print its scores against the file's target column (a linear model's MSE, "
+            "RMSE, MAE and R²; a logistic one's log-loss, accuracy and ROC AUC)."
         )
         + " Launch with horovodrun or mpirun to share the rows among ranks.",
         allow_abbrev=False,
@@ -114,6 +115,13 @@ def build_model_parser(command: str) -> argparse.ArgumentParser:
             metavar="FILE",
             help="rank 0 writes the predictions here: .npy (float64) or .csv (header 'prediction')",
         )
+        p.add_argument(
+            "--threshold",
+            type=float,
+            metavar="T",
+            help="a classifier (--model logistic): write the class, 1 where the probability "
+            "is above T and 0 elsewhere, instead of the probability",
+        )
     else:
         p.add_argument(
             "--metrics_json",
@@ -132,7 +140,7 @@ def run_model_command(command: str, argv: list[str]) -> int:
 
     with without_pandas():  # TensorFlow is imported in there, once the inputs are checked
         if command == "predict":
-            return predict.predict(args.model, args.data, args.out)
+            return predict.predict(args.model, args.data, args.out, args.threshold)
         return predict.evaluate(args.model, args.data, args.metrics_json)
 
 

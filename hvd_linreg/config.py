@@ -149,7 +149,8 @@ class Config:
     keep_checkpoints: int = setting(3, "keep the K newest checkpoints", "K", check=positive_int)
     model: str = setting(
         "linear",
-        "the model family: linear (least squares on a numeric target)",
+        "the model family: linear (least squares on a numeric target) or logistic (logistic "
+        "regression on a 0/1 target; --solver exact is then Newton's method)",
         "NAME",
         choices=FAMILIES,
         check=one_of(FAMILIES),

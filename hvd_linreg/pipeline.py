@@ -29,6 +29,8 @@ def run(cfg: Config) -> int:
     """A plain (not elastic) run."""
     job = ranks.init(verbose=cfg.verbose)
     family = families.get(cfg.model)
+    if cfg.solver == "exact" and family.optimum is None:
+        raise UsageError(f"--model {cfg.model} has no exact solver: use --solver sgd")
     shard, ckpt_dir = prepare(cfg, job)
     announce(cfg, job, shard)
     if cfg.solver == "exact":
@@ -57,6 +59,9 @@ def prepare(cfg: Config, job: Job) -> tuple[Shard, Path | None]:
     except UsageError as e:
         error = e
     job.agree(error)
+    # The family's own check of the target: it refuses one it cannot fit (every rank checks
+    # its rows), or hands back the shard with the target as the family reads it.
+    shard = families.get(cfg.model).check_target(job, shard)
     for warning in shard_warnings(cfg, shard):
         job.warn(warning)
     return shard, ckpt_dir
@@ -114,8 +119,6 @@ def train(cfg: Config, family, job: Job, shard: Shard, trainer: Trainer, commit=
 
 def solve(cfg: Config, family, job: Job, shard: Shard):
     """--solver exact: (the optimum as a TrainingResult, the optimum)."""
-    if family.optimum is None:
-        raise UsageError(f"--model {cfg.model} has no exact solver: use --solver sgd")
     start = time.perf_counter()
     best = optimum(cfg, family, job, shard)
     if best is None:

@@ -22,16 +22,26 @@ from hvd_linreg.ranks import Job
 OUTPUT_FORMATS = (".npy", ".csv")
 
 
-def predict(model_path: str, data_path: str, out: str) -> int:
-    """Write the model's prediction for every row of the data file to out, in its order."""
+def predict(model_path: str, data_path: str, out: str, threshold: float | None = None) -> int:
+    """Write the model's prediction for every row of the data file to out, in its order; with
+    a threshold, a classifier's class instead of its probability."""
     if Path(out).suffix.lower() not in OUTPUT_FORMATS:
         raise UsageError(f"--out {out} must end in .npy or .csv (the format it is written in)")
+    if threshold is not None and not 0 < threshold < 1:
+        raise UsageError(f"--threshold {threshold:g} must be between 0 and 1 (a probability)")
     request = Request.check(model_path, data_path, need_target=False)
     job = ranks.init()
+    family = families.get(request.model.family)  # after Horovod: it imports TensorFlow
+    if threshold is not None and not hasattr(family, "classes"):
+        raise UsageError(
+            f"--threshold applies to a classifier; the model {model_path} is a "
+            f"{family.NAME} model, whose predictions are not probabilities"
+        )
     X, _ = request.read(job, "--out", out)
-    family = families.get(request.model.family)
     # Rank order is file order: each rank's block follows the previous rank's.
     mine = family.predict(request.model.theta, X)
+    if threshold is not None:
+        mine = family.classes(mine, threshold)
     predictions = np.concatenate(job.allgather(mine, name="predictions"))
     if job.is_root:  # only rank 0 writes, so ranks never race on the same file
         write_predictions(Path(out), predictions)

@@ -12,14 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from hvd_linreg import __version__
+from hvd_linreg import __version__, families
 from hvd_linreg.atomic import atomic_write
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard, global_batch_size
 from hvd_linreg.ranks import Job
-from hvd_linreg.statistics import Statistics
-
-_SHOWN_WEIGHTS = 8  # the summary lists at most this many w's; the JSON has all of them
+from hvd_linreg.statistics import SHOWN_WEIGHTS as _SHOWN_WEIGHTS
 
 
 @dataclass
@@ -47,7 +45,7 @@ class TrainingResult:
 def header_line(cfg: Config, job: Job, shard: Shard) -> str:
     """What rank 0 says before training: the job, the data and the run."""
     run = (
-        "exact least squares"
+        families.get(cfg.model).SOLVER
         if cfg.solver == "exact"
         else f"batch {cfg.batch_size} per rank ({shard.layout.global_batch} global), "
         f"{cfg.num_steps} steps, {cfg.optimizer}, learning rate {cfg.learning_rate}"
@@ -84,7 +82,8 @@ class Report:
     optimum: Any  # the family's exact optimum; None where it was not solved
     family: Any  # the model family (families/): it computes every figure of the fit
     versions: dict[str, str] = field(default_factory=versions)
-    statistics: Statistics | None = field(init=False)  # the exact optimum's
+    # the exact optimum's: the family's statistics, whose table() the summary ends with
+    statistics: Any = field(init=False)
 
     def __post_init__(self) -> None:
         self.statistics = (
@@ -205,7 +204,7 @@ class Report:
                 else f"  exact optimum: skipped ({self.exact_skipped})"
             ),
             (
-                f"  wall time: {result.wall_s:.3f} s (the distributed QR)"
+                f"  wall time: {result.wall_s:.3f} s ({self.family.SOLVER_COST})"
                 if self.cfg.solver == "exact"
                 else f"  wall time: {result.wall_s:.3f} s, {result.steps_per_s:.1f} steps/s, "
                 f"{self.samples_per_s:.4g} samples/s"
@@ -214,37 +213,8 @@ class Report:
             f"global batch: {self.global_batch_size}",
             f"  versions: hvd_linreg {v['hvd_linreg']}, Horovod {v['horovod']}, "
             f"TensorFlow {v['tensorflow']}, NumPy {v['numpy']}, Python {v['python']}",
-            *([] if self.statistics is None else statistics_table(self.statistics)),
+            *([] if self.statistics is None else self.statistics.table()),
         ]
-
-
-def _cell(value: float | None, spec: str) -> str:
-    return "undefined" if value is None else format(value, spec)
-
-
-def statistics_table(stats: Statistics) -> list[str]:
-    """The exact optimum's fit statistics and coefficient table: the first _SHOWN_WEIGHTS w's
-    and b (the metrics JSON has all); an undefined statistic says so, and the lines below say
-    why."""
-    dof = "" if stats.dof is None else f", {stats.dof} residual degrees of freedom"
-    lines = [
-        f"Statistics of the exact optimum: R² {_cell(stats.r2, '.6g')}, adjusted R² "
-        f"{_cell(stats.adjusted_r2, '.6g')}, RMSE {stats.rmse:.6g}{dof}",
-        f"  {'coefficient':<12}{'estimate':>14}{'std error':>14}{'t':>11}{'p':>11}",
-    ]
-    weights, bias = stats.coefficients[:-1], stats.coefficients[-1]
-    for c in [*weights[:_SHOWN_WEIGHTS], bias]:
-        lines.append(
-            f"  {c.name:<12}{c.estimate:>14.6g}{_cell(c.std_error, '.6g'):>14}"
-            f"{_cell(c.t, '.4g'):>11}{_cell(c.p, '.3g'):>11}"
-        )
-    if len(weights) > _SHOWN_WEIGHTS:
-        lines.insert(-1, f"  ... ({len(weights)} w's in all: every one in --metrics_json)")
-    reasons: dict[str, list[str]] = {}
-    for name, why in stats.undefined.items():
-        reasons.setdefault(why, []).append(name)
-    lines += [f"  undefined: {', '.join(names)}: {why}" for why, names in reasons.items()]
-    return lines
 
 
 def check_writable(flag: str, path: str | None) -> None:

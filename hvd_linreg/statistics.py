@@ -12,6 +12,8 @@ import tensorflow as tf
 
 from hvd_linreg.exact import Optimum
 
+SHOWN_WEIGHTS = 8  # the summary lists at most this many w's; the JSON has all of them
+
 
 @dataclass(frozen=True)
 class Coefficient:
@@ -40,6 +42,44 @@ class Statistics:
             "coefficients": [vars(c) for c in self.coefficients],
             "undefined": self.undefined,
         }
+
+    def table(self) -> list[str]:
+        """The fit statistics and coefficient table that the run's summary ends with."""
+        dof = "" if self.dof is None else f", {self.dof} residual degrees of freedom"
+        first = (
+            f"Statistics of the exact optimum: R² {cell(self.r2, '.6g')}, adjusted R² "
+            f"{cell(self.adjusted_r2, '.6g')}, RMSE {self.rmse:.6g}{dof}"
+        )
+        rows = [(c.name, c.estimate, c.std_error, c.t, c.p) for c in self.coefficients]
+        return [first, *coefficient_lines(rows, "t", self.undefined)]
+
+
+def cell(value: float | None, spec: str) -> str:
+    return "undefined" if value is None else format(value, spec)
+
+
+def coefficient_lines(
+    rows: list[tuple[str, float, float | None, float | None, float | None]],
+    statistic: str,
+    undefined: dict[str, str],
+) -> list[str]:
+    """The coefficient table, (name, estimate, std error, test statistic, p) per row with b
+    last: the first SHOWN_WEIGHTS w's and b (the metrics JSON has all); an undefined statistic
+    says so, and the lines below say why."""
+    lines = [f"  {'coefficient':<12}{'estimate':>14}{'std error':>14}{statistic:>11}{'p':>11}"]
+    weights = rows[:-1]
+    for name, estimate, std_error, stat, p in [*weights[:SHOWN_WEIGHTS], rows[-1]]:
+        lines.append(
+            f"  {name:<12}{estimate:>14.6g}{cell(std_error, '.6g'):>14}"
+            f"{cell(stat, '.4g'):>11}{cell(p, '.3g'):>11}"
+        )
+    if len(weights) > SHOWN_WEIGHTS:
+        lines.insert(-1, f"  ... ({len(weights)} w's in all: every one in --metrics_json)")
+    reasons: dict[str, list[str]] = {}
+    for name, why in undefined.items():
+        reasons.setdefault(why, []).append(name)
+    lines += [f"  undefined: {', '.join(names)}: {why}" for why, names in reasons.items()]
+    return lines
 
 
 def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> Statistics:

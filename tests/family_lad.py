@@ -23,6 +23,8 @@ LOSS = "mean absolute error"
 MAX_EXACT_FEATURES = 0
 optimum = None  # no exact solver
 statistics = None
+SOLVER = SOLVER_COST = None
+check_target = linear.check_target
 initial_params = linear.initial_params
 predict = linear.predict
 scores = linear.scores

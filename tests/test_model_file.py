@@ -293,6 +293,11 @@ BAD_INPUTS = [
     ("evaluate without target", _case("evaluate", data="features.npy"), "only the model's 3"),
     ("out in a missing directory", _case("predict", out="no/p.npy"), "cannot write --out"),
     ("out of another format", _case("predict", out="p.txt"), "must end in .npy or .csv"),
+    (
+        "threshold on a linear model",
+        _case("predict", extra=("--threshold", "0.5")),
+        "--threshold applies to a classifier",
+    ),
     ("unknown flag", _case("evaluate", extra=("--out", "p.npy")), "unrecognized arguments"),
     ("no model", lambda e, t: ["predict", "--data", e["new.csv"]], "are required: --model"),
 ]

@@ -12,7 +12,15 @@ A family is one module that owns its maths, with these names (families/linear.py
 - optimum(job, shard, l2, names), MAX_EXACT_FEATURES: the exact solver (optimum = None where a
   family has none), and statistics(optimum, names): its statistics, with as_json();
 - save_model(directory, theta, dtype): the SavedModel with its serving signature;
-- curve(theta, xs): the fitted curve over one feature, for the plot.
+- curve(theta, xs): the fitted curve over one feature, for the plot;
+- table() on the statistics: the lines that end the run's summary;
+- SOLVER and SOLVER_COST: the exact solver's name for the header line and what its wall time
+  covers, for the summary (None without an exact solver);
+- check_target(job, shard), which the recipe calls on every rank once the shard is loaded: it
+  refuses a target the family cannot fit, and returns the shard (recoded where the family
+  reads the target otherwise).
+
+Optional: classes(predictions, threshold), which makes `predict --threshold` write classes.
 
 Adding a family is its module and one line in FAMILIES. The modules are imported only when
 asked for: each imports TensorFlow.
@@ -25,6 +33,7 @@ from types import ModuleType
 
 FAMILIES = {
     "linear": "hvd_linreg.families.linear",
+    "logistic": "hvd_linreg.families.logistic",
 }
 
 

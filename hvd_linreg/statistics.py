@@ -66,11 +66,13 @@ def coefficient_lines(
     """The coefficient table, (name, estimate, std error, test statistic, p) per row with b
     last: the first SHOWN_WEIGHTS w's and b (the metrics JSON has all); an undefined statistic
     says so, and the lines below say why."""
-    lines = [f"  {'coefficient':<12}{'estimate':>14}{'std error':>14}{statistic:>11}{'p':>11}"]
     weights = rows[:-1]
-    for name, estimate, std_error, stat, p in [*weights[:SHOWN_WEIGHTS], rows[-1]]:
+    shown = [*weights[:SHOWN_WEIGHTS], rows[-1]]
+    width = max(12, 1 + max(len(row[0]) for row in shown))  # a name longer than 11 keeps a space
+    lines = [f"  {'coefficient':<{width}}{'estimate':>14}{'std error':>14}{statistic:>11}{'p':>11}"]
+    for name, estimate, std_error, stat, p in shown:
         lines.append(
-            f"  {name:<12}{estimate:>14.6g}{cell(std_error, '.6g'):>14}"
+            f"  {name:<{width}}{estimate:>14.6g}{cell(std_error, '.6g'):>14}"
             f"{cell(stat, '.4g'):>11}{cell(p, '.3g'):>11}"
         )
     if len(weights) > SHOWN_WEIGHTS:

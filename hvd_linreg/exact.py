@@ -47,6 +47,13 @@ _CONSTANT = 1e-12
 # Refine a solution whose error bound leaves fewer digits than this: well-conditioned designs
 # keep their digits through the triangular solve and need no second pass.
 _REFINE_ABOVE = 1e-12
+# The centred Gram matrix's Cholesky factor serves as R (one pass, no QR) where its error bound
+# is at most this, and the residual sum of squares' at most _GRAM_RSS_ABOVE (relative): well
+# conditioned designs, such as synthetic ones; others take the Householder QR. Up to this many
+# columns: the Gram's sums travel in the first allreduce, (F+1)² numbers.
+_GRAM_ABOVE = 1e-14
+_GRAM_RSS_ABOVE = 1e-11
+_GRAM_MAX_COLUMNS = 513
 # A column takes part in a dependence with at least this weight in a null vector (unit norm)
 _INVOLVED = 1e-3
 
@@ -205,17 +212,61 @@ def _block_rows(n: int) -> int:
 
 
 def factorise(job: Job, shard: Shard) -> Factor:
-    """The R factor of the whole centred design, the same on every rank: one allreduce of the
-    column sums, one pass of Householder QRs on each rank, one allgather of the ranks' R."""
+    """The R factor of the whole centred design, the same on every rank. One pass sums the
+    columns and, up to _GRAM_MAX_COLUMNS, the Gram matrix [X y]ᵀ[X y], and one allreduce adds
+    the ranks' sums; where the centred Gram's Cholesky factor is accurate (_gram_factor), that
+    is R. Otherwise a second pass of Householder QRs on each rank, and one allgather of the
+    ranks' R."""
     n = shard.num_features + 1
-    leaf = max(_LEAF_ROWS, 2 * n)
-    rows = _block_rows(n)
-    sums = np.zeros(n + 1)  # column sums of X, sum of y, row count
+    rows, gram = _block_rows(n), n <= _GRAM_MAX_COLUMNS
+    sums = np.zeros(n + 1 + (n * n if gram else 0))  # X's and y's sums, the count, [X y]ᵀ[X y]
     for X, y in _blocks(shard, rows):
-        sums += np.concatenate([X.sum(axis=0), [y.sum(), len(y)]])
-    sums = job.allreduce_sum(sums, "column_sums")  # Horovod: every rank's column sums
-    count = int(sums[-1])
-    means = sums[:-1] / count
+        A = np.c_[X, y]
+        sums[: n + 1] += np.append(A.sum(axis=0), len(A))
+        if gram:
+            sums[n + 1 :] += (A.T @ A).ravel()
+    sums = job.allreduce_sum(sums, "column_sums")  # Horovod: every rank's sums
+    count = int(sums[n])
+    means = sums[:n] / count
+    r = _gram_factor(sums[n + 1 :].reshape(n, n), means, count) if gram else None
+    if r is None:
+        r = _householder_factor(job, shard, means, rows)
+    return Factor(r, means[:-1], float(means[-1]), count)
+
+
+def _gram_factor(gram: np.ndarray, means: np.ndarray, count: int) -> np.ndarray | None:
+    """R from the Cholesky factor of the centred Gram matrix, or None where that would lose
+    digits: the normal equations square the design's condition number κ (of its columns
+    scaled to unit norm), and centring by subtraction multiplies the Gram's rounding by up to
+    1 + mean²/variance of a column. Accepted when eps x that x κ² (1 + tan θ) is at most
+    _GRAM_ABOVE, θ the angle between the centred target and the columns' span, and the
+    residual sum of squares keeps 11 digits; the design's own QR is taken otherwise."""
+    centred = gram - count * np.outer(means, means)
+    variance = np.diag(centred).copy()
+    if not (variance > 0).all():
+        return None  # a constant column (or the target): the QR's path counts it as zero
+    scale = np.sqrt(variance)
+    try:
+        upper = np.linalg.cholesky(centred / np.outer(scale, scale)).T
+    except np.linalg.LinAlgError:
+        return None
+    F = len(means) - 1
+    s = np.linalg.svd(upper[:F, :F], compute_uv=False)
+    fitted, residual = float(np.linalg.norm(upper[:F, F])), abs(float(upper[F, F]))
+    if residual == 0 or fitted == 0:
+        return None
+    eps, offset = np.finfo(np.float64).eps, float(np.max(np.diag(gram) / variance))
+    solve_bound = eps * offset * (s[0] / s[-1]) ** 2 * (1 + residual / fitted)
+    rss_bound = eps * offset * (1 + (fitted / residual) ** 2)
+    if solve_bound > _GRAM_ABOVE or rss_bound > _GRAM_RSS_ABOVE:
+        return None
+    return upper * scale  # the columns' scale back: R of [Xc yc]
+
+
+def _householder_factor(job: Job, shard: Shard, means: np.ndarray, rows: int) -> np.ndarray:
+    """R of the centred design by Householder QRs of each rank's rows, then of the ranks' R."""
+    n = len(means)
+    leaf = max(_LEAF_ROWS, 2 * n)
     r = np.zeros((n, n))  # zero rows change no R
     for X, y in _blocks(shard, rows):
         A = np.c_[X, y]
@@ -223,7 +274,7 @@ def factorise(job: Job, shard: Shard) -> Factor:
         r = _triangle(np.concatenate([r, *_leaf_factors(A, leaf)]))
     if job.size > 1:
         r = _triangle(job.allgather_rows(r, "factors"))  # Horovod: every rank's R
-    return Factor(r, means[:-1], float(means[-1]), count)
+    return r
 
 
 def residual_gradient(job: Job, shard: Shard, factor: Factor, w: np.ndarray) -> np.ndarray:

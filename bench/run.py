@@ -26,6 +26,8 @@
 8. The exact solve: `hvd-linreg --solver exact` on the large job's rows at 1 and 2 ranks, the
    solve's own wall time, next to the normal equations (centred, scaled XcᵀXc and Cholesky) in
    NumPy + mpi4py on the same rows (bench/normal_equations.py), the two taking turns.
+9. The model families: the seed job's step at 2 ranks with --model linear and --model logistic
+   (on its synthetic 0/1 target), the two taking turns.
 `--sections 1,6` runs only those sections (2 and 4 come from the same runs).
 
 The machine is shared and noisy: every figure is a median of repeated runs, and the targets
@@ -421,6 +423,17 @@ def exact_solve(np_: int, rounds: int) -> dict:
     }
 
 
+def family_steps(rounds: int) -> dict:
+    """Section 9: the seed job's step at 2 ranks for each model family, `rounds` launches
+    each, taking turns (the logistic family on its own synthetic 0/1 target)."""
+    timed: dict[str, list[float]] = {"linear": [], "logistic": []}
+    for _ in range(rounds):
+        for model in timed:
+            us, _ = tool_us_per_step(2, SEED_JOB + LATENCY_STEPS + ["--model", model])
+            timed[model].append(us)
+    return {"ranks": 2, "us": {m: statistics.median(t) for m, t in timed.items()}, "runs_us": timed}
+
+
 # Each section's name for --sections, and what it runs (rounds, progress) -> results to merge.
 SECTIONS = {
     "1": latency_and_levers,
@@ -430,6 +443,7 @@ SECTIONS = {
     "6": lambda rounds, progress: {"time_to_result": time_to_result(rounds)},
     "7": lambda rounds, progress: {"stacks": stacks_side_by_side(rounds, progress)},
     "8": lambda rounds, progress: {"exact": [exact_solve(n, rounds) for n in EXACT_RANKS]},
+    "9": lambda rounds, progress: {"families": family_steps(rounds)},
 }
 
 

@@ -329,6 +329,15 @@ def _exact(rows: list[dict]) -> list[str]:
     return out
 
 
+def _families(f: dict) -> list[str]:
+    us = f["us"]
+    out = [f"9. The seed job's step by model family, {f['ranks']} ranks (µs per step, medians)"]
+    return out + _grid(
+        ["--model", "µs per step", "ratio to linear"],
+        [[model, f"{t:.1f}", f"{t / us['linear']:.2f}"] for model, t in us.items()],
+    )
+
+
 def render(results: dict) -> list[str]:
     m = results["machine"]
     out = [
@@ -351,9 +360,11 @@ def render(results: dict) -> list[str]:
         out += _across_hosts(results["hosts"]) + [""]
     if "exact" in results:
         out += _exact(results["exact"]) + [""]
+    if "families" in results:
+        out += _families(results["families"]) + [""]
     if "stacks" in results:
         out += _stacks(results["stacks"])
-    if not results["targets"]:  # section 8 alone has none
+    if not results["targets"]:  # sections 8 and 9 alone have none
         return out
     out += ["", "Targets (ratios of figures measured in this run)"]
     out += _grid(

@@ -54,16 +54,14 @@ def _loss_panel(ax, report: Report) -> None:
 
 
 def _fit_panel(ax, report: Report) -> None:
-    """One feature: a sample of rank 0's rows, the true line where known, the fitted curve."""
+    """One feature: a sample of rank 0's rows, the true curve where known, the fitted one."""
     shard = report.shard
     X, y = shard.X[:_POINTS, 0], shard.y[:_POINTS]
     ax.scatter(X, y, s=6, alpha=0.4, label="data (sample of rank 0's shard)")
     xs = np.linspace(float(np.min(X)), float(np.max(X)), 100)
     if shard.w_true is not None:
-        w, b = shard.w_true[0], shard.b_true
-        ax.plot(
-            xs, w * xs + b, color="black", linestyle="--", label=f"true: y = {w:.3g}x + {b:.3g}"
-        )
+        true, label = report.family.curve(np.array([shard.w_true[0], shard.b_true]), xs)
+        ax.plot(xs, true, color="black", linestyle="--", label=label.replace("fitted", "true", 1))
     fitted, label = report.family.curve(report.result.params, xs)
     ax.plot(xs, fitted, color="tab:red", label=label)
     ax.set_xlabel("x")

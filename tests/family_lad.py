@@ -25,6 +25,7 @@ optimum = None  # no exact solver
 statistics = None
 SOLVER = SOLVER_COST = None
 check_target = linear.check_target
+synthetic_target = linear.synthetic_target
 initial_params = linear.initial_params
 predict = linear.predict
 scores = linear.scores

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from hvd_linreg import families
 from hvd_linreg.config import SYNTHETIC_FEATURES, SYNTHETIC_SAMPLES, Config, UsageError
 from hvd_linreg.data.columns import column_labels
 from hvd_linreg.data.files import READERS, data_files, open_table
@@ -38,9 +39,13 @@ def load_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     # Runs of 1 row: no file is read, so longer runs would only leave out more rows.
     layout = layout_for(holdout.num_train, rank, size, cfg.batch_size, batched=cfg.batched)
 
+    family = families.get(cfg.model)
+
     def rows(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         dtype, threads = cfg.dtype or "float32", job.threads if job else 1
-        return synthetic_rows(cfg.seed, ids, num_features, dtype, threads)
+        X, y = synthetic_rows(cfg.seed, ids, num_features, dtype, threads)
+        # The family's target for these features: y itself for least squares.
+        return X, family.synthetic_target(cfg.seed, ids, X, y)
 
     validation = rows(holdout.piece(rank, size)) if holdout.held_out else None
     shard = Shard(*rows(holdout.global_ids(layout.rows())), layout, "synthetic")

@@ -43,6 +43,17 @@ def _row_keys(seed: int, rows: np.ndarray) -> np.ndarray:
     return _hash32(_hash32(low ^ key) ^ (rows >> 32).astype(np.uint32))
 
 
+# Keys of a second stream per row, apart from the features' and the noise's draws.
+_UNIFORM_STREAM = np.uint32(0xB5297A4D)
+
+
+def uniforms(seed: int, rows: np.ndarray) -> np.ndarray:
+    """One uniform draw in (0, 1) per row id, float64: a pure function of (seed, row), drawn
+    apart from the row's features and noise (a model family's synthetic target draws it)."""
+    h = _hash32(_row_keys(seed, np.asarray(rows, np.int64)) ^ _UNIFORM_STREAM)
+    return (h.astype(np.float64) + 0.5) / 2.0**32
+
+
 def true_weights(num_features: int) -> np.ndarray:
     """w_true[j] = 5 / (j + 1): 5 for the seed's single feature, distinct for every feature."""
     return 5.0 / np.arange(1, num_features + 1, dtype=np.float64)

@@ -16,6 +16,8 @@ A family is one module that owns its maths, with these names (families/linear.py
 - table() on the statistics: the lines that end the run's summary;
 - SOLVER and SOLVER_COST: the exact solver's name for the header line and what its wall time
   covers, for the summary (None without an exact solver);
+- synthetic_target(seed, rows, X, y): the synthetic rows' target, from their features and the
+  least-squares target y the generator drew, a pure function of (seed, row);
 - check_target(job, shard), which the recipe calls on every rank once the shard is loaded: it
   refuses a target the family cannot fit, and returns the shard (recoded where the family
   reads the target otherwise).

@@ -61,6 +61,11 @@ def check_target(job: Job, shard: Shard) -> Shard:
     return shard
 
 
+def synthetic_target(seed: int, rows: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The synthetic rows' target: the seed's y = X w_true + 2 + 0.1 noise, as drawn."""
+    return y
+
+
 def initial_params(seed: int, rank: int, num_features: int) -> np.ndarray:
     """N(0, 1) start values like the seed's initializer; [w_0 .. w_{F-1}, b].
 

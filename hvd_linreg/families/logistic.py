@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from hvd_linreg.config import UsageError
+from hvd_linreg.data.synthetic import TRUE_BIAS, true_weights, uniforms
 from hvd_linreg.families import linear, logistic_newton
 from hvd_linreg.families.logistic_newton import log_loss_terms, sigmoid
 from hvd_linreg.ranks import Job
@@ -61,6 +62,14 @@ def logits(theta: np.ndarray, X: np.ndarray) -> np.ndarray:
 def predict(theta: np.ndarray, X: np.ndarray) -> np.ndarray:
     """P(y = 1 | x) per row, in float64."""
     return sigmoid(logits(theta, X))
+
+
+def synthetic_target(seed: int, rows: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The synthetic rows' target: y ~ Bernoulli(σ(x·w_true + b_true)), the seed's line read
+    as logits, drawn from one uniform per row, a pure function of (seed, row)."""
+    theta = np.append(true_weights(X.shape[1]), TRUE_BIAS)
+    drawn = uniforms(seed, rows) < predict(theta, X.astype(np.float64))
+    return drawn.astype(X.dtype)
 
 
 def classes(probabilities: np.ndarray, threshold: float) -> np.ndarray:

@@ -320,7 +320,7 @@ def _exact(rows: list[dict]) -> list[str]:
         "(medians)"
     ]
     out += _grid(
-        ["ranks", "hvd-linreg --solver exact (QR)", "normal equations (NumPy)", "ratio",
+        ["ranks", "hvd-linreg --solver exact", "normal equations (NumPy)", "ratio",
          "same w, b (max rel. gap)"],
         [[r["ranks"], f"{r['tool_s']:.2f}", f"{r['baseline_s']:.2f}",
           f"{r['tool_s'] / r['baseline_s']:.2f}",

@@ -1,6 +1,8 @@
 """The exact least-squares fit by a distributed Householder QR (TSQR): the optimum SGD heads for.
 
-One allreduce of column sums gives every rank the means. Each rank then factorises its rows,
+One allreduce of column sums gives every rank the means, and the Gram matrix [X y]ᵀ[X y]: on a
+well-conditioned design the centred Gram's Cholesky factor is R, and one pass is all
+(_gram_factor says when). Otherwise each rank factorises its rows,
 centred, as [Xc | yc] = Q R in float64 blocks (Householder QR, LAPACK's dgeqrf through NumPy),
 folding each block's R into its own. The ranks' (F+1) x (F+1) factors are allgathered and
 factorised once more, so every rank holds the same R of the whole centred design: only R

@@ -163,7 +163,7 @@ def run(cfg: Config) -> int:
 def _train(state: TrainingState, cfg: Config, family):
     """One segment: from the last commit (or the start) with the ranks there are now."""
     job = ranks.current_job(cfg.verbose)
-    shard, ckpt_dir = pipeline.prepare(cfg, job)
+    shard, ckpt_dir = pipeline.prepare(cfg, family, job)
     if state.trainer is None:
         state.trainer = pipeline.make_trainer(cfg, family, job, shard)
         state.trainer.use(job, shard, ckpt_dir)
@@ -172,7 +172,7 @@ def _train(state: TrainingState, cfg: Config, family):
         state.trainer.use(job, shard, ckpt_dir)
     trainer = state.trainer
     if state.committed is None:  # the run's start (or a reset before its first commit)
-        pipeline.announce(cfg, job, shard)
+        pipeline.announce(cfg, family, job, shard)
         trainer.start()
         state.begin(job.size)
     else:

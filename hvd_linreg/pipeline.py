@@ -31,8 +31,8 @@ def run(cfg: Config) -> int:
     family = families.get(cfg.model)
     if cfg.solver == "exact" and family.optimum is None:
         raise UsageError(f"--model {cfg.model} has no exact solver: use --solver sgd")
-    shard, ckpt_dir = prepare(cfg, job)
-    announce(cfg, job, shard)
+    shard, ckpt_dir = prepare(cfg, family, job)
+    announce(cfg, family, job, shard)
     if cfg.solver == "exact":
         result, optimum = solve(cfg, family, job, shard)
     else:
@@ -44,7 +44,7 @@ def run(cfg: Config) -> int:
     return 0
 
 
-def prepare(cfg: Config, job: Job) -> tuple[Shard, Path | None]:
+def prepare(cfg: Config, family, job: Job) -> tuple[Shard, Path | None]:
     """This rank's shard, and rank 0's checked output paths and checkpoint directory."""
     # Each rank reads only its own rows, and rank 0 checks the paths it will write, before any
     # training: a problem any rank sees stops all of them together, with one message.
@@ -61,7 +61,7 @@ def prepare(cfg: Config, job: Job) -> tuple[Shard, Path | None]:
     job.agree(error)
     # The family's own check of the target: it refuses one it cannot fit (every rank checks
     # its rows), or hands back the shard with the target as the family reads it.
-    shard = families.get(cfg.model).check_target(job, shard)
+    shard = family.check_target(job, shard)
     for warning in shard_warnings(cfg, shard):
         job.warn(warning)
     return shard, ckpt_dir
@@ -90,10 +90,10 @@ def shard_warnings(cfg: Config, shard: Shard) -> list[str]:
     return warnings
 
 
-def announce(cfg: Config, job: Job, shard: Shard) -> None:
+def announce(cfg: Config, family, job: Job, shard: Shard) -> None:
     """The header line, and what the user should know before training starts."""
     if not cfg.quiet:
-        job.log(header_line(cfg, job, shard))
+        job.log(header_line(cfg, family, job, shard))
     warning = keepalive_warning(job.hosts, job.controller)
     if warning:
         job.warn(warning)
@@ -131,14 +131,13 @@ def optimum(cfg: Config, family, job: Job, shard: Shard):
     """The exact optimum (of --l2's ridge objective) over the whole dataset, the same on every
     rank; None above the family's feature limit, or for an SGD run that does not want it
     (Report.exact_skipped says why)."""
-    if family.optimum is None or shard.num_features > family.MAX_EXACT_FEATURES:
-        return None
-    if not wants_optimum(cfg, shard, job.size):
+    too_wide = shard.num_features > family.MAX_EXACT_FEATURES
+    if family.optimum is None or too_wide or not wants_optimum(cfg, shard):
         return None
     return family.optimum(job, shard, cfg.l2, shard.feature_names)
 
 
-def wants_optimum(cfg: Config, shard: Shard, size: int) -> bool:
+def wants_optimum(cfg: Config, shard: Shard) -> bool:
     """Whether an SGD run also solves least squares exactly, for its optimality gap: the QR
     costs about N (F+1)^2 multiply-adds, the steps about 2 x steps x G (F+1); by default only
     when that is the smaller part of the run."""

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from hvd_linreg import __version__, families
+from hvd_linreg import __version__
 from hvd_linreg.atomic import atomic_write
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard, global_batch_size
@@ -42,10 +42,10 @@ class TrainingResult:
         return trained / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def header_line(cfg: Config, job: Job, shard: Shard) -> str:
+def header_line(cfg: Config, family, job: Job, shard: Shard) -> str:
     """What rank 0 says before training: the job, the data and the run."""
     run = (
-        families.get(cfg.model).SOLVER
+        family.SOLVER
         if cfg.solver == "exact"
         else f"batch {cfg.batch_size} per rank ({shard.layout.global_batch} global), "
         f"{cfg.num_steps} steps, {cfg.optimizer}, learning rate {cfg.learning_rate}"

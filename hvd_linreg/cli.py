@@ -210,11 +210,17 @@ def main(argv: list[str] | None = None) -> int:
             raise  # a bug: keep the traceback
         # Another rank died or stalled and Horovod shut down: say so in one line, not a
         # TensorFlow traceback on every rank.
-        # TensorFlow's first line is often only "Graph execution error:"; Horovod's says more.
-        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-        detail = next((line for line in lines if "Horovod" in line), None)
-        detail = (detail or (lines[0] if lines else type(e).__name__))[:300]
-        return _fail(f"hvd-linreg: error: the job lost a rank ({detail})", 1)
+        return _fail(f"hvd-linreg: error: the job lost a rank ({_why(e)})", 1)
+
+
+def _why(e: Exception) -> str:
+    """The line of a failed collective's error that says why: TensorFlow's first line is often
+    only "Graph execution error:", and the lines naming the op's graph node ("Detected at node",
+    "[[{{node ...}}]]") say where; Horovod's own line says more."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    lines = [line for line in lines if "node " not in line] or lines
+    detail = next((line for line in lines if "Horovod" in line), None)
+    return (detail or (lines[0] if lines else type(e).__name__))[:300]
 
 
 def _fail(message: str, code: int, error: BaseException | None = None) -> int:

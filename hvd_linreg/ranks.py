@@ -8,6 +8,7 @@ launcher.py reads what the launcher told the rank before.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 import threading
@@ -233,6 +234,9 @@ def settle(error: UsageError) -> None:
         if hvd.size() > 1:
             hvd.join()
     elif not speaks_for(error):
+        # Ended by the launcher while waiting (it saw the speaker's exit): the same code as the
+        # speaker's, so that launchers reporting the worst exit (srun) report 2, not 143.
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(2))
         time.sleep(SPEAKER_GRACE_S)
 
 
@@ -324,7 +328,34 @@ def init(verbose: bool = False, elastic: bool = False) -> Job:
     tf.config.threading.set_inter_op_parallelism_threads(threads)
     if elastic:
         return _job(hosts=(), verbose=verbose)
+    if hvd.gloo_enabled() and hvd.rank() == 0 and hvd.size() > 1:
+        speak_before_terminating()
     return current_job(verbose)
+
+
+# How long rank 0 lives on after a SIGTERM under Gloo (horovodrun --gloo; the elastic driver
+# handles its own workers).
+TERMINATE_GRACE_S = 2.0
+
+
+def speak_before_terminating() -> None:
+    """Let rank 0 say why the job ends before the launcher's SIGTERM ends it.
+
+    When a rank dies, horovodrun --gloo terminates the others at once, and rank 0 is killed in
+    the very moment its collective fails: "the job lost a rank" was lost in 3 of 3 runs at 4
+    ranks. Given a moment, the failed collective returns, rank 0 says so and exits 1. A SIGTERM
+    in a healthy job (the user's, or a scheduler's) still ends it, TERMINATE_GRACE_S later; a
+    rank stuck inside a collective gets the launcher's SIGKILL as before. Gloo only: under MPI
+    the launcher names the lost rank itself, and a rank waiting in MPI never returns to Python,
+    where this handler runs.
+    """
+
+    def on_terminate(signum, _frame):
+        timer = threading.Timer(TERMINATE_GRACE_S, os._exit, args=(128 + signum,))
+        timer.daemon = True
+        timer.start()
+
+    signal.signal(signal.SIGTERM, on_terminate)
 
 
 def broadcast_object(obj, name: str | None = None):

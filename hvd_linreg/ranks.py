@@ -229,14 +229,20 @@ def settle(error: UsageError) -> None:
     rank found a bad flag, or a host's ranks a bad host name), so the ranks that do not speak
     give the one that does a head start.
     """
+    # A rank the launcher ends while it waits (it saw another rank's exit 2) exits 2 as well, so
+    # that launchers reporting the worst exit code (srun) report 2, not 143.
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(2))
     hvd = sys.modules.get("horovod.tensorflow")  # not imported: the error came before init
     if hvd is not None and hvd.is_initialized():
         if hvd.size() > 1:
             hvd.join()
+            # Then straight out: Python's teardown (TensorFlow's) takes seconds and first puts
+            # SIGTERM's default back, and a rank ended in it was reported as 143 by srun.
+            hvd.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(2)
     elif not speaks_for(error):
-        # Ended by the launcher while waiting (it saw the speaker's exit): the same code as the
-        # speaker's, so that launchers reporting the worst exit (srun) report 2, not 143.
-        signal.signal(signal.SIGTERM, lambda *_: os._exit(2))
         time.sleep(SPEAKER_GRACE_S)
 
 

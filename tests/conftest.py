@@ -76,6 +76,8 @@ def launch_command(
             *extra,
             *program,
         ]
+    if launcher == "srun":  # docs/launching.md's recipe, in a SLURM allocation of this machine
+        return ["srun", "--mpi=pmix", "--kill-on-bad-exit=1", "-n", str(np_), *extra, *program]
     raise ValueError(launcher)
 
 
@@ -244,7 +246,9 @@ class Job:
             cmd = p.info["cmdline"] or []
             if len(cmd) > 1 and cmd[1].endswith("hvd-linreg") and self.tag in cmd:
                 env = p.info["environ"] or {}
-                rank = env.get("HOROVOD_RANK", env.get("OMPI_COMM_WORLD_RANK"))
+                rank = env.get(
+                    "HOROVOD_RANK", env.get("OMPI_COMM_WORLD_RANK", env.get("SLURM_PROCID"))
+                )
                 found[int(rank)] = p
         return found
 

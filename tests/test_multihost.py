@@ -140,7 +140,7 @@ class ClusterJob(Job):
         for p in psutil.process_iter(["cmdline"]):
             cmd = p.info["cmdline"] or [""]
             host = host_of(p.pid)
-            if host and (self.tag in cmd or cmd[0] == "orted"):
+            if host and (self.tag in cmd or os.path.basename(cmd[0]) in ("orted", "prted")):
                 found.append(f"{host}: {' '.join(cmd)[:100]}")
         return found
 

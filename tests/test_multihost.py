@@ -326,11 +326,21 @@ def off_the_network(node: str):
         subprocess.run(["ip", "-n", ns, "link", "set", "eth0", "up"], check=True)
 
 
-@pytest.mark.parametrize("launcher", ["horovodrun-mpi", "horovodrun-gloo", "mpirun-host"])
-def test_node2_off_the_network_ends_the_job(launcher, start_cluster_job):
+@pytest.mark.parametrize(
+    "launcher, keepalives",
+    [
+        ("horovodrun-mpi", True),
+        ("horovodrun-gloo", True),
+        ("mpirun-host", True),
+        ("horovodrun-mpi", False),
+        ("mpirun-host", False),
+    ],
+)
+def test_node2_off_the_network_ends_the_job(launcher, keepalives, start_cluster_job):
     """Every rank, and the launcher, end within the stall limit + 30 s; nothing stays behind on
-    either host, node2 included, while it is still cut off."""
-    job = start_cluster_job(launcher, FOREVER, STALL)
+    either host, node2 included, while it is still cut off. Without Open MPI's keep-alives the
+    watchdog's rank ends mpirun and the lost host's daemon itself (hvd_linreg/daemons.py)."""
+    job = start_cluster_job(launcher, FOREVER, STALL, keepalives=keepalives)
     job.wait_for("Step: 100 ")
     with off_the_network("node2"):
         code, left = ended_clean_within(job, STALL_S + 30)

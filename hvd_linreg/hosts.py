@@ -116,11 +116,17 @@ KEEPALIVE_SETTINGS = {
 _MCA_PARAM_FILES = ("/etc/openmpi/openmpi-mca-params.conf", "~/.openmpi/mca-params.conf")
 
 
-def keepalive_warning(hosts: tuple[str, ...], controller: str) -> str | None:
+def keepalive_warning(hosts: tuple[str, ...], controller: str, stall_limit_s: float) -> str | None:
     """What rank 0 says when a job across hosts, started by Open MPI's mpirun (also under
-    horovodrun), runs without keep-alive settings: a lost node would leave mpirun waiting."""
-    daemons = "OMPI_MCA_orte_hnp_uri" in os.environ or "PRTE_LAUNCHED" in os.environ
+    horovodrun), runs without keep-alive settings: a lost node would leave mpirun waiting.
+
+    Not under Open MPI 4 with the watchdog on: there the watchdog's rank ends mpirun and the
+    lost host's daemon itself (hvd_linreg/daemons.py). Open MPI 5's prterun is untested."""
+    orte = "OMPI_MCA_orte_hnp_uri" in os.environ  # Open MPI 4's daemons
+    daemons = orte or "PRTE_LAUNCHED" in os.environ
     if controller != "MPI" or len(set(hosts)) < 2 or not daemons or _keepalives_set():
+        return None
+    if orte and stall_limit_s > 0:
         return None
     settings = " ".join(f"OMPI_MCA_{k}={v}" for k, v in KEEPALIVE_SETTINGS.items())
     return (

@@ -94,7 +94,7 @@ def announce(cfg: Config, family, job: Job, shard: Shard) -> None:
     """The header line, and what the user should know before training starts."""
     if not cfg.quiet:
         job.log(header_line(cfg, family, job, shard))
-    warning = keepalive_warning(job.hosts, job.controller)
+    warning = keepalive_warning(job.hosts, job.controller, job.stall_limit_s)
     if warning:
         job.warn(warning)
 

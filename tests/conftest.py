@@ -267,6 +267,29 @@ class Job:
         self.proc.wait()
 
 
+# Runs a test started once more because of a known upstream failure (rescue_run). They are
+# listed at the end of the session, -q included: a retry must not hide how often it happened.
+_RESCUED = pytest.StashKey[list]()
+
+
+@pytest.fixture
+def rescue_run(request):
+    """Call with why a test starts its job once more: named in the session's summary."""
+
+    def rescue(why: str) -> None:
+        request.config.stash.setdefault(_RESCUED, []).append(f"{request.node.nodeid}: {why}")
+
+    return rescue
+
+
+def pytest_terminal_summary(terminalreporter, config) -> None:
+    rescued = config.stash.get(_RESCUED, [])
+    if rescued:
+        terminalreporter.section(f"{len(rescued)} run(s) rescued by starting the job once more")
+        for line in rescued:
+            terminalreporter.write_line(line)
+
+
 @pytest.fixture
 def fault_seed() -> int:
     """The seed of a test's random fault points: printed, and HVD_LINREG_TEST_SEED=N repeats it."""

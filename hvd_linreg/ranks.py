@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hvd_linreg.config import UsageError
+from hvd_linreg.daemons import end_parent_if_it_hangs
 from hvd_linreg.hosts import check_distinct_hosts, machine_id
 from hvd_linreg.launcher import job_size, local_size, speaks_for
 from hvd_linreg.startup import import_tensorflow
@@ -290,6 +291,7 @@ class Watchdog:
                     "(HOROVOD_STALL_SHUTDOWN_TIME_SECONDS sets the limit)",
                     stream=sys.stderr,
                 )
+                end_parent_if_it_hangs()  # mpirun may wait for a lost host: end it too
                 os._exit(1)  # no clean shutdown: it would wait on the stuck rank forever
 
 

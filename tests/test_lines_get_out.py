@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -36,6 +37,11 @@ FOREVER = ["--num_steps", "100000000", "--log_every", "100"]  # only the fault e
 STALL_S = 5  # the watchdog's limit in these runs
 ENDS_WITHIN_S = 60  # a safety net: the launchers tear a job down in seconds
 ERROR = "hvd-linreg: error:"
+# Runs its arguments under a host name that resolves nowhere (in a UTS namespace of its own).
+RENAMED = (
+    "import os, socket, sys; socket.sethostname('hvdl-nowhere.invalid'); "
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
 
 
 def runs(launcher: str, case: str) -> int:
@@ -109,7 +115,7 @@ def check_run(launcher: str, case: str, tmp_path, start_job) -> str | None:
         code, out = one_launch(launcher, args, tmp_path)
         says = "data row 7 (0-based) holds NaN or inf"
     else:  # the host name, in a UTS namespace of the launcher's own
-        wrap = ("unshare", "--uts", "sh", "-c", 'hostname hvdl-nowhere.invalid && exec "$@"', "sh")
+        wrap = ("unshare", "--uts", sys.executable, "-c", RENAMED)
         code, out = one_launch(launcher, ["--num_steps", "10"], tmp_path, wrap)
         says = "does not resolve to an address"
     errors = error_lines(out)

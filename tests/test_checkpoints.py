@@ -261,7 +261,9 @@ def test_kill_inside_a_save_leaves_every_checkpoint_loadable(tmp_path):
     assert "skipping" not in resumed.stderr, resumed.stderr
 
 
-BATCH, STEPS, EVERY = 50, 4000, 100
+# At about 6000 steps a second (2 ranks, this machine) the kill must land within the 0.8 s
+# between the last kill point (3000) and STEPS.
+BATCH, STEPS, EVERY = 50, 8000, 100
 COMMON = ["--num_steps", str(STEPS), "--checkpoint_every", str(EVERY), "--learning_rate", "0.002"]
 
 
@@ -272,15 +274,19 @@ def test_resume_after_kill_equals_an_uninterrupted_run(tmp_path, start_job, faul
     assert straight.returncode == 0, straight.output
 
     # The killed run never ends by itself, so the kill always lands; it stops well before STEPS.
-    kill_after = random.Random(fault_seed).randrange(3, STEPS // EVERY - 10) * EVERY
+    kill_after = random.Random(fault_seed).randrange(3, 31) * EVERY
     ckpt = tmp_path / "ckpt"
     forever = [*COMMON, "--num_steps", "100000000", "--batch_size", str(BATCH)]
     job = start_job("mpirun", 2, [*forever, "--checkpoint_dir", str(ckpt)])
     deadline = time.monotonic() + LAUNCH_TIMEOUT_S
     while not (ckpt.exists() and any(int(p.stem[5:]) >= kill_after for p in _checkpoints(ckpt))):
         assert time.monotonic() < deadline and job.proc.poll() is None, job.output
+        if len(job.seen) < 2:
+            job.ranks()  # found while the job starts, so that the kill takes milliseconds
         time.sleep(0.01)
     job.kill()
+    killed_at = int(_checkpoints(ckpt)[-1].stem[5:])
+    assert killed_at < STEPS, f"the kill landed at step {killed_at}, after the run's {STEPS}"
     copy = tmp_path / "ckpt-copy"
     shutil.copytree(ckpt, copy)
 

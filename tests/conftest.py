@@ -198,7 +198,6 @@ class Job:
     def __init__(self, launcher: str, np_: int, args: list[str], tmp_path: Path, env=None):
         # A unique path in the command line tells this job's ranks from any other process.
         self.tag = str(tmp_path / "job-tag")
-        self.seen: dict[int, psutil.Process] = {}  # every rank ranks() has found, for kill()
         cmd = [*launch_command(launcher, np_), *args, "--metrics_json", self.tag]
         self._start(cmd, tmp_path, {**os.environ, **(env or {})})
 
@@ -213,6 +212,7 @@ class Job:
             env=env,
             start_new_session=True,  # its own process group, like a job started from a shell
         )
+        self.seen: dict[int, psutil.Process] = {}  # every rank ranks() has found, for kill()
         self.lines: list[str] = []
         self.arrived: list[float] = []  # time.monotonic() at which each line was read
         threading.Thread(target=self._read, daemon=True).start()

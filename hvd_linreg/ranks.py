@@ -232,7 +232,7 @@ def settle(error: UsageError) -> None:
     """
     # A rank the launcher ends while it waits (it saw another rank's exit 2) exits 2 as well, so
     # that launchers reporting the worst exit code (srun) report 2, not 143.
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(2))
+    exit_on_sigterm(2)
     hvd = sys.modules.get("horovod.tensorflow")  # not imported: the error came before init
     if hvd is not None and hvd.is_initialized():
         if hvd.size() > 1:
@@ -357,9 +357,18 @@ def speak_before_terminating() -> None:
     the launcher names the lost rank itself, and a rank waiting in MPI never returns to Python,
     where this handler runs.
     """
+    exit_on_sigterm(128 + signal.SIGTERM, after_s=TERMINATE_GRACE_S)
 
-    def on_terminate(signum, _frame):
-        timer = threading.Timer(TERMINATE_GRACE_S, os._exit, args=(128 + signum,))
+
+def exit_on_sigterm(code: int, after_s: float = 0.0) -> None:
+    """From now on the launcher's SIGTERM ends this rank with `code`, after_s seconds later (the
+    rank goes on meanwhile), skipping Python's teardown: that takes seconds, TensorFlow's, and
+    puts SIGTERM's default back first."""
+
+    def on_terminate(_signum, _frame):
+        if after_s <= 0:
+            os._exit(code)
+        timer = threading.Timer(after_s, os._exit, args=(code,))
         timer.daemon = True
         timer.start()
 

@@ -91,10 +91,12 @@ def launch(
     timeout: float = LAUNCH_TIMEOUT_S,
     metrics: bool = True,
     program: tuple[str, ...] = ("hvd-linreg",),
+    wrap: tuple[str, ...] = (),
 ) -> Run:
-    """Run to the end; with metrics=True the tool also writes its metrics JSON, read back."""
+    """Run to the end; with metrics=True the tool also writes its metrics JSON, read back. wrap
+    is a command the launcher runs under (e.g. `unshare --uts ...`)."""
     metrics_path = tmp_path / f"metrics-{launcher}-{np_}-{len(list(tmp_path.iterdir()))}.json"
-    cmd = [*launch_command(launcher, np_, launcher_args, program), *args]
+    cmd = [*wrap, *launch_command(launcher, np_, launcher_args, program), *args]
     if metrics:
         cmd += ["--metrics_json", str(metrics_path)]
     proc = subprocess.Popen(

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import re
 import signal
-import subprocess
 import sys
 import time
 
 import pytest
 from test_slurm import slurm_answers
 
-from conftest import launch_command, launcher_env, unavailable
+from conftest import launch, unavailable
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.repeat]
 
@@ -85,14 +84,11 @@ def lost_rank_lines(launcher: str, output: str) -> list[str]:
     return [line for line in output.splitlines() if re.search(says, line)]
 
 
-def one_launch(launcher, args, tmp_path, wrap=()):
-    """Run the launcher to its end; wrap is a command the launcher runs inside (unshare)."""
-    cmd = [*wrap, *launch_command(launcher, RANKS), *args]
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, cwd=tmp_path, stdin=subprocess.DEVNULL,
-        env=launcher_env(), timeout=ENDS_WITHIN_S * 3,
-    )  # fmt: skip
-    return proc.returncode, proc.stdout + proc.stderr
+def one_launch(launcher, args, tmp_path, wrap=()) -> tuple[int, str]:
+    run = launch(
+        launcher, RANKS, args, tmp_path, wrap=wrap, metrics=False, timeout=ENDS_WITHIN_S * 3
+    )
+    return run.returncode, run.output
 
 
 def data_with_a_bad_row_on_rank_3(tmp_path) -> str:

@@ -7,23 +7,39 @@
 #   PYTHON            interpreter for the venv (default: the venv's own if it exists, else
 #                     python3, else the first python3.X on PATH that the stack is for)
 #   VENV              venv directory (default: .venv in the repo)
-#   HVD_LINREG_CACHE  where built Horovod wheels are cached (default: ~/.cache/hvd_linreg)
+#   XDG_CACHE_HOME    the one place set-up keeps what it caches (default: ~/.cache): Horovod
+#                     wheels in hvd_linreg/wheels, keyed venvs in hvd_linreg/venvs, pip's cache
+#                     in pip; emptying it is a true cold start
+#   HVD_LINREG_KEYED_VENV=1  make VENV a link to a venv kept in the cache under a key of all its
+#                     inputs, so that a fresh clone reuses it (CI); it serves one checkout at a
+#                     time (the latest set-up's)
 #   HVD_LINREG_STACK  ci/stacks/NAME.txt to install (default: tf2.21)
+# `ci/setup.sh --plan` chooses the interpreter, checks the prerequisites and prints the keys
+# and what it would do (reuse or build the Horovod wheel, reuse or set up the venv), doing none.
 set -euo pipefail
+plan=false
+[ "${1:-}" = --plan ] && plan=true
 
 HOROVOD_VERSION=0.28.1
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${VENV:-$repo/.venv}
-cache=${HVD_LINREG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvd_linreg}
+cache_home=${XDG_CACHE_HOME:-$HOME/.cache}
+cache=$cache_home/hvd_linreg
+export PIP_CACHE_DIR=$cache_home/pip # over any pip.conf: one place to empty
 # The stack: ci/stacks/NAME.txt, whose first line names its Pythons. tf2.21 is the one the tool
 # is tested on; tf2.15 is only the bench's baseline (HVD_LINREG_STACK=tf2.15).
 stack=${HVD_LINREG_STACK:-tf2.21}
 stack_file=$repo/ci/stacks/$stack.txt
+setup_cfg=$repo/setup.cfg
 # Horovod 0.28.1 (its last release) does not compile against TensorFlow >= 2.19 nor with
 # GCC >= 13 as it is: ci/horovod-patches/ has one small patch per cause, applied to its sdist.
 patches=("$repo"/ci/horovod-patches/*.patch)
 
 say() { printf 'setup: %s\n' "$*"; }
+# What each step took, said at the end and appended to $HVD_LINREG_TIMES (CI's table) if set.
+times=()
+step_start=$SECONDS
+step_done() { times+=("$1 $((SECONDS - step_start)) s"); step_start=$SECONDS; }
 die() {
   printf 'setup: error: %s\n' "$*" >&2
   exit 1
@@ -85,13 +101,14 @@ if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   packages=$(printf '%s\n' "${missing[@]}" | sed 's/.*: //' | tr '\n' ' ' | sed 's/ $//')
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 &&
+  if ! $plan && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 &&
     { $system_python || ! printf '%s\n' "${missing[@]}" | grep -q '^venv for \|^Python [0-9.]* headers'; }; then
     say "installing with apt-get: $packages"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     # shellcheck disable=SC2086 # one word per package
     apt-get install -y -qq --no-install-recommends $packages >/dev/null
+    step_done apt-get
   else
     list=$(printf '         - %s\n' "${missing[@]}")
     how="apt-get install $packages"
@@ -113,17 +130,59 @@ case "$mpi_version" in
 esac
 mpi_tag=$(printf '%s' "$mpi_version" | tr -cs 'A-Za-z0-9.' '-' | sed 's/-*$//')
 
-# --- 3. The venv with the pinned packages of this Python's stack. ---
+# --- 3. The keys: every input of the Horovod wheel and of the venv, read before either is used. ---
 py_tag=py${version/./}
-stamp=$venv/.hvd_linreg-setup
+cxx_tag=gxx$(g++ -dumpfullversion 2>/dev/null || g++ -dumpversion)
 patch_set=$(cat "${patches[@]}" | cksum | cut -d' ' -f1)
-key="horovod-$HOROVOD_VERSION+patches-$patch_set tf-$tf_version $py_tag $mpi_tag $(cat "$repo/ci/requirements.txt" "$stack_file" "$repo/setup.cfg" | cksum)"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ]; then
+# Horovod is built with --no-build-isolation against what the venv holds (TensorFlow, CMake, ...)
+# and with these switches: the stack, the requirements and the switches are all its inputs.
+build_env=(HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1
+  HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1)
+build_inputs=$( {
+  cat "${patches[@]}" "$stack_file" "$repo/ci/requirements.txt"
+  printf '%s\n' "${build_env[@]}"
+} | cksum | cut -d' ' -f1)
+wheel_dir=$cache/wheels/horovod-$HOROVOD_VERSION-tf$tf_version-$py_tag-$mpi_tag-$cxx_tag-$build_inputs
+# The venv: its Python (by path: a venv is tied to its interpreter) and the wheel's inputs, with
+# setup.cfg for the tool's own dependencies.
+interpreter=$("$python" -c 'import os, sys; print(os.path.realpath(sys.executable))')
+key="horovod-$HOROVOD_VERSION $(basename "$wheel_dir") python $interpreter $(cksum <"$setup_cfg")"
+if [ "${HVD_LINREG_KEYED_VENV:-}" = 1 ]; then
+  keyed=$cache/venvs/$stack-$py_tag-$(printf '%s' "$key" | cksum | cut -d' ' -f1)
+else
+  keyed=
+fi
+if $plan; then
+  printf 'wheel %s (%s)\n' "$wheel_dir" "$(ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1 && echo reuse || echo build)"
+  printf 'venv %s\n' "${keyed:-$venv}"
   exit 0
 fi
+if [ -n "$keyed" ]; then
+  if [ -e "$venv" ] && [ ! -L "$venv" ]; then
+    die "HVD_LINREG_KEYED_VENV=1, but $venv is a directory of its own: remove it, or unset it"
+  fi
+  mkdir -p "$keyed"
+  ln -sfn "$keyed" "$venv"
+fi
+stamp=$venv/.hvd_linreg-setup
+# The checkout the venv's editable install points to: a keyed venv outlives its clone.
+checkout=$venv/.hvd_linreg-checkout
+mkdir -p "$cache/locks"
+exec 8>"$cache/locks/venv-$(realpath -m "$venv" | cksum | cut -d' ' -f1)"
+flock 8 # one set-up of a venv at a time
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ]; then
+  if [ "$(cat "$checkout" 2>/dev/null)" != "$repo" ]; then
+    "$venv/bin/python" -m pip --disable-pip-version-check -q install --no-deps -e "$repo"
+    printf '%s\n' "$repo" >"$checkout"
+  fi
+  exit 0
+fi
+
+# --- 4. The venv with the pinned packages of this Python's stack. ---
 if [ -x "$venv/bin/python" ] && [ "$(version_of "$venv/bin/python")" != "$version" ]; then
   say "$venv is for Python $(version_of "$venv/bin/python"), not $version: recreating it"
-  rm -rf "$venv"
+  rm -rf "$(realpath "$venv")"
+  if [ -n "$keyed" ]; then mkdir -p "$keyed"; fi
 fi
 if [ ! -x "$venv/bin/python" ]; then
   say "creating $venv with $python (Python $version, stack $stack: TensorFlow $tf_version)"
@@ -140,8 +199,10 @@ if grep -q '^tf-keras' "$stack_file"; then
   "${pip[@]}" install --no-deps "$(grep '^tf-keras' "$stack_file")"
 fi
 
-# --- 4. Horovod: build the wheel once per (Horovod, patches, TF, Python, MPI), then reuse it. ---
-wheel_dir=$cache/wheels/horovod-$HOROVOD_VERSION-p$patch_set-tf$tf_version-$py_tag-$mpi_tag
+step_done "venv and pinned packages"
+
+# --- 5. Horovod: build the wheel once per key (wheel_dir above), then reuse it. ---
+wheel_was=cached
 if ! ls "$wheel_dir"/horovod-"$HOROVOD_VERSION"-*.whl >/dev/null 2>&1; then
   say "building Horovod $HOROVOD_VERSION from source with ${#patches[@]} patches (a few minutes, once) into $wheel_dir"
   mkdir -p "$wheel_dir"
@@ -157,24 +218,26 @@ if ! ls "$wheel_dir"/horovod-"$HOROVOD_VERSION"-*.whl >/dev/null 2>&1; then
   # Build against the TensorFlow in the venv (no build isolation), without the frameworks
   # we do not use, with both controllers. No deps: 'horovod[tensorflow]' would pull a
   # different TensorFlow over the pinned one.
-  PATH=$venv/bin:$PATH \
-    HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
-    HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=-j"$(nproc)" \
+  env PATH="$venv/bin:$PATH" "${build_env[@]}" MAKEFLAGS=-j"$(nproc)" \
     "${pip[@]}" wheel --no-cache-dir --no-build-isolation --no-deps -w "$tmp" "$src"
   mv "$tmp"/horovod-*.whl "$wheel_dir"/ # appears in the cache only when complete
   rm -rf "$tmp"
+  wheel_was=built
 fi
 # Its dependencies, then the wheel itself over any Horovod of the same version: pip would keep
 # one built with other patches or against another TensorFlow ("already satisfied").
 "${pip[@]}" install "$wheel_dir"/horovod-"$HOROVOD_VERSION"-*.whl
 "${pip[@]}" install --force-reinstall --no-deps "$wheel_dir"/horovod-"$HOROVOD_VERSION"-*.whl
 "${pip[@]}" install --no-deps -e "$repo"
+printf '%s\n' "$repo" >"$checkout"
 # What this Horovod was compiled against: `hvd-linreg doctor` compares it with what is installed.
-printf 'tensorflow %s\npython %s\nmpi %s\npatches %s\n' "$tf_version" "$version" "$mpi_version" \
+printf 'tensorflow %s\npython %s\nmpi %s\ncompiler %s\npatches %s\nwheel %s\n' "$tf_version" \
+  "$version" "$mpi_version" "$cxx_tag" \
   "$(for patch in "${patches[@]}"; do basename "$patch" .patch; done | tr '\n' ' ' | sed 's/ $//')" \
-  >"$venv/horovod-build.txt"
+  "$wheel_dir" >"$venv/horovod-build.txt"
+step_done "Horovod ($wheel_was wheel)"
 
-# --- 5. Verify: Horovod must have TensorFlow, MPI and Gloo. ---
+# --- 6. Verify: Horovod must have TensorFlow, MPI and Gloo. ---
 # With tf-keras in the stack, Keras 2 behind tf.keras, as the tool itself has it.
 legacy_keras=$(grep -q '^tf-keras' "$stack_file" && echo 1 || echo 0)
 check=$(PATH=$venv/bin:$PATH TF_CPP_MIN_LOG_LEVEL=2 TF_USE_LEGACY_KERAS=$legacy_keras \
@@ -185,5 +248,9 @@ for need in TensorFlow MPI Gloo; do
 $check
 Remove $wheel_dir and run again."
 done
+step_done "check"
 say "Horovod $HOROVOD_VERSION ready with TensorFlow $tf_version, MPI and Gloo (Python $version)"
 printf '%s\n' "$key" >"$stamp"
+summary="set-up for Python $version: $(IFS=,; printf '%s' "${times[*]}" | sed 's/,/, /g')"
+say "$summary"
+if [ -n "${HVD_LINREG_TIMES:-}" ]; then printf '%s\n' "$summary" >>"$HVD_LINREG_TIMES"; fi

@@ -95,3 +95,45 @@ def test_a_python_that_does_not_run_is_named(tmp_path):
     proc = run_setup({**os.environ, "PYTHON": str(tmp_path / "python3.12"), "VENV": str(tmp_path)})
     assert proc.returncode == 1
     assert f"setup: error: PYTHON={tmp_path / 'python3.12'} does not run" in proc.stderr
+
+
+def plan_of(repo: Path, cache: Path) -> dict[str, str]:
+    """`ci/setup.sh --plan` of a checkout: the wheel and venv it would use, and what it would do."""
+    proc = subprocess.run(
+        ["bash", str(repo / "ci" / "setup.sh"), "--plan"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_CACHE_HOME": str(cache), "HVD_LINREG_KEYED_VENV": "1"},
+        timeout=60,
+        check=True,
+    )
+    return dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+
+
+def test_a_change_to_the_patches_or_the_stack_rebuilds_the_horovod_wheel(tmp_path):
+    """The wheel is found only under a key of all its inputs: the venv's own wheel is reused, and
+    a checkout with one patch or one pin changed would build another (and set up another venv)."""
+    record = dict(
+        line.split(" ", 1)
+        for line in (Path(sys.prefix) / "horovod-build.txt").read_text().splitlines()
+    )
+    wheel_dir = Path(record["wheel"])  # the wheel this venv's Horovod was installed from
+    cache = wheel_dir.parent.parent.parent  # XDG_CACHE_HOME/hvd_linreg/wheels/<key>
+    checkout = tmp_path / "repo"
+    checkout.mkdir()
+    shutil.copytree(REPO / "ci", checkout / "ci")
+    shutil.copy(REPO / "setup.cfg", checkout / "setup.cfg")
+    same = plan_of(checkout, cache)
+    assert same["wheel"] == f"{wheel_dir} (reuse)"
+
+    patch = sorted((checkout / "ci" / "horovod-patches").glob("*.patch"))[0]
+    patch.write_text(patch.read_text() + "\n")
+    patched = plan_of(checkout, cache)
+    assert patched["wheel"].endswith(" (build)") and patched["venv"] != same["venv"]
+
+    shutil.copy(REPO / "ci" / "horovod-patches" / patch.name, patch)
+    stack = checkout / "ci" / "stacks" / "tf2.21.txt"
+    stack.write_text(stack.read_text().replace("pandas==", "pandas==0.0.0 # "))
+    restacked = plan_of(checkout, cache)
+    assert restacked["wheel"].endswith(" (build)") and restacked["venv"] != same["venv"]
+    assert len({same["wheel"], patched["wheel"], restacked["wheel"]}) == 3

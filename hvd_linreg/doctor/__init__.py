@@ -32,8 +32,8 @@ BUILD_RECORD = "horovod-build.txt"  # written by ci/setup.sh into the venv
 def rebuild_horovod(missing: str) -> str:
     """How to rebuild Horovod when its build lacks something."""
     return (
-        f"rebuild Horovod with {missing}: remove ~/.cache/hvd_linreg/wheels (or "
-        "$HVD_LINREG_CACHE/wheels) and run `make clean setup` (MPI needs Open MPI's headers: "
+        f"rebuild Horovod with {missing}: remove ${{XDG_CACHE_HOME:-~/.cache}}/hvd_linreg/wheels "
+        "and run `make clean setup` (MPI needs Open MPI's headers: "
         "apt-get install libopenmpi-dev; Gloo needs cmake)"
     )
 

@@ -17,7 +17,7 @@ test: setup
 
 # Only the single-process tests: seconds, not minutes.
 test-fast: setup
-	@bash ci/test.sh -m "not multiprocess"
+	@bash ci/test.sh --marks "not multiprocess"
 
 # hvd-linreg vs a NumPy + mpi4py floor and MultiWorkerMirroredStrategy, side by side: prints a
 # table, writes bench/results/latest.json (about 12 minutes on 2 cores; as root also across 2 namespaced hosts).

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # `make test`: lint, then the test suite, with the venv's tools first on PATH (horovodrun, the
-# mpirun wrappers, hvd-linreg). Extra arguments go to pytest, e.g. `bash ci/test.sh -m "not
-# multiprocess"`.
+# mpirun wrappers, hvd-linreg). `--marks EXPR` first selects tests by marker; further arguments
+# go to pytest, e.g. `bash ci/test.sh --marks "not multiprocess" -x`. The single-process tests
+# run on as many pytest-xdist workers as there are cores, the multi-process ones after them, one
+# at a time (their ranks already fill the cores).
 #
 # In CI (CI set, as root) the suite runs where users' would: in clean Debian 13 and Debian 12
-# roots (ci/cleanroot.sh runs `make run` and `make test` there with the root's own python3, 3.13
-# and 3.11, Horovod built from source). This machine runs what only it can (SLURM, the
-# namespaced hosts) and the multi-process core on Python 3.10 and 3.12. Outside CI the suite runs
-# here, and each CI stage can be asked for:
+# roots (ci/cleanroot.sh runs set-up, `make run` and the tests there with the root's own
+# python3, 3.13 and 3.11). This machine runs what only it can (SLURM, the namespaced hosts) and
+# the multi-process core on Python 3.10 and 3.12. The roots compute while this machine's stage
+# mostly waits (stall limits, elastic resets, sbatch), so they run beside it, niced, in a lane of
+# their own whose lines start with "[roots]". Outside CI the suite runs here, and each CI stage
+# can be asked for:
 #   HVD_LINREG_SLURM=1 (a one-node SLURM), HVD_LINREG_MULTIHOST=1 (tests/test_multihost.py on
 #   ci/cluster.sh's namespaced hosts), HVD_LINREG_PYTHONS=1, HVD_LINREG_CLEANROOT=1.
 set -uo pipefail
@@ -16,19 +20,35 @@ venv=${VENV:-$repo/.venv}
 export PATH=$venv/bin:$PATH
 cd "$repo"
 
+marks=
+if [ "${1:-}" = --marks ]; then
+  marks=$2
+  shift 2
+fi
+
 ci=false
 [ -n "${CI:-}" ] && [ "$(id -u)" = 0 ] && ci=true
+if $ci; then
+  # A skip whose reason tests/conftest.py does not declare fails the stage it happens in.
+  export HVD_LINREG_STRICT_SKIPS=1
+  export HVD_LINREG_KEYED_VENV=1
+fi
 # tests/test_multihost.py brings up ci/cluster.sh's hosts and takes them down itself; should
 # pytest be killed before its clean-up runs, take them down here (root only: only root has them).
+lane_pid=
 if [ "$(id -u)" = 0 ]; then
-  trap 'bash ci/cluster.sh down' EXIT
+  # The roots' lane, if it still runs, ends through cleanroot.sh's own traps (undoing its root).
+  trap 'if [ -n "$lane_pid" ]; then kill -- -"$lane_pid" 2>/dev/null; wait "$lane_pid"; fi
+    bash ci/cluster.sh down' EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
 fi
 wanted() { $ci || [ "${!1:-}" = 1 ]; }
 
-failed=()
-summary=()
+# Each stage's line and failure go to files, so that a lane in the background adds its own.
+record=$(mktemp -d /tmp/hvd-linreg-test.XXXXXX)
+export HVD_LINREG_TIMES=${HVD_LINREG_TIMES:-$record/times} # set-up's and the roots' own times
+touch "$record/stages" "$record/failed" "$HVD_LINREG_TIMES"
 # stage NAME COMMAND...: run it, time it, remember whether it passed.
 stage() {
   local name=$1 start=$SECONDS status
@@ -38,11 +58,49 @@ stage() {
   status=$?
   # pytest's 5 means "no test selected": a stage that selects none has nothing to fail.
   [ "$status" = 5 ] && status=0
-  summary+=("$(printf '%-28s %-6s %5d s' "$name" "$([ "$status" = 0 ] && echo passed || echo FAILED)" $((SECONDS - start)))")
-  [ "$status" = 0 ] || failed+=("$name")
+  printf '%-28s %-6s %5d s\n' "$name" "$([ "$status" = 0 ] && echo passed || echo FAILED)" \
+    $((SECONDS - start)) >>"$record/stages"
+  [ "$status" = 0 ] || echo "$name" >>"$record/failed"
+}
+
+# pytest_in PYTHON EXPR ARGS...: the tests EXPR selects, single-process ones on xdist workers
+# (one per core), then the multi-process ones alone. 5 (none selected) only if both select none.
+pytest_in() {
+  local python=$1 expr=${2:+($2) and } status_1 status_2
+  shift 2
+  "$python" -m pytest -ra -n "$(nproc)" -m "${expr}not multiprocess" "$@"
+  status_1=$?
+  "$python" -m pytest -ra -m "${expr}multiprocess" "$@"
+  status_2=$?
+  if [ "$status_1" = 5 ] && [ "$status_2" = 5 ]; then return 5; fi
+  for status in "$status_1" "$status_2"; do
+    case $status in 0 | 5) ;; *) return "$status" ;; esac
+  done
 }
 
 stage lint bash -c 'ruff check . && ruff format --check .'
+
+if $ci && [ "${HVD_LINREG_CLEANROOT:-1}" = 1 ]; then
+  # Where users are: Debian 13's python3 is 3.13, Debian 12's is 3.11. Debian 13, today's
+  # Debian, proves the two commands from nothing on every run: no cached wheel, venv or pip
+  # cache, Horovod built with every patch by its GCC 14 against Open MPI 5 (the build most
+  # likely to break), and all of the suite that runs without SLURM and several hosts but the
+  # repeated launches. Debian 12 shares this machine's Horovod wheel and pip cache, keyed alike
+  # (the same Python minor, Open MPI and GCC as this machine's venv), and runs the core and the
+  # repeated launches. Each root can run the whole suite: `bash ci/cleanroot.sh bookworm`.
+  set -m # the lane is a process group of its own, which the trap above can end whole
+  (
+    renice -n 19 -p "$BASHPID" >/dev/null # the waiting stages' time windows keep their CPU
+    {
+      stage "clean Debian 13 root" bash ci/cleanroot.sh trixie -- \
+        'HVD_LINREG_STRICT_SKIPS=1 bash ci/test.sh --marks "not multihost and not slurm and not repeat" --durations=10'
+      stage "clean Debian 12 root" bash ci/cleanroot.sh --cached bookworm -- \
+        'HVD_LINREG_STRICT_SKIPS=1 bash ci/test.sh --marks "(core or repeat) and not slurm" --durations=10'
+    } 2>&1 | sed -u 's/^/[roots] /'
+  ) &
+  lane_pid=$!
+  set +m
+fi
 
 # In CI, or when asked, start a one-node SLURM for tests/test_slurm.py. In CI a SLURM that
 # cannot start fails the run (else the SLURM promise would go untested without anyone
@@ -51,7 +109,7 @@ if wanted HVD_LINREG_SLURM; then
   if ! bash ci/slurm.sh; then
     if $ci; then
       echo "error: ci/slurm.sh failed (above): CI must run tests/test_slurm.py" >&2
-      failed+=("SLURM start")
+      echo "SLURM start" >>"$record/failed"
     else
       echo "warning: ci/slurm.sh failed; tests/test_slurm.py will skip" >&2
     fi
@@ -61,7 +119,7 @@ fi
 if $ci; then
   stage "suite, this machine" python -m pytest -ra -m "slurm or multihost" --durations=10 "$@"
 else
-  stage suite python -m pytest -ra "$@"
+  stage suite pytest_in python "$marks" "$@"
 fi
 
 if wanted HVD_LINREG_PYTHONS; then
@@ -79,32 +137,34 @@ if wanted HVD_LINREG_PYTHONS; then
     done
     if [ -z "$python" ]; then
       echo "no Python $version on this machine: its stage cannot run" >&2
-      failed+=("Python $version")
+      echo "Python $version" >>"$record/failed"
       continue
     fi
     other_venv=$repo/.venv-py${version/./}
     stage "Python $version set-up" env PYTHON="$python" VENV="$other_venv" bash ci/setup.sh
     stage "Python $version core" env PATH="$other_venv/bin:$PATH" \
-      "$other_venv/bin/python" -m pytest -ra -m core "$@"
+      "$other_venv/bin/python" -m pytest -ra -m core --durations=5 "$@"
   done
 fi
 
-if wanted HVD_LINREG_CLEANROOT; then
-  # Where users are: Debian 13's python3 is 3.13, Debian 12's is 3.11. Each root installs
-  # everything itself, Horovod built from source with the patches, and runs `make run`. The
-  # suite is split between them to keep CI near 50 minutes: Debian 13, today's Debian, runs all
-  # of it but the repeated launches (tests/test_lines_get_out.py, about 10 minutes); Debian 12
-  # runs those and the multi-process core. Each root can run the whole suite:
-  # `bash ci/cleanroot.sh bookworm` (its default command is `make run && make test`).
-  stage "clean Debian 13 root" bash ci/cleanroot.sh trixie -- \
-    'make run && bash ci/test.sh -m "not repeat" --durations=10'
-  stage "clean Debian 12 root" bash ci/cleanroot.sh bookworm -- \
-    'make run && bash ci/test.sh -m "core or repeat" --durations=10'
+if [ -n "$lane_pid" ]; then
+  wait "$lane_pid"
+  lane_pid=
+fi
+if ! $ci && wanted HVD_LINREG_CLEANROOT; then
+  stage "clean Debian 13 root" bash ci/cleanroot.sh trixie
+  stage "clean Debian 12 root" bash ci/cleanroot.sh --cached bookworm
 fi
 
 printf '\n=== stages\n'
-printf '%s\n' "${summary[@]}"
-if [ ${#failed[@]} -gt 0 ]; then
-  printf 'FAILED: %s\n' "${failed[*]}"
+cat "$record/stages"
+if [ -s "$HVD_LINREG_TIMES" ]; then
+  printf '\n=== where the set-up time went\n'
+  cat "$HVD_LINREG_TIMES"
+fi
+failed=$(paste -sd, "$record/failed" | sed 's/,/, /g')
+rm -rf "$record"
+if [ -n "$failed" ]; then
+  printf 'FAILED: %s\n' "$failed"
   exit 1
 fi

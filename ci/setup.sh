@@ -186,7 +186,7 @@ if [ -x "$venv/bin/python" ] && [ "$(version_of "$venv/bin/python")" != "$versio
 fi
 if [ ! -x "$venv/bin/python" ]; then
   say "creating $venv with $python (Python $version, stack $stack: TensorFlow $tf_version)"
-  "$python" -m venv "$venv"
+  "$python" -m venv "$(realpath "$venv")" # venv refuses a link: the link's target
 fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
 say "installing pinned packages (ci/requirements.txt, ci/stacks/$stack.txt)"

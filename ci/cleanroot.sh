@@ -18,6 +18,7 @@
 #   HVD_LINREG_DEBIAN_MIRROR  the Debian mirror (default: the one this machine's apt uses)
 #   HVD_LINREG_KEEP_ROOT=1    leave the root (unmounted) in /tmp for a look afterwards
 #   HVD_LINREG_TIMES          a file to which the run's times are appended (ci/test.sh's table)
+#   HVD_LINREG_STRICT_SKIPS   passed into the root's cleared environment (tests/conftest.py)
 set -euo pipefail
 
 cached=false
@@ -104,9 +105,8 @@ trap 'status=$?; undo_root "$root" || status=1; exit $status' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-times=()
-phase_start=$SECONDS
-phase_done() { times+=("$1 $((SECONDS - phase_start)) s"); phase_start=$SECONDS; }
+# shellcheck source=ci/times.sh
+. "$repo/ci/times.sh" # step_done, times_line
 start=$SECONDS
 
 # A new user's shell: nothing from this machine's environment but the terminal type.
@@ -115,6 +115,7 @@ in_root() {
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     SSL_CERT_FILE=/etc/ssl-ca-bundle.crt PIP_CERT=/etc/ssl-ca-bundle.crt \
     REQUESTS_CA_BUNDLE=/etc/ssl-ca-bundle.crt HVD_LINREG_TIMES=/tmp/times \
+    HVD_LINREG_STRICT_SKIPS="${HVD_LINREG_STRICT_SKIPS:-}" \
     bash -euo pipefail -c "$1"
 }
 
@@ -125,14 +126,14 @@ mkdir -p "$cache/roots" "$cache/apt/$suite/partial"
 if [ -f "$image" ] && [ -z "$(find "$image" -mtime +$IMAGE_MAX_AGE_DAYS)" ]; then
   say "restoring the $suite image ($image, made $(date -r "$image" '+%Y-%m-%d %H:%M'))"
   tar -xpf "$image" --numeric-owner -C "$root"
-  phase_done "image restored"
+  step_done "image restored"
   fresh_image=false
 else
   say "debootstrap --variant=minbase $suite into $root"
   debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$root.debootstrap.log" 2>&1 ||
     die "debootstrap failed; see $root.debootstrap.log"
   rm -f "$root.debootstrap.log"
-  phase_done debootstrap
+  step_done debootstrap
   fresh_image=true
 fi
 
@@ -155,7 +156,7 @@ if $fresh_image; then
   in_root "export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends $packages >/dev/null"
-  phase_done "apt ($packages)"
+  step_done "apt ($packages)"
   # The image as it is now, without what is mounted in it (the other file systems, and apt's
   # downloads on this one) and this machine's network files.
   tar -cpf "$image.tmp" --numeric-owner --one-file-system -C "$root" \
@@ -163,10 +164,10 @@ if $fresh_image; then
     --exclude=./etc/ssl-ca-bundle.crt --exclude=./etc/hosts .
   mv "$image.tmp" "$image"
   find "$cache/roots" -name "debian-$suite-*.tar" ! -path "$image" -delete
-  phase_done "image saved"
+  step_done "image saved"
 else
   in_root 'apt-get update -qq' # the package lists as of today, as a user's apt would have them
-  phase_done "apt-get update"
+  step_done "apt-get update"
 fi
 if $cached; then
   mkdir -p "$cache/wheels" "$cache_home/pip" "$root/root/.cache/hvd_linreg/wheels" \
@@ -188,7 +189,7 @@ run_phase() {
     in_root "cd /root/hvd_linreg && $*"
     status=$?
     set -e
-    phase_done "$name"
+    step_done "$name"
   fi
 }
 run_phase set-up make setup
@@ -198,8 +199,6 @@ run_phase tests "$command"
 after=$(in_root 'apt-mark showmanual' | sort)
 added=$(comm -13 <(printf '%s\n' "$before") <(printf '%s\n' "$after") | tr '\n' ' ')
 say "packages the set-up installed: ${added:-none}"
-summary="clean Debian $suite root: $(IFS=,; printf '%s' "${times[*]}" | sed 's/,/, /g') (${setup_times:-no set-up times})"
-say "$summary"
-[ -n "${HVD_LINREG_TIMES:-}" ] && printf '%s\n' "$summary" >>"$HVD_LINREG_TIMES"
+say "$(times_line "clean Debian $suite root" "(${setup_times:-no set-up times})")"
 say "exited $status after $((SECONDS - start)) s in all"
 exit $status

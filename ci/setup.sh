@@ -36,10 +36,8 @@ setup_cfg=$repo/setup.cfg
 patches=("$repo"/ci/horovod-patches/*.patch)
 
 say() { printf 'setup: %s\n' "$*"; }
-# What each step took, said at the end and appended to $HVD_LINREG_TIMES (CI's table) if set.
-times=()
-step_start=$SECONDS
-step_done() { times+=("$1 $((SECONDS - step_start)) s"); step_start=$SECONDS; }
+# shellcheck source=ci/times.sh
+. "$repo/ci/times.sh" # step_done, times_line
 die() {
   printf 'setup: error: %s\n' "$*" >&2
   exit 1
@@ -251,6 +249,4 @@ done
 step_done "check"
 say "Horovod $HOROVOD_VERSION ready with TensorFlow $tf_version, MPI and Gloo (Python $version)"
 printf '%s\n' "$key" >"$stamp"
-summary="set-up for Python $version: $(IFS=,; printf '%s' "${times[*]}" | sed 's/,/, /g')"
-say "$summary"
-if [ -n "${HVD_LINREG_TIMES:-}" ]; then printf '%s\n' "$summary" >>"$HVD_LINREG_TIMES"; fi
+say "$(times_line "set-up for Python $version")"

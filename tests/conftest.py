@@ -299,9 +299,9 @@ def rescue_run(request):
 
 
 # The only reasons a test may skip in a CI stage (HVD_LINREG_STRICT_SKIPS=1, which ci/test.sh
-# sets there and passes into the clean roots, whose cleared environment has no CI): anything
-# else that skips, a dependency gone missing above all, fails the stage. Stages deselect by
-# marker what they do not run (SLURM, the hosts) rather than skip it.
+# sets there and ci/cleanroot.sh passes into the roots, whose cleared environment has no CI):
+# anything else that skips, a dependency gone missing above all, fails the stage. Stages
+# deselect by marker what they do not run (SLURM, the hosts) rather than skip it.
 EXPECTED_SKIPS = {
     "no Python 3.9 on this machine": "tests/test_setup.py: Debian 12 and 13 have no Python 3.9",
 }

@@ -33,6 +33,7 @@ from conftest import (
     params_of,
 )
 from hvd_linreg import checkpoint
+from hvd_linreg.doctor import horovod_build_record
 from reference import SGD, averaged_in_segments, averaged_sgd, constant
 
 pytestmark = [pytest.mark.multiprocess]
@@ -275,8 +276,7 @@ GLOO_TERMINATE = "<stderr>:terminate called after throwing an instance of 'gloo:
 def gloo_patched() -> bool:
     """Whether this Horovod carries the patch that turns Gloo's abort into an error the elastic
     reset recovers from (ci/setup.sh records the patches it built with)."""
-    record = Path(sys.prefix) / "horovod-build.txt"
-    return record.exists() and "07-gloo-out-of-step-read" in record.read_text()
+    return "07-gloo-out-of-step-read" in horovod_build_record().get("patches", "")
 
 
 def gloo_abort(output: str) -> str | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from hvd_linreg.doctor import horovod_build_record
 
 SETUP = str(REPO / "ci" / "setup.sh")
 # What the script itself runs before its checks are done: nothing else is on the bare PATH.
@@ -113,11 +114,7 @@ def plan_of(repo: Path, cache: Path) -> dict[str, str]:
 def test_a_change_to_the_patches_or_the_stack_rebuilds_the_horovod_wheel(tmp_path):
     """The wheel is found only under a key of all its inputs: the venv's own wheel is reused, and
     a checkout with one patch or one pin changed would build another (and set up another venv)."""
-    record = dict(
-        line.split(" ", 1)
-        for line in (Path(sys.prefix) / "horovod-build.txt").read_text().splitlines()
-    )
-    wheel_dir = Path(record["wheel"])  # the wheel this venv's Horovod was installed from
+    wheel_dir = Path(horovod_build_record()["wheel"])  # this venv's Horovod came from there
     cache = wheel_dir.parent.parent.parent  # XDG_CACHE_HOME/hvd_linreg/wheels/<key>
     checkout = tmp_path / "repo"
     checkout.mkdir()

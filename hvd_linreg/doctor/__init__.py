@@ -75,7 +75,7 @@ def check_tensorflow() -> Iterator[Check]:
         f"pip install 'tf-keras=={'.'.join(tf.__version__.split('.')[:2])}.*' "
         "(TF_USE_LEGACY_KERAS=1 then selects it; hvd-linreg sets it)",
     )
-    built = _horovod_build_record().get("tensorflow")
+    built = horovod_build_record().get("tensorflow")
     if built is None:
         yield Check("Horovod's build record", True, "none: Horovod was not built by ci/setup.sh")
     elif built != tf.__version__:
@@ -87,12 +87,12 @@ def check_tensorflow() -> Iterator[Check]:
         )
     else:
         yield Check(f"Horovod built against TensorFlow {built}", True)
-    patches = _horovod_build_record().get("patches")
+    patches = horovod_build_record().get("patches")
     if patches:
         yield Check(f"Horovod patched: {patches}", True, "ci/horovod-patches/")
 
 
-def _horovod_build_record() -> dict[str, str]:
+def horovod_build_record() -> dict[str, str]:
     """What ci/setup.sh compiled Horovod against: 'name value' lines next to the venv."""
     try:
         text = (Path(sys.prefix) / BUILD_RECORD).read_text()

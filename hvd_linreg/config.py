@@ -149,11 +149,18 @@ class Config:
     keep_checkpoints: int = setting(3, "keep the K newest checkpoints", "K", check=positive_int)
     model: str = setting(
         "linear",
-        "the model family: linear (least squares on a numeric target) or logistic (logistic "
-        "regression on a 0/1 target; --solver exact is then Newton's method)",
+        "the model family: linear (least squares on a numeric target), logistic (logistic "
+        "regression on a 0/1 target) or poisson (a Poisson GLM on a target >= 0); --solver "
+        "exact is least squares for linear, IRLS for the others",
         "NAME",
         choices=FAMILIES,
         check=one_of(FAMILIES),
+    )
+    link: str | None = setting(
+        None,
+        "the link g of E[y] = g^-1(x.w + b); by default the family's canonical one: "
+        "linear identity, logistic logit, poisson log (or identity, sqrt)",
+        "NAME",
     )
     solver: str = setting(
         "sgd",
@@ -231,6 +238,14 @@ class Config:
         self._check_whole_steps()
         self._check_elastic()
         self._check_columns()
+        self._check_link()
+
+    def _check_link(self) -> None:
+        """A link the family takes (the family module says which; it imports no TensorFlow)."""
+        if self.link is not None:
+            from hvd_linreg import families
+
+            families.get(self.model, self.link)
 
     def _check_whole_steps(self) -> None:
         """Checkpoints and log lines fall between updates, never inside an accumulation."""

@@ -34,6 +34,7 @@ class ExportedModel:
     feature_names: tuple[str, ...] | None
     target_name: str | None
     family: str = "linear"  # the model family (families/) that predicts and scores
+    link: str | None = None  # its link; None: the family's default
 
     @property
     def num_features(self) -> int:
@@ -67,6 +68,7 @@ def save(cfg: Config, family, shard: Shard, theta: np.ndarray, metrics: dict[str
     metadata = {
         "format": FORMAT,
         "model": family.NAME,
+        "link": family.link.name,
         "hvd_linreg": __version__,
         "num_features": len(theta) - 1,
         "dtype": shard.dtype,
@@ -116,6 +118,7 @@ def load(path: str) -> ExportedModel:
             None if names is None else tuple(names),
             meta["target_name"],
             meta.get("model", "linear"),
+            meta.get("link"),
         )
     except KeyError as e:
         raise UsageError(f"cannot read --model {path}'s metadata ({METADATA}): no {e}") from None

@@ -11,7 +11,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from hvd_linreg import checkpoint, export, families, ranks
+from hvd_linreg import checkpoint, export, families, ranks, solvers
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard, load_shard
 from hvd_linreg.hosts import keepalive_warning
@@ -28,8 +28,8 @@ horovod_functions_without_autograph()
 def run(cfg: Config) -> int:
     """A plain (not elastic) run."""
     job = ranks.init(verbose=cfg.verbose)
-    family = families.get(cfg.model)
-    if cfg.solver == "exact" and family.optimum is None:
+    family = families.get(cfg.model, cfg.link)
+    if cfg.solver == "exact" and family.SOLVER is None:
         raise UsageError(f"--model {cfg.model} has no exact solver: use --solver sgd")
     shard, ckpt_dir = prepare(cfg, family, job)
     announce(cfg, family, job, shard)
@@ -104,7 +104,7 @@ def make_trainer(cfg: Config, family, job: Job, shard: Shard) -> Trainer:
     import tensorflow as tf
 
     start = family.initial_params(cfg.seed, job.rank, shard.num_features)
-    model = family.Model(start, shard.dtype, cfg.l2)
+    model = family.model(start, shard.dtype, cfg.l2)
     # Keras keeps the learning rate in its float type: float32 would round a float64 run's.
     tf.keras.backend.set_floatx(shard.dtype)
     return Trainer(cfg, family, model, make_optimizer(cfg, job.size))
@@ -132,9 +132,10 @@ def optimum(cfg: Config, family, job: Job, shard: Shard):
     rank; None above the family's feature limit, or for an SGD run that does not want it
     (Report.exact_skipped says why)."""
     too_wide = shard.num_features > family.MAX_EXACT_FEATURES
-    if family.optimum is None or too_wide or not wants_optimum(cfg, shard):
+    if family.SOLVER is None or too_wide or not wants_optimum(cfg, shard):
         return None
-    return family.optimum(job, shard, cfg.l2, shard.feature_names)
+    # The recipe pairs the family with its solver: the solver knows the family only as Family.
+    return solvers.optimum(job, shard, family, cfg.l2, shard.feature_names)
 
 
 def wants_optimum(cfg: Config, shard: Shard) -> bool:

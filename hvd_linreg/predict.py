@@ -31,8 +31,9 @@ def predict(model_path: str, data_path: str, out: str, threshold: float | None =
         raise UsageError(f"--threshold {threshold:g} must be between 0 and 1 (a probability)")
     request = Request.check(model_path, data_path, need_target=False)
     job = ranks.init()
-    family = families.get(request.model.family)  # after Horovod: it imports TensorFlow
-    if threshold is not None and not hasattr(family, "classes"):
+    # after Horovod: it imports TensorFlow
+    family = families.get(request.model.family, request.model.link)
+    if threshold is not None and family.classes is None:
         raise UsageError(
             f"--threshold applies to a classifier; the model {model_path} is a "
             f"{family.NAME} model, whose predictions are not probabilities"
@@ -56,7 +57,7 @@ def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
     X, y = request.read(job, "--metrics_json", metrics_json)
     from hvd_linreg.report import write_json
 
-    family = families.get(request.model.family)
+    family = families.get(request.model.family, request.model.link)
     result = family.scores(job, request.model.theta, [(X, y)])
     if job.is_root:
         job.log(f"Scores of the model {model_path} on {data_path} ({result.count} rows):")

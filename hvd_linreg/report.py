@@ -17,7 +17,8 @@ from hvd_linreg.atomic import atomic_write
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard, global_batch_size
 from hvd_linreg.ranks import Job
-from hvd_linreg.statistics import SHOWN_WEIGHTS as _SHOWN_WEIGHTS
+from hvd_linreg.statistics import describe
+from hvd_linreg.statistics.table import SHOWN_WEIGHTS as _SHOWN_WEIGHTS
 
 
 @dataclass
@@ -45,7 +46,7 @@ class TrainingResult:
 def header_line(cfg: Config, family, job: Job, shard: Shard) -> str:
     """What rank 0 says before training: the job, the data and the run."""
     run = (
-        family.SOLVER
+        family.SOLVER_NAME
         if cfg.solver == "exact"
         else f"batch {cfg.batch_size} per rank ({shard.layout.global_batch} global), "
         f"{cfg.num_steps} steps, {cfg.optimizer}, learning rate {cfg.learning_rate}"
@@ -87,9 +88,7 @@ class Report:
 
     def __post_init__(self) -> None:
         self.statistics = (
-            None
-            if self.optimum is None
-            else self.family.statistics(self.optimum, self.shard.feature_names)
+            None if self.optimum is None else describe(self.optimum, self.shard.feature_names)
         )
 
     @property
@@ -103,7 +102,7 @@ class Report:
     @property
     def exact_skipped(self) -> str:
         """Why an SGD run has no exact optimum (pipeline.optimum)."""
-        if self.family.optimum is None:
+        if self.family.SOLVER is None:
             return f"the model family {self.family.NAME} has no exact solver"
         limit = self.family.MAX_EXACT_FEATURES
         if self.shard.num_features > limit:

@@ -1,7 +1,8 @@
 """Run by tests/test_nist.py as the ranks of one horovodrun job: the tool's exact solver
-(load_shard, exact.optimum, statistics.describe: the path of --solver exact) on every .npy file
-of a directory (last column the target); rank 0 writes each fit's [w..., b], standard errors
-and singular columns to a JSON file. One job fits them all: a launch costs seconds, a fit none.
+(load_shard, least_squares.optimum, statistics.describe: the path of --solver exact) on every
+.npy file of a directory (last column the target); rank 0 writes each fit's [w..., b], standard
+errors and singular columns to a JSON file. One job fits them all: a launch costs seconds, a fit
+none.
 
     horovodrun -np N python tests/exact_job.py DIRECTORY OUT.json
 """
@@ -12,9 +13,10 @@ import json
 import sys
 from pathlib import Path
 
-from hvd_linreg import exact, ranks
+from hvd_linreg import ranks
 from hvd_linreg.config import Config
 from hvd_linreg.data import load_shard
+from hvd_linreg.solvers import least_squares
 from hvd_linreg.statistics import describe
 
 
@@ -23,7 +25,7 @@ def main(directory: str, out: str) -> None:
     fits = {}
     for path in sorted(Path(directory).glob("*.npy")):
         shard = load_shard(Config(data=str(path), solver="exact"), job.rank, job.size, job)
-        optimum = exact.optimum(job, shard, 0.0)
+        optimum = least_squares.optimum(job, shard, 0.0)
         fits[path.stem] = {
             "params": optimum.params.tolist(),
             "std_errors": [c.std_error for c in describe(optimum).coefficients],

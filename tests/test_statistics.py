@@ -15,7 +15,7 @@ from scipy import stats
 
 from conftest import REPO, launch, read_metrics
 from hvd_linreg.cli import main
-from hvd_linreg.statistics import two_sided_p
+from hvd_linreg.statistics.table import two_sided_p
 
 
 @pytest.fixture(scope="module")

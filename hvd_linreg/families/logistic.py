@@ -1,97 +1,171 @@
-"""Logistic regression, the second model family: P(y = 1 | x) = sigmoid(x·w + b) for a 0/1
-target, fitted by the mean log-loss (the negative log-likelihood per row), plus a ridge
-penalty l2·‖w‖² with --l2 (the bias is not penalised).
+"""Logistic regression, the second model family: P(y = 1 | x) = σ(x·w + b) for a 0/1 target,
+the binomial family with its canonical logit link, fitted by the mean log-loss (the negative
+log-likelihood per row), plus a ridge penalty l2·‖w‖² with --l2 (the bias is not penalised).
 
-SGD trains it like the linear family; the exact solver is Newton's method with one allreduce
-per iteration, and its statistics are maximum likelihood's (logistic_newton.py).
+SGD trains it like the linear family; the exact solver is IRLS (solvers/irls.py), which for
+the logit link is Newton's method, and its statistics maximum likelihood's. The family adds the
+checks for classes that a hyperplane separates, where the likelihood has no finite maximum.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
 
 from hvd_linreg.config import UsageError
 from hvd_linreg.data.synthetic import TRUE_BIAS, true_weights, uniforms
-from hvd_linreg.families import linear, logistic_newton
-from hvd_linreg.families.logistic_newton import log_loss_terms, sigmoid
+from hvd_linreg.families.family import Blocks, Family, linear_predictor, xlogy
+from hvd_linreg.families.scores import Scores
 from hvd_linreg.ranks import Job
 
-NAME = "logistic"
-LOSS = "mean log-loss"
-SOLVER = "exact maximum likelihood (Newton's method)"
-SOLVER_COST = "a pass and an allreduce per Newton iteration"
-MAX_EXACT_FEATURES = logistic_newton.MAX_FEATURES
-Optimum = logistic_newton.Optimum
-Statistics = logistic_newton.Statistics
-# N(0, 1) per rank as the linear family's: only rank 0's broadcast makes them agree, so a
-# missing broadcast still shows in the exactness tests.
-initial_params = linear.initial_params
+# |x·w + b| beyond this gives p(1 - p) below 1e-16: float64 rounds such a probability to 0 or 1.
+SATURATED = 37.0
+# A direction whose information is below this fraction of the data's spread along it has
+# lost it to rows whose probabilities saturated: the mark of quasi-separation.
+INFORMATION = 1e-10
+_EPS = float(np.finfo(np.float64).eps)
 
 
-class Model(linear.Model):
-    """The linear family's model (one variable [w..., b]) read as logits."""
+def log_loss_terms(z: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """-log p(y | z) per row, p = sigmoid(z), without overflow:
+    max(z, 0) - z·y + log(1 + e^-|z|)."""
+    return np.maximum(z, 0.0) - z * y + np.log1p(np.exp(-np.abs(z)))
 
-    def logits(self, X: tf.Tensor) -> tf.Tensor:
-        return super().predict(X)
 
-    def predict(self, X: tf.Tensor) -> tf.Tensor:
-        """P(y = 1 | X)."""
-        return tf.sigmoid(self.logits(X))
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    """1 / (1 + e^-z) without overflow for any z."""
+    return np.exp(-np.logaddexp(0.0, -z))
 
-    def loss(self, X: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
-        """mean log-loss + l2·‖w‖²: objective(), on a batch. TensorFlow's cross-entropy from
-        the logits never takes the log of a probability rounded to 0."""
-        terms = tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=self.logits(X))
-        loss = tf.reduce_mean(terms)
-        if self.l2:  # the bias is not penalised
-            loss += self.l2 * tf.reduce_sum(tf.square(self.params[:-1]))
-        return loss
+
+class Logistic(Family):
+    NAME = "logistic"
+    LOSS = "mean log-loss"
+    LINKS = ("logit",)
+    SOLVER_NAME = "exact maximum likelihood (Newton's method)"
+    SOLVER_COST = "a pass and an allreduce per Newton iteration"
+    SERVING_OUTPUT = "probability"
+    COUNTS = ("misclassified", "saturated")
+
+    def variance(self, mu):
+        return mu * (1.0 - mu)
+
+    def unit_deviance(self, y, mu):
+        return 2.0 * (xlogy(y, y / mu) + xlogy(1.0 - y, (1.0 - y) / (1.0 - mu)))
+
+    def loss_terms(self, y, eta):
+        """The log-loss from the logits: never the log of a probability rounded to 0."""
+        return log_loss_terms(eta, y)
+
+    def log_likelihood(self, y, eta, scale):
+        return -float(log_loss_terms(eta, y).sum())
+
+    def clean_mean(self, mu):
+        return np.clip(mu, _EPS, 1.0 - _EPS)
+
+    def loss_terms_tf(self, y, eta):
+        """TensorFlow's cross-entropy from the logits."""
+        import tensorflow as tf
+
+        return tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=eta)
+
+    def check_target(self, job: Job, shard):
+        """The shard with a 0/1 target: as it is, or with a target of two other values
+        recoded, the smaller to 0 and the larger to 1 (rank 0 says so). Any other target is
+        refused on every rank, naming the first row that holds a value beyond the two."""
+        return check_target(job, shard)
+
+    def synthetic_target(self, seed, rows, X, y):
+        """y ~ Bernoulli(σ(x·w_true + b_true)), the seed's line read as logits, drawn from one
+        uniform per row, a pure function of (seed, row)."""
+        theta = np.append(true_weights(X.shape[1]), TRUE_BIAS)
+        drawn = uniforms(seed, rows) < self.predict(theta, X.astype(np.float64))
+        return drawn.astype(X.dtype)
+
+    def predict(self, theta, X):
+        """P(y = 1 | x) per row, in float64."""
+        return sigmoid(linear_predictor(theta, X))
+
+    def classes(self, probabilities: np.ndarray, threshold: float) -> np.ndarray:
+        """`predict --threshold`: 1 where the probability is above the threshold, else 0."""
+        return (probabilities > threshold).astype(np.float64)
+
+    def scores(self, job, theta, blocks):
+        return scores(job, theta, blocks)
+
+    def curve(self, theta, xs):
+        w, b = theta[0], theta[-1]
+        return self.predict(theta[[0, -1]], xs[:, None]), f"fitted: P(y=1) = σ({w:.4g}x + {b:.4g})"
+
+    # IRLS's checks: rows on the wrong side of x·w + b = 0 (or on it), and rows whose fitted
+    # probability rounds to 0 or 1
+
+    def iteration_counts(self, y, eta):
+        wrong = np.count_nonzero(np.where(y > 0.5, eta <= 0.0, eta >= 0.0))
+        return [wrong, np.count_nonzero(np.abs(eta) > SATURATED)]
+
+    def check_iteration(self, counts, rows, l2):
+        """Without a penalty, a hyperplane that puts every row on its own class's side makes
+        the log-loss go to 0 as the coefficients grow: there is no finite maximum to report."""
+        if l2 == 0 and counts["misclassified"] == 0 and rows:
+            raise UsageError(
+                "the classes are completely separated: a hyperplane x·w + b = 0 puts every "
+                "row with y = 1 on one side and every row with y = 0 on the other, so the "
+                "likelihood has no finite maximum and the coefficients would grow without "
+                "bound. Drop the feature(s) that separate them, or fit with --l2 > 0"
+            )
+
+    def check_optimum(self, job, shard, counts, factor, l2):
+        """Quasi-separation: no hyperplane splits the classes, but one leaves every row on its
+        class's side or on the plane. Along its normal the log-likelihood still rises without
+        a maximum; IRLS's steps then stop changing the loss, while the rows off the plane
+        saturate and no longer inform that direction. So compare the information AᵀWA with the
+        data's own spread AᵀA/4 (the information if every p were 1/2) in every direction: where
+        the ratio is below INFORMATION, the estimate there is the point where rounding stopped
+        it, not an optimum. Only for fits with saturated rows: it costs a pass and an allreduce."""
+        if l2 != 0 or not counts["saturated"]:
+            return
+        k = shard.num_features + 1
+        gram = np.zeros((k, k))
+        for X, _ in shard.blocks():
+            A = np.c_[X.astype(np.float64), np.ones(len(X))]
+            gram += A.T @ A
+        # Horovod: every rank's sums, so that every rank decides the same.
+        gram = job.allreduce_sum(gram, "newton_gram") / 4.0
+        try:
+            factor_l = np.linalg.cholesky(gram)
+        except np.linalg.LinAlgError:
+            return  # collinear features: the step's solve refuses those
+        inverse = np.linalg.inv(factor_l)
+        if np.linalg.eigvalsh(inverse @ factor.information() @ inverse.T).min() < INFORMATION:
+            raise UsageError(_saturated(counts))
+
+    def not_converged(self, counts, l2):
+        return f": {_saturated(counts)}" if counts["saturated"] and l2 == 0 else ""
+
+    def singular(self, counts, l2):
+        if counts["saturated"] and l2 == 0:
+            return f"the Hessian became singular: {_saturated(counts)}"
+        return (
+            "the Hessian of the log-loss is singular: features are collinear or constant; "
+            "drop the redundant ones, or fit with --l2 > 0"
+        )
+
+
+def _saturated(counts: dict[str, float]) -> str:
+    return (
+        f"{int(counts['saturated'])} of {int(counts['rows'])} rows have fitted probabilities of "
+        "0 or 1 while the coefficients keep growing: the classes are (quasi-)separated, and the "
+        "likelihood has no finite maximum. Drop the feature(s) that separate them, or fit with "
+        "--l2 > 0"
+    )
 
 
 def logits(theta: np.ndarray, X: np.ndarray) -> np.ndarray:
     """x·w + b in float64, term by term: a row's value must not depend on the rank count."""
-    return linear.predict(theta, X)
-
-
-def predict(theta: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """P(y = 1 | x) per row, in float64."""
-    return sigmoid(logits(theta, X))
-
-
-def synthetic_target(seed: int, rows: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """The synthetic rows' target: y ~ Bernoulli(σ(x·w_true + b_true)), the seed's line read
-    as logits, drawn from one uniform per row, a pure function of (seed, row)."""
-    theta = np.append(true_weights(X.shape[1]), TRUE_BIAS)
-    drawn = uniforms(seed, rows) < predict(theta, X.astype(np.float64))
-    return drawn.astype(X.dtype)
-
-
-def classes(probabilities: np.ndarray, threshold: float) -> np.ndarray:
-    """`predict --threshold`: 1 where the probability is above the threshold, else 0."""
-    return (probabilities > threshold).astype(np.float64)
-
-
-def loss(job: Job, shard, theta: np.ndarray) -> float:
-    """The mean log-loss of [w..., b] over the whole dataset: float64 sums, allreduced."""
-    total, count = 0.0, 0
-    for X, y in shard.blocks(max(1024, (16 << 20) // (8 * (shard.num_features + 1)))):
-        z = X.astype(np.float64) @ theta[:-1] + theta[-1]
-        total += float(log_loss_terms(z, y.astype(np.float64)).sum())
-        count += len(y)
-    # Horovod: the ranks' sums, so that every rank holds the whole dataset's loss.
-    sums = job.allreduce_sum([total, count], "global_log_loss")
-    return float(sums[0] / sums[1]) if sums[1] else math.nan
-
-
-def objective(loss: float, params: np.ndarray, l2: float) -> float:
-    """mean log-loss + l2·‖w‖² (the bias not penalised): what both solvers minimise."""
-    return loss + l2 * float(params[:-1] @ params[:-1]) if l2 else loss
+    return linear_predictor(theta, X)
 
 
 def check_target(job: Job, shard):
@@ -175,7 +249,7 @@ def _check_rows(source: str, blocks, row_name, labels) -> None:
 
 
 @dataclass(frozen=True)
-class Scores:
+class ClassificationScores(Scores):
     """Classification scores of a model on some rows: log-loss, accuracy and ROC AUC."""
 
     count: int
@@ -186,10 +260,6 @@ class Scores:
     def values(self) -> dict[str, float]:
         """Each score by name, as TensorBoard and the metrics JSON name them."""
         return {"log_loss": self.log_loss, "accuracy": self.accuracy, "auc": self.auc}
-
-    def as_json(self) -> dict[str, float | None]:
-        """JSON has no NaN: an undefined score is null."""
-        return {k: v if np.isfinite(v) else None for k, v in self.values().items()}
 
     def line(self) -> str:
         """The scores as the log lines and the summary show them."""
@@ -205,7 +275,7 @@ class Scores:
         ]
 
 
-def scores(job: Job, theta: np.ndarray, blocks: Iterable[tuple[np.ndarray, np.ndarray]]) -> Scores:
+def scores(job: Job, theta: np.ndarray, blocks: Blocks) -> ClassificationScores:
     """The scores of theta (w..., b; float64) on every rank's blocks of (X, y). The AUC is
     exact: every rank's (logit, label) pairs are gathered (16 bytes a row), since no sum of
     per-rank figures gives the ranking of all rows together."""
@@ -223,9 +293,9 @@ def scores(job: Job, theta: np.ndarray, blocks: Iterable[tuple[np.ndarray, np.nd
             "on a target of 0 or 1; recode it"
         )
     if not len(y):
-        return Scores(0, math.nan, math.nan, math.nan)
+        return ClassificationScores(0, math.nan, math.nan, math.nan)
     accuracy = float(np.mean((z > 0) == (y > 0.5)))
-    return Scores(len(y), float(log_loss_terms(z, y).mean()), accuracy, roc_auc(z, y))
+    return ClassificationScores(len(y), float(log_loss_terms(z, y).mean()), accuracy, roc_auc(z, y))
 
 
 def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -240,25 +310,3 @@ def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
     mid_ranks = ends - (counts - 1) / 2.0  # 1-based, tied values sharing their mean rank
     rank_sum = float(mid_ranks[inverse][positive].sum())
     return (rank_sum - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
-
-
-def optimum(job: Job, shard, l2: float, names: Sequence[str] | None) -> Optimum:
-    """The exact optimum of the (penalised) log-loss over the whole dataset, the same on every
-    rank: Newton's method."""
-    return logistic_newton.optimum(job, shard, l2, names)
-
-
-def statistics(optimum: Optimum, names: tuple[str, ...] | None) -> Statistics:
-    """Maximum likelihood's statistics of the exact optimum."""
-    return logistic_newton.describe(optimum, names)
-
-
-def save_model(directory: Path, theta: np.ndarray, dtype: str) -> None:
-    """A SavedModel whose serving signature maps features to P(y = 1)."""
-    linear.save_serving(directory, Model(theta, dtype), "probability")
-
-
-def curve(theta: np.ndarray, xs: np.ndarray) -> tuple[np.ndarray, str]:
-    """The fitted sigmoid over one feature's values, and its label."""
-    w, b = theta[0], theta[-1]
-    return predict(theta[[0, -1]], xs[:, None]), f"fitted: P(y=1) = σ({w:.4g}x + {b:.4g})"

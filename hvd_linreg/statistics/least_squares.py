@@ -8,11 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import tensorflow as tf
 
-from hvd_linreg.exact import Optimum
-
-SHOWN_WEIGHTS = 8  # the summary lists at most this many w's; the JSON has all of them
+from hvd_linreg.solvers.least_squares import Optimum
+from hvd_linreg.statistics.table import cell, coefficient_lines, two_sided_p
 
 
 @dataclass(frozen=True)
@@ -54,36 +52,6 @@ class Statistics:
         return [first, *coefficient_lines(rows, "t", self.undefined)]
 
 
-def cell(value: float | None, spec: str) -> str:
-    return "undefined" if value is None else format(value, spec)
-
-
-def coefficient_lines(
-    rows: list[tuple[str, float, float | None, float | None, float | None]],
-    statistic: str,
-    undefined: dict[str, str],
-) -> list[str]:
-    """The coefficient table, (name, estimate, std error, test statistic, p) per row with b
-    last: the first SHOWN_WEIGHTS w's and b (the metrics JSON has all); an undefined statistic
-    says so, and the lines below say why."""
-    weights = rows[:-1]
-    shown = [*weights[:SHOWN_WEIGHTS], rows[-1]]
-    width = max(12, 1 + max(len(row[0]) for row in shown))  # a name longer than 11 keeps a space
-    lines = [f"  {'coefficient':<{width}}{'estimate':>14}{'std error':>14}{statistic:>11}{'p':>11}"]
-    for name, estimate, std_error, stat, p in shown:
-        lines.append(
-            f"  {name:<{width}}{estimate:>14.6g}{cell(std_error, '.6g'):>14}"
-            f"{cell(stat, '.4g'):>11}{cell(p, '.3g'):>11}"
-        )
-    if len(weights) > SHOWN_WEIGHTS:
-        lines.insert(-1, f"  ... ({len(weights)} w's in all: every one in --metrics_json)")
-    reasons: dict[str, list[str]] = {}
-    for name, why in undefined.items():
-        reasons.setdefault(why, []).append(name)
-    lines += [f"  undefined: {', '.join(names)}: {why}" for why, names in reasons.items()]
-    return lines
-
-
 def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> Statistics:
     """The statistics of the exact optimum, from its R factor and its loss; each w is named by
     its column where the data names them, else w[j]."""
@@ -123,13 +91,3 @@ def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> 
         columns = zip(names, params.tolist(), std_error.tolist(), [None] * k, [None] * k)
     adjusted = None if r2 is None else 1.0 - (1.0 - r2) * (n - 1) / dof
     return Statistics([Coefficient(*c) for c in columns], r2, adjusted, rmse, dof, undefined)
-
-
-def two_sided_p(t: np.ndarray, dof: int) -> list[float]:
-    """P(|T| > |t|) for Student's t with dof degrees of freedom: the regularised incomplete
-    beta function I_x(dof/2, 1/2) at x = dof / (dof + t²). TensorFlow's betainc, so that the
-    tool needs no SciPy."""
-    x = tf.constant(dof / (dof + np.square(t)), tf.float64)
-    a = tf.fill(tf.shape(x), tf.constant(dof / 2, tf.float64))
-    b = tf.fill(tf.shape(x), tf.constant(0.5, tf.float64))
-    return tf.math.betainc(a, b, x).numpy().tolist()

@@ -28,7 +28,7 @@ and counts as zero.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +37,8 @@ import tensorflow as tf
 from hvd_linreg.data import Shard
 from hvd_linreg.ranks import Job
 
+# A block of rows for factorise_blocks: [X z] in float64, their weights (None: 1), extra sums
+Block = tuple[np.ndarray, "np.ndarray | None", np.ndarray]
 # Every rank holds R, the ranks' factors stacked and a block of rows in float64
 # (docs/statistics.md, Exact least squares).
 MAX_FEATURES = 4096
@@ -70,6 +72,7 @@ class Factor:
     x_mean: np.ndarray  # (F,) column means of X
     y_mean: float
     count: int  # rows over all ranks
+    weight: float = 0.0  # the weights' sum over all ranks (the rows, unweighted)
 
     @property
     def y_ss(self) -> float:
@@ -80,6 +83,14 @@ class Factor:
         """‖Xc w - yc‖², the residual sum of squares at w: ‖R [w; -1]‖², Q being orthogonal."""
         residual = self.r @ np.append(w, -1.0)
         return float(residual @ residual)
+
+    def information(self) -> np.ndarray:
+        """AᵀWA for A = [X 1], the weighted design with its column of ones: from R of the
+        centred √W Xc, the means and the weights' sum."""
+        F = len(self.x_mean)
+        upper, wx = self.r[:F, :F], self.weight * self.x_mean
+        xx = upper.T @ upper + np.outer(wx, self.x_mean)
+        return np.block([[xx, wx[:, None]], [wx[None, :], np.array([[self.weight]])]])
 
     def variances(self) -> np.ndarray:
         """diag((Xcᵀ Xc)⁻¹) = the squared row norms of R⁻¹, and then x̄ᵀ (Xcᵀ Xc)⁻¹ x̄: what
@@ -107,18 +118,20 @@ class Solution:
 def solve(
     factor: Factor,
     warn: Callable[[str], None],
-    l2: float = 0.0,
+    ridge: float = 0.0,
     names: Sequence[str] | None = None,
+    centre: np.ndarray | None = None,
 ) -> Solution:
-    """The [w..., b] minimising mean((X w + b - y)²) + l2·‖w‖² (least squares at l2 = 0); warn()
-    is told, with the columns' names, when the design is singular."""
+    """The [w..., b] minimising ‖Xc w - yc‖² + ridge·‖w - centre‖² (the weighted rows' least
+    squares at ridge = 0; centre 0 by default); warn() is told, with the columns' names, when
+    the design is singular."""
     F = len(factor.x_mean)
     r = np.where(np.append(constant_columns(factor), False), 0.0, factor.r)
-    if l2 > 0:
-        # mean(...) + l2‖w‖² is (‖Xc w - yc‖² + count·l2‖w‖²) / count: the least squares of
-        # [Xc; √(count·l2) I] w = [yc; 0], whose R is that of [R; √(count·l2) I | 0]. The bias,
-        # not penalised, still follows from the means.
-        penalty = np.c_[np.sqrt(factor.count * l2) * np.eye(F), np.zeros(F)]
+    if ridge > 0:
+        # The least squares of [Xc; √ridge I] w = [yc; √ridge centre], whose R is that of
+        # [R; √ridge I | √ridge centre]. The bias, not penalised, still follows from the means.
+        shift = np.zeros(F) if centre is None else centre
+        penalty = np.c_[np.sqrt(ridge) * np.eye(F), np.sqrt(ridge) * shift]
         r = _triangle(np.concatenate([r, penalty]))
     w, dependent, kappa = _triangular_least_squares(r[:F, :F], r[:F, F])
     if dependent:
@@ -161,7 +174,7 @@ def constant_columns(factor: Factor) -> np.ndarray:
     mean's rounding, which would otherwise pass for a feature of its own; they count as zero."""
     F = len(factor.x_mean)
     norms = np.linalg.norm(factor.r[:, :F], axis=0)
-    return norms <= _CONSTANT * np.sqrt(factor.count) * np.abs(factor.x_mean)
+    return norms <= _CONSTANT * np.sqrt(factor.weight or factor.count) * np.abs(factor.x_mean)
 
 
 def _triangular_least_squares(
@@ -214,36 +227,62 @@ def _block_rows(n: int) -> int:
 
 
 def factorise(job: Job, shard: Shard) -> Factor:
-    """The R factor of the whole centred design, the same on every rank. One pass sums the
-    columns and, up to _GRAM_MAX_COLUMNS, the Gram matrix [X y]ᵀ[X y], and one allreduce adds
-    the ranks' sums; where the centred Gram's Cholesky factor is accurate (_gram_factor), that
-    is R. Otherwise a second pass of Householder QRs on each rank, and one allgather of the
-    ranks' R."""
+    """The R factor of the shard's whole centred design [X y], the same on every rank."""
     n = shard.num_features + 1
-    rows, gram = _block_rows(n), n <= _GRAM_MAX_COLUMNS
-    sums = np.zeros(n + 1 + (n * n if gram else 0))  # X's and y's sums, the count, [X y]ᵀ[X y]
-    for X, y in _blocks(shard, rows):
-        A = np.c_[X, y]
-        sums[: n + 1] += np.append(A.sum(axis=0), len(A))
-        if gram:
-            sums[n + 1 :] += (A.T @ A).ravel()
+    rows = _block_rows(n)
+
+    def blocks() -> Iterator[tuple[np.ndarray, None, np.ndarray]]:
+        for X, y in _blocks(shard, rows):
+            yield np.c_[X, y], None, _NOTHING
+
+    return factorise_blocks(job, blocks, n)[0]
+
+
+_NOTHING = np.zeros(0)
+
+
+def factorise_blocks(
+    job: Job, blocks: Callable[[], Iterable[Block]], n: int, extra: int = 0
+) -> tuple[Factor, np.ndarray]:
+    """The R factor of the whole weighted, centred design √w [Ac | zc], the same on every rank,
+    and the ranks' sums of the blocks' extra figures (extra of them). blocks() yields this
+    rank's rows, each once, as (A = [X z] in float64, their weights or None for 1, the block's
+    extra figures); it is called again where a second pass is needed. One pass sums the columns
+    and, up to _GRAM_MAX_COLUMNS, the Gram matrix Aᵀ W A, and one allreduce adds the ranks'
+    sums; where the centred Gram's Cholesky factor is accurate (_gram_factor), that is R.
+    Otherwise a second pass of Householder QRs on each rank, and one allgather of the ranks' R."""
+    gram = n <= _GRAM_MAX_COLUMNS
+    # the weighted column sums, the weights' sum, the rows, the extra figures, Aᵀ W A
+    sums = np.zeros(n + 2 + extra + (n * n if gram else 0))
+    tail = n + 2 + extra
+    for A, w, more in blocks():
+        if w is None:
+            sums[: n + 1] += np.append(A.sum(axis=0), len(A))
+            if gram:
+                sums[tail:] += (A.T @ A).ravel()
+        else:
+            sums[: n + 1] += np.append(w @ A, w.sum())
+            if gram:
+                sums[tail:] += ((A.T * w) @ A).ravel()
+        sums[n + 1] += len(A)
+        sums[n + 2 : tail] += more
     sums = job.allreduce_sum(sums, "column_sums")  # Horovod: every rank's sums
-    count = int(sums[n])
-    means = sums[:n] / count
-    r = _gram_factor(sums[n + 1 :].reshape(n, n), means, count) if gram else None
+    weight, count = float(sums[n]), int(sums[n + 1])
+    means = sums[:n] / weight
+    r = _gram_factor(sums[tail:].reshape(n, n), means, weight) if gram else None
     if r is None:
-        r = _householder_factor(job, shard, means, rows)
-    return Factor(r, means[:-1], float(means[-1]), count)
+        r = _householder_factor(job, blocks, means, _block_rows(n))
+    return Factor(r, means[:-1], float(means[-1]), count, weight), sums[n + 2 : tail]
 
 
-def _gram_factor(gram: np.ndarray, means: np.ndarray, count: int) -> np.ndarray | None:
+def _gram_factor(gram: np.ndarray, means: np.ndarray, weight: float) -> np.ndarray | None:
     """R from the Cholesky factor of the centred Gram matrix, or None where that would lose
     digits: the normal equations square the design's condition number κ (of its columns
     scaled to unit norm), and centring by subtraction multiplies the Gram's rounding by up to
     1 + mean²/variance of a column. Accepted when eps x that x κ² (1 + tan θ) is at most
     _GRAM_ABOVE, θ the angle between the centred target and the columns' span, and the
     residual sum of squares keeps 11 digits; the design's own QR is taken otherwise."""
-    centred = gram - count * np.outer(means, means)
+    centred = gram - weight * np.outer(means, means)
     variance = np.diag(centred).copy()
     if not (variance > 0).all():
         return None  # a constant column (or the target): the QR's path counts it as zero
@@ -265,15 +304,19 @@ def _gram_factor(gram: np.ndarray, means: np.ndarray, count: int) -> np.ndarray 
     return upper * scale  # the columns' scale back: R of [Xc yc]
 
 
-def _householder_factor(job: Job, shard: Shard, means: np.ndarray, rows: int) -> np.ndarray:
-    """R of the centred design by Householder QRs of each rank's rows, then of the ranks' R."""
+def _householder_factor(job: Job, blocks, means: np.ndarray, rows: int) -> np.ndarray:
+    """R of the weighted, centred design by Householder QRs of each rank's rows, then of the
+    ranks' R."""
     n = len(means)
     leaf = max(_LEAF_ROWS, 2 * n)
     r = np.zeros((n, n))  # zero rows change no R
-    for X, y in _blocks(shard, rows):
-        A = np.c_[X, y]
-        A -= means
-        r = _triangle(np.concatenate([r, *_leaf_factors(A, leaf)]))
+    for A, w, _ in blocks():
+        A = A - means
+        if w is not None:
+            A *= np.sqrt(w)[:, None]
+        for start in range(0, len(A), rows):
+            block = A[start : start + rows]
+            r = _triangle(np.concatenate([r, *_leaf_factors(block, leaf)]))
     if job.size > 1:
         r = _triangle(job.allgather_rows(r, "factors"))  # Horovod: every rank's R
     return r
@@ -325,7 +368,7 @@ def optimum(job: Job, shard: Shard, l2: float, names: Sequence[str] | None = Non
     """The exact optimum over the whole dataset, the same on every rank; rank 0 warns when
     the design is singular."""
     factor = factorise(job, shard)
-    solution = solve(factor, job.warn, l2, names)
+    solution = solve(factor, job.warn, factor.count * l2, names)
     # Only where the solve may have lost digits: the refinement's pass over the rows costs as
     # much as the factorisation. Every rank holds the same R, so every rank decides the same
     # and takes the same collectives.

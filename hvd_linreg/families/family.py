@@ -1,0 +1,252 @@
+"""The family seam: what a model family is (Family), and what every family shares.
+
+A family is its link and its variance, as statsmodels' and scikit-learn's GLMs have it: the
+model predicts μ = g⁻¹(x·w + b) and weighs a row's residual by 1 / V(μ). From those two, and the
+unit deviance they imply, come the loss SGD minimises, the whole dataset's loss, the IRLS
+weights of the exact solver (solvers/irls.py), the prediction and the serving signature. A family
+declares which solver fits it (SOLVER); the recipe (pipeline.py) pairs the two, so that no family
+imports a solver.
+
+Every member is declared here, the optional ones with their default: a family overrides what
+differs. Adding one with its canonical link is a module with a subclass and one line in
+families.FAMILIES (families/poisson.py is one).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from hvd_linreg.config import UsageError
+from hvd_linreg.families import links
+from hvd_linreg.ranks import Job
+
+# Rows per block when a pass over a shard casts them to float64: about 16 MB, which the
+# allocator keeps for the next block where a larger one would be fresh memory each time.
+BLOCK_BYTES = 16 << 20
+
+
+# Blocks of rows, (X, y), as the scores take them
+Blocks = Iterable[tuple[np.ndarray, np.ndarray]]
+
+
+def block_rows(num_columns: int) -> int:
+    """Rows of num_columns float64 values in a block of about BLOCK_BYTES."""
+    return max(1024, BLOCK_BYTES // (8 * num_columns))
+
+
+def linear_predictor(theta: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """η = x·w + b in float64, summed term by term: a BLAS product's order of summation depends
+    on how many rows it is given, and a row's value must not depend on the rank count."""
+    out = np.full(len(X), theta[-1], np.float64)
+    for j, w_j in enumerate(theta[:-1]):
+        out += X[:, j] * w_j
+    return out
+
+
+def xlogy(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x log y, 0 where x is 0 (the deviances' convention)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(x == 0, 0.0, x * np.log(np.where(x == 0, 1.0, y)))
+
+
+def penalty(params: np.ndarray, l2: float) -> float:
+    """l2·‖w‖², the ridge term (the bias is not penalised)."""
+    return l2 * float(params[:-1] @ params[:-1]) if l2 else 0.0
+
+
+def check_target_values(job: Job, shard, valid, needs: str) -> None:
+    """Refuse, on every rank, a target with a value where valid(y) is False, naming the first
+    such row of this rank's (or a held-out row) and what the family needs."""
+    error = None
+    # The layout numbers the training rows; with held-out rows those are not the file's rows.
+    rows = "training row" if shard.num_validation else "data row"
+    try:
+        at = 0
+        for _, y in shard.blocks():
+            bad = ~valid(y)
+            if bad.any():
+                i = int(np.argmax(bad))
+                where = f"{rows} {shard.layout.global_row(at + i)} (0-based)"
+                raise UsageError(f"{shard.source}: {where} has the target {y[i]:g}; {needs}")
+            at += len(y)
+        if shard.validation is not None and not valid(shard.validation[1]).all():
+            y = shard.validation[1][~valid(shard.validation[1])][0]
+            raise UsageError(f"{shard.source}: a held-out row has the target {y:g}; {needs}")
+    except UsageError as e:
+        error = e
+    job.agree(error)
+
+
+class Family:
+    """A model family: y's distribution given the linear predictor η = x·w + b."""
+
+    NAME = ""  # as --model names it
+    LOSS = ""  # what the summary and the plot call the loss
+    LINKS: tuple[str, ...] = ("identity",)  # the links it takes; the first is the default
+    # Which exact solver fits it, by name ("least_squares", "irls"), and what the header line
+    # and the summary call it and its cost; None: SGD only.
+    SOLVER: str | None = "irls"
+    SOLVER_NAME = "exact maximum likelihood (IRLS)"
+    SOLVER_COST = "a pass and an allreduce per IRLS iteration"
+    MAX_EXACT_FEATURES = 1024  # the (F+1)² sums are allreduced and factored on every rank
+    # The loss is LOSS_SCALE x the mean half unit deviance (1: the negative log-likelihood per
+    # row, up to a constant; the linear family's mean squared error is 2).
+    LOSS_SCALE = 1.0
+    SERVING_OUTPUT = "mean"  # the serving signature's output
+    # The scale (dispersion) φ is 1 (binomial, Poisson), or estimated by Pearson's χ² / dof
+    FIXED_SCALE = True
+
+    def __init__(self, link: str | None = None):
+        name = link or self.LINKS[0]
+        if name not in self.LINKS:
+            raise UsageError(
+                f"--link {name} is not one of --model {self.NAME}'s: {', '.join(self.LINKS)}"
+            )
+        self.link = links.named(name)
+
+    @property
+    def canonical(self) -> bool:
+        """Whether the link is the family's canonical one: IRLS is then Newton's method."""
+        return self.link.name == self.LINKS[0]
+
+    # The distribution, in float64 NumPy
+
+    def variance(self, mu: np.ndarray) -> np.ndarray:
+        """V(μ): Var(y) = φ V(μ)."""
+        raise NotImplementedError
+
+    def unit_deviance(self, y: np.ndarray, mu: np.ndarray) -> np.ndarray:
+        """d(y, μ) per row: 2 x (the log-likelihood at μ = y minus that at μ), over φ."""
+        raise NotImplementedError
+
+    def log_likelihood(self, y: np.ndarray, eta: np.ndarray, scale: float) -> float:
+        """The log-likelihood's sum over the rows at the linear predictor eta and the
+        dispersion scale."""
+        raise NotImplementedError
+
+    def loss_terms(self, y: np.ndarray, eta: np.ndarray) -> np.ndarray:
+        """Each row's loss at the linear predictor eta: LOSS_SCALE x d(y, μ) / 2."""
+        return 0.5 * self.LOSS_SCALE * self.unit_deviance(y, self.link.inverse(eta))
+
+    def valid_mean(self, mu: np.ndarray) -> np.ndarray:
+        """Where μ is a mean the family can have (IRLS halves a step that leaves it)."""
+        return np.isfinite(mu)
+
+    def clean_mean(self, mu: np.ndarray) -> np.ndarray:
+        """μ where the IRLS weights are computed: off the edge of the domain, where V(μ) or
+        g'(μ) would be 0 or infinite (statsmodels clips alike)."""
+        return mu
+
+    def starting_mean(self, y_mean: float) -> float:
+        """The mean IRLS starts from, every row alike: the intercept-only model's."""
+        return y_mean
+
+    # SGD, in TensorFlow
+
+    def loss_terms_tf(self, y, eta):
+        """Each row's loss at eta, up to terms without η: SGD's gradient is loss_terms'."""
+        raise NotImplementedError
+
+    def model(self, params: np.ndarray, dtype: str = "float32", l2: float = 0.0):
+        """SGD's tf.Module: one variable [w..., b], its loss and its prediction."""
+        from hvd_linreg.families.model import Model
+
+        return Model(params, dtype, l2, self)
+
+    def initial_params(self, seed: int, rank: int, num_features: int) -> np.ndarray:
+        """N(0, 1) start values like the seed's initializer; [w_0 .. w_{F-1}, b].
+
+        Each rank draws its own on purpose: only the broadcast from rank 0 makes them agree,
+        so a missing broadcast shows up in the exactness tests instead of going unnoticed.
+        """
+        return np.random.default_rng([seed, rank]).standard_normal(num_features + 1)
+
+    # The data
+
+    def check_target(self, job: Job, shard):
+        """Refuse a target the family cannot fit (every rank checks its rows; all agree), or
+        hand back the shard with the target as the family reads it. Any finite target fits
+        by default: the data's own checks have passed."""
+        return shard
+
+    def synthetic_target(self, seed: int, rows: np.ndarray, X: np.ndarray, y: np.ndarray):
+        """The synthetic rows' target, from their features and the seed's y = X w + 2 + noise,
+        as drawn: a pure function of (seed, row)."""
+        return y
+
+    # The fit
+
+    def predict(self, theta: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """μ per row, in float64."""
+        return self.link.inverse(linear_predictor(theta, X.astype(np.float64, copy=False)))
+
+    def loss(self, job: Job, shard, theta: np.ndarray) -> float:
+        """The mean loss of [w..., b] over the whole dataset: float64 sums, allreduced."""
+        total, count = 0.0, 0
+        for X, y in shard.blocks(block_rows(shard.num_features + 1)):
+            eta = X.astype(np.float64) @ theta[:-1] + theta[-1]
+            total += float(self.loss_terms(y.astype(np.float64), eta).sum())
+            count += len(y)
+        # Horovod: the ranks' sums, so that every rank holds the whole dataset's loss.
+        sums = job.allreduce_sum([total, count], f"{self.NAME}_loss")
+        return float(sums[0] / sums[1]) if sums[1] else math.nan
+
+    def objective(self, loss: float, params: np.ndarray, l2: float) -> float:
+        """The loss + l2·‖w‖² (the bias not penalised): what both solvers minimise."""
+        return loss + penalty(params, l2)
+
+    def scores(self, job: Job, theta: np.ndarray, blocks: Blocks):
+        """The scores of theta on every rank's blocks of (X, y), for the validation rows and
+        `evaluate`: the mean deviance and D² (scores.py)."""
+        from hvd_linreg.families.scores import deviance_scores
+
+        return deviance_scores(job, self, theta, blocks)
+
+    # Optional: predict --threshold writes classes where a family has them
+    classes = None
+
+    # The exact solver's checks (IRLS): counts a family sums per iteration beside the
+    # solver's own, and what it concludes from them
+
+    COUNTS: tuple[str, ...] = ()
+
+    def iteration_counts(self, y: np.ndarray, eta: np.ndarray) -> list[float]:
+        """This block's COUNTS at eta."""
+        return []
+
+    def check_iteration(self, counts: dict[str, float], rows: int, l2: float) -> None:
+        """Refuse a fit that has no finite optimum, from an iteration's counts."""
+
+    def check_optimum(self, job: Job, shard, counts: dict[str, float], fisher, l2: float):
+        """Refuse an optimum that is not one, once IRLS has converged (a collective on
+        every rank, or none)."""
+
+    def not_converged(self, counts: dict[str, float], l2: float) -> str:
+        """What to add, after a colon, to the message that IRLS did not converge."""
+        return ""
+
+    def singular(self, counts: dict[str, float], l2: float) -> str:
+        """Why the weighted design of an iteration is singular, for the user."""
+        return (
+            f"the Fisher information of the {self.NAME} model is singular: features are "
+            "collinear or constant; drop the redundant ones, or fit with --l2 > 0"
+        )
+
+    # The exported model and the plot
+
+    def save_model(self, directory: Path, theta: np.ndarray, dtype: str) -> None:
+        """A SavedModel whose serving signature maps features to SERVING_OUTPUT."""
+        from hvd_linreg.families.model import save_serving
+
+        save_serving(directory, self.model(theta, dtype), self.SERVING_OUTPUT)
+
+    def curve(self, theta: np.ndarray, xs: np.ndarray) -> tuple[np.ndarray, str]:
+        """The fitted curve over one feature's values, and its label."""
+        w, b = theta[0], theta[-1]
+        eta = f"{w:.4g}x + {b:.4g}"
+        label = eta if self.link.name == "identity" else f"{self.link.name}⁻¹({eta})"
+        return self.predict(theta[[0, -1]], xs[:, None]), f"fitted: E[y] = {label}"

@@ -1,0 +1,191 @@
+"""Link functions, as statsmodels' `genmod.families.links` has them: a link g maps the mean μ to
+the linear predictor η = g(μ) = x·w + b; the model predicts μ = g⁻¹(η).
+
+Each link is an object with g, g⁻¹ and their derivatives in NumPy (float64, the solvers' and the
+scores'), and g⁻¹ in TensorFlow (SGD's). The bottom of the family seam: it imports nothing of
+the tool.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# The normal CDF's tails, where erfc would round Φ(η) to 0 or 1
+_PROBIT_CLIP = 38.0
+
+
+class Link:
+    """g, its inverse and derivatives; `name` as --link spells it."""
+
+    name = ""
+
+    def __call__(self, mu: np.ndarray) -> np.ndarray:
+        """η = g(μ)."""
+        raise NotImplementedError
+
+    def inverse(self, eta: np.ndarray) -> np.ndarray:
+        """μ = g⁻¹(η)."""
+        raise NotImplementedError
+
+    def derivative(self, mu: np.ndarray) -> np.ndarray:
+        """g'(μ) = dη/dμ."""
+        raise NotImplementedError
+
+    def inverse_tf(self, eta):
+        """g⁻¹(η) on a TensorFlow tensor, for SGD's loss and the serving signature."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class Identity(Link):
+    name = "identity"
+
+    def __call__(self, mu):
+        return mu
+
+    def inverse(self, eta):
+        return eta
+
+    def derivative(self, mu):
+        return np.ones_like(mu)
+
+    def inverse_tf(self, eta):
+        return eta
+
+
+class Log(Link):
+    name = "log"
+
+    def __call__(self, mu):
+        return np.log(mu)
+
+    def inverse(self, eta):
+        return np.exp(eta)
+
+    def derivative(self, mu):
+        return 1.0 / mu
+
+    def inverse_tf(self, eta):
+        import tensorflow as tf
+
+        return tf.exp(eta)
+
+
+class Logit(Link):
+    name = "logit"
+
+    def __call__(self, mu):
+        return np.log(mu) - np.log1p(-mu)
+
+    def inverse(self, eta):
+        """1 / (1 + e^-η) without overflow for any η."""
+        return np.exp(-np.logaddexp(0.0, -eta))
+
+    def derivative(self, mu):
+        return 1.0 / (mu * (1.0 - mu))
+
+    def inverse_tf(self, eta):
+        import tensorflow as tf
+
+        return tf.sigmoid(eta)
+
+
+class Probit(Link):
+    name = "probit"
+
+    def __call__(self, mu):
+        from statistics import NormalDist
+
+        return np.vectorize(NormalDist().inv_cdf, otypes=[np.float64])(mu)
+
+    def inverse(self, eta):
+        """Φ(η), the standard normal CDF, by erfc: exact in both tails."""
+        eta = np.clip(eta, -_PROBIT_CLIP, _PROBIT_CLIP)
+        return 0.5 * _erfc(-eta / math.sqrt(2.0))
+
+    def derivative(self, mu):
+        eta = self(mu)
+        return 1.0 / (np.exp(-0.5 * eta * eta) / math.sqrt(2.0 * math.pi))
+
+    def inverse_tf(self, eta):
+        import tensorflow as tf
+
+        return 0.5 * tf.math.erfc(-eta / math.sqrt(2.0))
+
+
+class CLogLog(Link):
+    """The complementary log-log: η = log(-log(1 - μ))."""
+
+    name = "cloglog"
+
+    def __call__(self, mu):
+        return np.log(-np.log1p(-mu))
+
+    def inverse(self, eta):
+        return -np.expm1(-np.exp(eta))
+
+    def derivative(self, mu):
+        return 1.0 / ((mu - 1.0) * np.log1p(-mu))
+
+    def inverse_tf(self, eta):
+        import tensorflow as tf
+
+        return -tf.math.expm1(-tf.exp(eta))
+
+
+class Power(Link):
+    """η = μ^power; the inverse (-1) and the square root (1/2) are its cases."""
+
+    def __init__(self, power: float, name: str):
+        self.power, self.name = power, name
+
+    def __call__(self, mu):
+        return np.power(mu, self.power)
+
+    def inverse(self, eta):
+        return np.power(eta, 1.0 / self.power)
+
+    def derivative(self, mu):
+        return self.power * np.power(mu, self.power - 1.0)
+
+    def inverse_tf(self, eta):
+        import tensorflow as tf
+
+        return tf.pow(eta, 1.0 / self.power)
+
+    def __repr__(self) -> str:
+        return f"Power({self.power})"
+
+
+def inverse_power() -> Power:
+    """η = 1/μ, the Gamma family's canonical link."""
+    return Power(-1.0, "inverse")
+
+
+def sqrt() -> Power:
+    """η = √μ."""
+    return Power(0.5, "sqrt")
+
+
+LINKS = {
+    "identity": Identity,
+    "log": Log,
+    "logit": Logit,
+    "probit": Probit,
+    "cloglog": CLogLog,
+    "inverse": inverse_power,
+    "sqrt": sqrt,
+}
+
+
+def named(name: str) -> Link:
+    """The link --link names."""
+    return LINKS[name]()
+
+
+def _erfc(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erfc, otypes=[np.float64])(x)

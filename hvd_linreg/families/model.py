@@ -1,0 +1,51 @@
+"""SGD's model, the same for every family: the linear predictor η = X w + b in one variable,
+the family's mean g⁻¹(η) and loss; and the SavedModel that serves it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+
+class Model(tf.Module):
+    """w and b live in ONE variable, so each step allreduces one gradient tensor, not two."""
+
+    def __init__(self, params: np.ndarray, dtype: str = "float32", l2: float = 0.0, family=None):
+        super().__init__(name=family.NAME if family is not None else "linear")
+        self.family = family
+        self.num_features = len(params) - 1
+        self.l2 = l2
+        # The data's precision: float64 data trained in float32 would lose what it holds.
+        self.params = tf.Variable(np.asarray(params, dtype).reshape(-1, 1), name="params")
+
+    def linear_predictor(self, X: tf.Tensor) -> tf.Tensor:
+        w, b = self.params[:-1], self.params[-1]
+        return tf.squeeze(tf.matmul(X, w), axis=1) + b
+
+    def predict(self, X: tf.Tensor) -> tf.Tensor:
+        """The mean, g⁻¹(X w + b)."""
+        return self.family.link.inverse_tf(self.linear_predictor(X))
+
+    def loss(self, X: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        """The family's mean loss + l2·‖w‖²: its objective(), on a batch."""
+        loss = tf.reduce_mean(self.family.loss_terms_tf(y, self.linear_predictor(X)))
+        if self.l2:  # the bias is not penalised
+            loss += self.l2 * tf.reduce_sum(tf.square(self.params[:-1]))
+        return loss
+
+    def numpy_params(self) -> np.ndarray:
+        return self.params.numpy().reshape(-1).astype(np.float64)
+
+
+def save_serving(directory: Path, model: Model, output: str) -> None:
+    """model as a SavedModel whose serving signature maps features to {output: predict}."""
+    dtype = model.params.dtype
+
+    @tf.function(input_signature=[tf.TensorSpec([None, model.num_features], dtype, "features")])
+    def serve(features):
+        return {output: model.predict(features)}
+
+    model.serve = serve  # tracked by the module, so the SavedModel keeps it
+    tf.saved_model.save(model, str(directory), signatures={"serving_default": serve})

@@ -1,0 +1,66 @@
+"""Poisson regression: a count (or any y >= 0) with E[y] = μ = exp(x·w + b), Var(y) = μ.
+
+The family with its canonical log link (or identity, sqrt); the loss is the mean half Poisson
+deviance, y log(y/μ) - (y - μ), as scikit-learn's PoissonRegressor minimises. IRLS fits it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hvd_linreg.data.synthetic import TRUE_BIAS, true_weights, uniforms
+from hvd_linreg.families.family import Family, check_target_values, linear_predictor, xlogy
+
+# The synthetic job's log-mean: the seed's line x·w_true + b_true, scaled by this
+SYNTHETIC_SCALE = 0.2
+
+
+class Poisson(Family):
+    NAME = "poisson"
+    LOSS = "mean half Poisson deviance"
+    LINKS = ("log", "identity", "sqrt")
+
+    def variance(self, mu):
+        return mu
+
+    def unit_deviance(self, y, mu):
+        return 2.0 * (xlogy(y, y / mu) - (y - mu))
+
+    def log_likelihood(self, y, eta, scale):
+        mu = self.link.inverse(eta)
+        return float((xlogy(y, mu) - mu - _lgamma(y + 1.0)).sum())
+
+    def valid_mean(self, mu):
+        return np.isfinite(mu) & (mu > 0)
+
+    def loss_terms_tf(self, y, eta):
+        import tensorflow as tf
+
+        if self.link.name == "log":
+            return tf.exp(eta) - y * eta
+        mu = self.link.inverse_tf(eta)
+        return mu - y * tf.math.log(mu)
+
+    def check_target(self, job, shard):
+        """A target >= 0: a count, or any rate or amount of that sign."""
+        check_target_values(job, shard, lambda y: y >= 0, "--model poisson needs y >= 0")
+        return shard
+
+    def synthetic_target(self, seed, rows, X, y):
+        """y ~ Poisson(exp(SYNTHETIC_SCALE (x·w_true + b_true))), drawn by inverting the CDF
+        at one uniform per row: a pure function of (seed, row)."""
+        theta = SYNTHETIC_SCALE * np.append(true_weights(X.shape[1]), TRUE_BIAS)
+        mu = np.exp(np.minimum(linear_predictor(theta, X.astype(np.float64)), 6.0))
+        u, k = uniforms(seed, rows), np.zeros(len(mu))
+        term = np.exp(-mu)  # P(Y = k), from k = 0
+        cdf, left = term.copy(), np.arange(len(mu))
+        while len(left := left[cdf[left] < u[left]]):  # the smallest k with P(Y <= k) >= u
+            k[left] += 1
+            term[left] *= mu[left] / k[left]
+            cdf[left] += term[left]
+        return k.astype(X.dtype)
+
+
+_lgamma = np.vectorize(math.lgamma, otypes=[np.float64])

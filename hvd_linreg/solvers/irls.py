@@ -1,0 +1,201 @@
+"""One distributed IRLS (iteratively reweighted least squares, Fisher scoring) for every family.
+
+At θ = [w..., b] each row has its mean μ = g⁻¹(x·w + b), its working weight W = 1 / (V(μ) g'(μ)²)
+and its working residual r = (y - μ) g'(μ). The Fisher-scoring step δ is the weighted least
+squares of r on [X 1] (with --l2, ridge rows that penalise w + δ), solved as the linear family's
+exact fit is: the TSQR of √W·[Xc rc], or the weighted Gram's Cholesky factor where its error
+bound allows (least_squares.factorise_blocks). For a canonical link the Fisher information is
+the Hessian, and the step Newton's.
+
+Each iteration is one pass over each rank's rows and one allreduce (a second pass and an
+allgather only where the Gram would lose digits): the sums of the weighted design's factor and
+the loss. Every rank then holds the same sums and takes the same step, so the ranks agree
+without a broadcast. A step that raises the objective (or leaves the family's domain) is
+halved. IRLS stops when the step is at most TOLERANCE of every coefficient (absolute below 1)
+and the objective changed by at most OBJECTIVE_TOLERANCE, relative, as R's glm.fit measures it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hvd_linreg.config import UsageError
+from hvd_linreg.families.family import Family, block_rows, penalty
+from hvd_linreg.ranks import Job
+from hvd_linreg.solvers.least_squares import Factor, factorise_blocks, solve
+
+MAX_ITERATIONS = 100
+# The step's size, relative to each coefficient (absolute for coefficients below 1): Fisher
+# scoring converges at least linearly, Newton's method quadratically, so the step before was
+# already far below the square root of it.
+TOLERANCE = 1e-10
+# |f - f_previous| / (|f| + 0.1), R's criterion (glm.control's epsilon is 1e-8)
+OBJECTIVE_TOLERANCE = 1e-12
+# The sums each pass adds up beside the factor's, then the family's COUNTS
+_SUMS = ("loss", "pearson", "outside", "y")
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The minimiser of the family's mean loss + l2·‖w‖² over the whole dataset, the same on
+    every rank, and what its statistics need."""
+
+    params: np.ndarray  # [w..., b]
+    loss: float  # the mean loss there
+    objective: float  # loss + l2·‖w‖²
+    l2: float
+    iterations: int  # passes (allreduces) it took
+    gradient_norm: float  # ‖∇ objective‖₂ at params
+    count: int  # rows
+    y_mean: float
+    pearson: float  # Σ (y - μ)² / V(μ): Pearson's χ²
+    counts: dict[str, float]  # the family's COUNTS at params
+    scale: float  # the dispersion φ: 1, or Pearson's χ² / (rows - coefficients)
+    log_likelihood: float
+    deviance: float  # Σ d(y, μ)
+    # the intercept-only model's (μ = ȳ); None where g(ȳ) is not finite (a constant target)
+    null_log_likelihood: float | None
+    null_deviance: float | None
+    method: str  # "Newton" for a canonical link, else "Fisher scoring"
+    # √W [Xc rc] = Q R at params: the Fisher information XcᵀWXc = R[:F, :F]ᵀ R[:F, :F]
+    factor: Factor = field(repr=False)
+
+
+def optimum(job: Job, shard, family: Family, l2: float) -> Fit:
+    """IRLS from the intercept-only model; a UsageError where the fit has no finite optimum
+    (the family says why) or the design is singular."""
+    F = shard.num_features
+    y_sum, rows = job.allreduce_sum(_target_sums(shard), "irls_start")  # Horovod: every rank's
+    y_mean = y_sum / rows if rows else 0.0
+    theta = np.zeros(F + 1)
+    start = float(family.link(np.array([family.starting_mean(y_mean)]))[0])
+    if math.isfinite(start):
+        theta[-1] = start
+    # The step's ridge: f = LOSS_SCALE/n Σ d/2 + l2‖w‖², so that Fisher scoring's system is
+    # AᵀWA δ + P (w + δ) = AᵀW r with P = 2 n l2 / LOSS_SCALE.
+    ridge = 2.0 * rows * l2 / family.LOSS_SCALE
+    best, step, scale, previous = None, None, 1.0, None
+    for iteration in range(1, MAX_ITERATIONS + 1):
+        factor, sums, gradient = _pass(job, shard, family, theta)
+        value = sums["loss"] / max(rows, 1) + penalty(theta, l2)
+        # Worse, NaN, or a mean outside the family's domain: halve the step. Rounding lets a
+        # step near the optimum raise the objective by a few ulps; that is not worse.
+        worse = best is not None and not value <= best[1] + 1e-13 * abs(best[1])
+        if sums["outside"] or worse:
+            if best is None:
+                raise UsageError(
+                    f"--model {family.NAME}: {family.link.name} link's start is invalid"
+                )
+            scale /= 2
+            theta = best[0] + scale * step
+            continue
+        previous = None if best is None else best[1]
+        best, scale = (theta, value, sums), 1.0
+        family.check_iteration(sums, rows, l2)
+        solution = solve(factor, lambda _: None, ridge, None, -theta[:-1])
+        if solution.dependent:
+            raise UsageError(family.singular(sums, l2))
+        step = solution.params
+        small = np.all(np.abs(step) <= TOLERANCE * np.maximum(1.0, np.abs(theta)))
+        settled = previous is None or abs(value - previous) <= OBJECTIVE_TOLERANCE * (
+            abs(value) + 0.1
+        )
+        if small and settled:
+            family.check_optimum(job, shard, sums, factor, l2)
+            return _fit(job, shard, family, theta, value, gradient, sums, factor, l2, iteration)
+        theta = theta + step
+    method = "Newton's method" if family.canonical else "Fisher scoring (IRLS)"
+    raise UsageError(
+        f"{method} did not converge in {MAX_ITERATIONS} iterations"
+        + family.not_converged(best[2], l2)
+    )
+
+
+def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, iterations) -> Fit:
+    """The converged fit, with its likelihood's figures: one more pass and allreduce."""
+    rows, k = int(round(factor.count)), len(theta)
+    y_mean = sums["y"] / rows if rows else 0.0
+    grad = gradient * family.LOSS_SCALE / max(rows, 1)
+    grad[:-1] += 2.0 * l2 * theta[:-1]
+    if family.FIXED_SCALE:
+        scale = 1.0
+    else:
+        scale = sums["pearson"] / (rows - k) if rows > k else math.nan
+    null_eta = float(family.link(np.array([y_mean]))[0])
+    null = math.isfinite(null_eta)
+    more = np.zeros(3)
+    for X, y in shard.blocks(block_rows(k)):
+        X, y = X.astype(np.float64), y.astype(np.float64)
+        eta = X @ theta[:-1] + theta[-1]
+        more[0] += family.log_likelihood(y, eta, scale)
+        if null:
+            eta_0 = np.full(len(y), null_eta)
+            more[1:] += family.log_likelihood(y, eta_0, scale), family.loss_terms(y, eta_0).sum()
+    more = job.allreduce_sum(more, "irls_likelihood")  # Horovod: every rank's sums
+    to_deviance = 2.0 / family.LOSS_SCALE
+    return Fit(
+        params=theta,
+        loss=sums["loss"] / rows if rows else math.nan,
+        objective=value,
+        l2=l2,
+        iterations=iterations,
+        gradient_norm=float(np.linalg.norm(grad)),
+        count=rows,
+        y_mean=y_mean,
+        pearson=sums["pearson"],
+        counts={name: sums[name] for name in family.COUNTS},
+        scale=scale,
+        log_likelihood=float(more[0]),
+        deviance=to_deviance * sums["loss"],
+        null_log_likelihood=float(more[1]) if null else None,
+        null_deviance=to_deviance * float(more[2]) if null else None,
+        method="Newton" if family.canonical else "Fisher scoring",
+        factor=factor,
+    )
+
+
+def _target_sums(shard) -> list[float]:
+    total, count = 0.0, 0
+    for _, y in shard.blocks():
+        total += float(y.astype(np.float64).sum())
+        count += len(y)
+    return [total, count]
+
+
+def _pass(job: Job, shard, family: Family, theta: np.ndarray):
+    """The weighted design's factor at theta, the named sums, and the loss's gradient
+    -Σ W r [x 1] (unpenalised, unscaled): one pass over this rank's rows, one allreduce."""
+    k, link = len(theta), family.link
+    names = (*_SUMS, *family.COUNTS)
+    rows = block_rows(k + 1)
+
+    def blocks():
+        for X, y in shard.blocks(rows):
+            X, y = X.astype(np.float64), y.astype(np.float64)
+            eta = X @ theta[:-1] + theta[-1]
+            mu = link.inverse(eta)
+            valid = family.valid_mean(mu)
+            mu_w = family.clean_mean(mu)  # the weights' μ, off the domain's edge
+            variance, slope = family.variance(mu_w), link.derivative(mu_w)
+            weight = np.where(valid, 1.0 / (variance * slope * slope), 0.0)
+            residual = (y - mu) * slope
+            scored = weight * residual  # (y - μ) / (V g'): the score's terms
+            more = [
+                float(family.loss_terms(y, eta)[valid].sum()),
+                float(((y - mu) ** 2 / variance)[valid].sum()),
+                float(np.count_nonzero(~valid)),
+                float(y.sum()),
+                *(-(X.T @ scored)),
+                -float(scored.sum()),
+                *family.iteration_counts(y, eta),
+            ]
+            yield np.c_[X, np.where(valid, residual, 0.0)], weight, np.asarray(more)
+
+    factor, extra = factorise_blocks(job, blocks, k, len(names) + k)
+    sums = dict(zip(names, extra[: len(_SUMS)].tolist()))
+    sums.update(zip(family.COUNTS, extra[len(_SUMS) + k :].tolist()))
+    sums["rows"] = factor.count
+    return factor, sums, extra[len(_SUMS) : len(_SUMS) + k]

@@ -1,0 +1,107 @@
+"""Maximum likelihood's statistics of an IRLS fit, as statsmodels' GLM reports them: Wald
+standard errors from the inverse Fisher information (times the scale where it is estimated),
+z and p values, the log-likelihood, the deviance, the intercept-only model's, and McFadden's
+pseudo-R²."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hvd_linreg.solvers.irls import Fit
+from hvd_linreg.statistics.table import cell, coefficient_lines
+
+
+@dataclass(frozen=True)
+class Coefficient:
+    name: str  # the feature's column name, w[j], or b
+    estimate: float
+    std_error: float | None
+    z: float | None
+    p: float | None  # two-sided: P(|Z| > |z|) for a standard normal Z
+
+
+@dataclass(frozen=True)
+class Statistics:
+    coefficients: list[Coefficient]  # w[0] ... w[F-1], then b
+    log_likelihood: float
+    null_log_likelihood: float | None  # of the model with the bias alone
+    pseudo_r2: float | None  # McFadden's: 1 - log_likelihood / null_log_likelihood
+    deviance: float
+    null_deviance: float | None
+    scale: float  # the dispersion φ: 1, or Pearson's χ² / dof
+    method: str  # "Newton" (a canonical link) or "Fisher scoring"
+    iterations: int
+    gradient_norm: float
+    undefined: dict[str, str] = field(default_factory=dict)  # statistic -> why it is None
+
+    def as_json(self) -> dict:
+        return {
+            "log_likelihood": self.log_likelihood,
+            "null_log_likelihood": self.null_log_likelihood,
+            "pseudo_r2": self.pseudo_r2,
+            "deviance": self.deviance,
+            "null_deviance": self.null_deviance,
+            "scale": self.scale,
+            "iterations": self.iterations,
+            "gradient_norm": self.gradient_norm,
+            "coefficients": [vars(c) for c in self.coefficients],
+            "undefined": self.undefined,
+        }
+
+    def table(self) -> list[str]:
+        """The fit statistics and coefficient table that the run's summary ends with."""
+        # For a 0/1 target the deviance is -2 x the log-likelihood: it says nothing more.
+        binary = abs(self.deviance + 2 * self.log_likelihood) <= 1e-9 * max(abs(self.deviance), 1)
+        deviance = (
+            ""
+            if binary
+            else f", deviance {self.deviance:.6g}, null deviance "
+            f"{cell(self.null_deviance, '.6g')}, scale {self.scale:.6g}"
+        )
+        first = (
+            f"Statistics of the exact optimum: log-likelihood {self.log_likelihood:.6g}, "
+            f"null log-likelihood {cell(self.null_log_likelihood, '.6g')}, McFadden's "
+            f"pseudo-R² {cell(self.pseudo_r2, '.6g')}{deviance}; {self.method}: "
+            f"{self.iterations} iterations, gradient norm {self.gradient_norm:.3g}"
+        )
+        rows = [(c.name, c.estimate, c.std_error, c.z, c.p) for c in self.coefficients]
+        return [first, *coefficient_lines(rows, "z", self.undefined)]
+
+
+def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statistics:
+    """The statistics of the IRLS optimum; each w is named by its column where the data names
+    them, else w[j]."""
+    n, k, params = fit.count, len(fit.params), fit.params
+    names = [*(feature_names or (f"w[{j}]" for j in range(k - 1))), "b"]
+    undefined: dict[str, str] = {}
+    null = fit.null_log_likelihood
+    if null is None or null == 0:
+        undefined["null_log_likelihood"] = undefined["pseudo_r2"] = "the target is constant"
+        null = None
+    if fit.null_deviance is None:
+        undefined["null_deviance"] = "the target is constant"
+    pseudo_r2 = None if null is None else 1.0 - fit.log_likelihood / null
+    figures = (fit.log_likelihood, null, pseudo_r2, fit.deviance, fit.null_deviance, fit.scale)
+    fitting = (fit.method, fit.iterations, fit.gradient_norm)
+    why = None
+    if fit.l2 > 0:
+        why = "a penalised fit (--l2 > 0): maximum likelihood's errors do not apply"
+    elif n <= k:
+        why = f"{n} rows for {k} coefficients"
+    if why is not None:
+        for name in ("std_error", "z", "p"):
+            undefined[name] = why
+        estimates = [Coefficient(nm, v, None, None, None) for nm, v in zip(names, params.tolist())]
+        return Statistics(estimates, *figures, *fitting, undefined)
+    # Var(θ) = φ (AᵀWA)⁻¹, A = [X 1]: from the factor of the centred √W X, as least squares'
+    # Var(b) = φ (1/ΣW + x̄ᵀ (XcᵀWXc)⁻¹ x̄).
+    variance = fit.factor.variances()
+    variance[-1] += 1.0 / fit.factor.weight
+    std_error = np.sqrt(fit.scale * variance)
+    z = params / std_error
+    p = [math.erfc(abs(v) / math.sqrt(2.0)) for v in z.tolist()]
+    columns = zip(names, params.tolist(), std_error.tolist(), z.tolist(), p)
+    return Statistics([Coefficient(*c) for c in columns], *figures, *fitting, undefined)

@@ -1,0 +1,177 @@
+"""--model poisson, on the one IRLS every family but least squares shares: its optimum and
+statistics as statsmodels' GLM computes them at any rank count and with each link, the
+penalised fit as scikit-learn's PoissonRegressor, averaged SGD exactly as a NumPy simulation
+computes it, its scores and predictions as scikit-learn's, and a negative target refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import launch, params_of, run_metrics
+from hvd_linreg.cli import main
+from reference import SGD, averaged, constant
+
+STEPS, LR, BATCH = 40, 0.05, 8
+
+
+@pytest.fixture(scope="module")
+def counts(tmp_path_factory):
+    """600 rows, 3 features, y ~ Poisson(exp(x·w + b)), in a .npz file."""
+    tmp = tmp_path_factory.mktemp("poisson")
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((600, 3))
+    y = rng.poisson(np.exp(X @ [0.3, -0.2, 0.1] + 0.5)).astype(np.float64)
+    np.savez(tmp / "counts.npz", X=X, y=y)
+    return tmp / "counts.npz", X, y
+
+
+def statsmodels_glm(X, y, link="log"):
+    import statsmodels.api as sm
+
+    links = {"log": sm.families.links.Log, "identity": sm.families.links.Identity}
+    links["sqrt"] = sm.families.links.Sqrt
+    family = sm.families.Poisson(links[link]())
+    model = sm.GLM(y, sm.add_constant(X, prepend=False), family=family)  # b last, as theta
+    return model.fit(tol=1e-13, maxiter=200)
+
+
+def coefficients(metrics, key):
+    return np.array([c[key] for c in metrics["statistics"]["coefficients"]])
+
+
+def assert_is_statsmodels(metrics, ref):
+    stats = metrics["statistics"]
+    np.testing.assert_allclose(params_of(metrics), ref.params, rtol=1e-8)
+    np.testing.assert_allclose(coefficients(metrics, "std_error"), ref.bse, rtol=1e-8)
+    np.testing.assert_allclose(coefficients(metrics, "p"), ref.pvalues, rtol=1e-6, atol=1e-300)
+    assert stats["log_likelihood"] == pytest.approx(ref.llf, rel=1e-10)
+    assert stats["deviance"] == pytest.approx(ref.deviance, rel=1e-10)
+    assert stats["null_deviance"] == pytest.approx(ref.null_deviance, rel=1e-10)
+    assert stats["scale"] == 1.0
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("launcher, size", [("mpirun", 2), ("horovodrun-gloo", 3)])
+def test_irls_is_statsmodels_poisson_glm_on_any_rank_count(counts, launcher, size, tmp_path):
+    path, X, y = counts
+    args = ["--model", "poisson", "--data", str(path), "--solver", "exact"]
+    run = launch(launcher, size, args, tmp_path)
+    assert run.returncode == 0, run.output
+    assert_is_statsmodels(run.metrics, statsmodels_glm(X, y))
+    assert "exact maximum likelihood (IRLS)" in run.stdout
+    assert "Newton: " in run.stdout  # the log link is canonical: Fisher scoring is Newton's
+
+
+@pytest.mark.parametrize(
+    "link, mean",
+    [
+        ("log", lambda eta: np.exp(eta)),
+        ("identity", lambda eta: 4.0 + 3.0 * eta),  # well above 0: the link's own model
+        ("sqrt", lambda eta: (2.0 + eta) ** 2),
+    ],
+)
+def test_each_link_is_statsmodels_on_one_rank(link, mean, tmp_path):
+    """Counts drawn from each link's own model, fitted by the tool and by statsmodels."""
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((500, 2))
+    y = rng.poisson(np.maximum(mean(X @ [0.3, -0.2] + 0.1), 0.1)).astype(np.float64)
+    np.savez(tmp_path / "counts.npz", X=X, y=y)
+    args = ["--model", "poisson", "--link", link, "--data", str(tmp_path / "counts.npz")]
+    metrics = run_metrics(tmp_path, 1, [*args, "--solver", "exact"])
+    assert_is_statsmodels(metrics, statsmodels_glm(X, y, link))
+
+
+def test_l2_is_scikit_learns_poisson_regressor(counts, tmp_path):
+    """The objective mean half deviance + l2·‖w‖² is scikit-learn's with alpha = 2 l2."""
+    from sklearn.linear_model import PoissonRegressor
+
+    path, X, y = counts
+    l2 = 0.01
+    args = ["--model", "poisson", "--data", str(path), "--solver", "exact", "--l2", str(l2)]
+    metrics = run_metrics(tmp_path, 1, args)
+    ref = PoissonRegressor(alpha=2 * l2, tol=1e-12, max_iter=1000, solver="newton-cholesky")
+    ref.fit(X, y)
+    np.testing.assert_allclose(params_of(metrics), [*ref.coef_, ref.intercept_], rtol=1e-8)
+    assert "penalised fit" in metrics["statistics"]["undefined"]["std_error"]
+
+
+def poisson_gradient(theta, X, y, l2=0.0):
+    """d/dtheta of mean(exp(η) - y η) + l2 |w|²: Aᵀ(μ - y) / n, A = [X 1]."""
+    error = np.exp(X @ theta[:-1] + theta[-1]) - y
+    return np.append(X.T @ error, error.sum()) / len(y) + np.append(2.0 * l2 * theta[:-1], 0.0)
+
+
+@pytest.mark.multiprocess
+def test_sgd_is_exactly_averaged_sgd_on_the_poisson_deviance(counts, tmp_path):
+    path, X, y = counts
+    args = ["--model", "poisson", "--data", str(path), "--num_steps", str(STEPS)]
+    args += ["--learning_rate", str(LR), "--batch_size", str(BATCH), "--log_every", "20"]
+    run = launch("mpirun", 2, args, tmp_path)
+    assert run.returncode == 0, run.output
+    m = run.metrics
+    expected = averaged(
+        X,
+        y,
+        ranks=2,
+        batch_size=BATCH,
+        steps=STEPS,
+        optimizer=SGD(constant(LR)),
+        w0=m["initial_w"],
+        b0=m["initial_b"],
+        grad=poisson_gradient,
+    )
+    np.testing.assert_allclose(params_of(m), expected, rtol=1e-9, atol=1e-12)
+    mu = np.exp(X @ expected[:-1] + expected[-1])
+    half_deviance = np.mean(np.where(y > 0, y * np.log(np.where(y > 0, y, 1) / mu), 0) - y + mu)
+    assert m["loss"] == pytest.approx(half_deviance, rel=1e-9)
+    assert "(mean half Poisson deviance over all 600 samples)" in run.stdout
+
+
+def test_evaluate_and_predict_are_scikit_learns(counts, tmp_path, capsys):
+    from sklearn.metrics import d2_tweedie_score, mean_poisson_deviance
+
+    path, X, y = counts
+    model = tmp_path / "model"
+    args = ["--model", "poisson", "--data", str(path), "--solver", "exact", "--quiet"]
+    assert main([*args, "--export", str(model)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "p.npy"
+    assert main(["predict", "--model", str(model), "--data", str(path), "--out", str(out)]) == 0
+    mu = np.load(out)
+    np.testing.assert_allclose(
+        mu, statsmodels_glm(X, y).predict(np.c_[X, np.ones(len(X))]), rtol=1e-8
+    )
+    assert main(["evaluate", "--model", str(model), "--data", str(path)]) == 0
+    printed = capsys.readouterr().out
+    mean_deviance = float(printed.split("mean deviance:")[1].split()[0])
+    d2 = float(printed.split("D²:")[1].split()[0])
+    assert mean_deviance == pytest.approx(mean_poisson_deviance(y, mu), rel=1e-5)
+    assert d2 == pytest.approx(d2_tweedie_score(y, mu, power=1), rel=1e-5)
+
+
+def test_a_negative_target_is_refused_naming_its_row(counts, tmp_path, capsys):
+    path, X, y = counts
+    y = y.copy()
+    y[7] = -1.0
+    np.savez(tmp_path / "bad.npz", X=X, y=y)
+    code = main(["--model", "poisson", "--data", str(tmp_path / "bad.npz"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "data row 7 (0-based) has the target -1; --model poisson needs y >= 0" in err
+    assert "Traceback" not in err
+
+
+def test_a_link_the_family_does_not_take_is_refused(capsys):
+    code = main(["--model", "poisson", "--link", "logit"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--link logit is not one of --model poisson's: log, identity, sqrt" in err
+
+
+def test_the_synthetic_counts_recover_the_true_model(tmp_path):
+    """The synthetic Poisson job: y ~ Poisson(exp(0.2 (5x + 2))), drawn per row."""
+    args = ["--model", "poisson", "--solver", "exact", "--num_samples", "3000"]
+    one = run_metrics(tmp_path, 1, args)
+    for c, truth in zip(one["statistics"]["coefficients"], [1.0, 0.4]):
+        assert abs(c["estimate"] - truth) < 4 * c["std_error"], c

@@ -68,6 +68,12 @@ def fraction(name: str, value: Any) -> None:
         raise UsageError(f"--{name} must be a number in [0, 1), got {value!r}")
 
 
+def between_1_and_2(name: str, value: Any) -> None:
+    """The compound Poisson-Gamma's power: strictly between 1 and 2."""
+    if not _is_number(value) or not 1 < value < 2:
+        raise UsageError(f"--{name} must be a number between 1 and 2 (exclusive), got {value!r}")
+
+
 def optional(check: Constraint) -> Constraint:
     """The check, for a setting that None leaves to a default worked out later."""
 
@@ -149,9 +155,9 @@ class Config:
     keep_checkpoints: int = setting(3, "keep the K newest checkpoints", "K", check=positive_int)
     model: str = setting(
         "linear",
-        "the model family: linear (least squares on a numeric target), logistic (logistic "
-        "regression on a 0/1 target) or poisson (a Poisson GLM on a target >= 0); --solver "
-        "exact is least squares for linear, IRLS for the others",
+        "the model family: linear (least squares), logistic (a 0/1 target), poisson (y >= 0), "
+        "gamma (y > 0) or tweedie (y >= 0, --tweedie_power); --solver exact is least squares "
+        "for linear, IRLS for the others",
         "NAME",
         choices=FAMILIES,
         check=one_of(FAMILIES),
@@ -159,8 +165,15 @@ class Config:
     link: str | None = setting(
         None,
         "the link g of E[y] = g^-1(x.w + b); by default the family's canonical one: "
-        "linear identity, logistic logit, poisson log (or identity, sqrt)",
+        "linear identity, logistic logit, poisson log (or identity, sqrt), gamma inverse (or "
+        "log, identity), tweedie log (or identity)",
         "NAME",
+    )
+    tweedie_power: float | None = setting(
+        None,
+        "--model tweedie's power p, 1 < p < 2: Var(y) = phi mu^p (default 1.5)",
+        "P",
+        check=optional(between_1_and_2),
     )
     solver: str = setting(
         "sgd",
@@ -242,6 +255,8 @@ class Config:
 
     def _check_link(self) -> None:
         """A link the family takes (the family module says which; it imports no TensorFlow)."""
+        if self.tweedie_power is not None and self.model != "tweedie":
+            raise UsageError("--tweedie_power is for --model tweedie")
         if self.link is not None:
             from hvd_linreg import families
 

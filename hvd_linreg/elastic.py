@@ -151,7 +151,7 @@ def run(cfg: Config) -> int:
     rank that joins a running job meets the others only in its synchronisation), everything
     else inside it."""
     ranks.init(verbose=cfg.verbose, elastic=True)
-    family = families.get(cfg.model, cfg.link)
+    family = families.for_config(cfg)
     state = TrainingState()
     began = time.perf_counter()
     job, shard, result, optimum = run_elastic(_train)(state, cfg, family)

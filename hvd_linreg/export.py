@@ -35,6 +35,7 @@ class ExportedModel:
     target_name: str | None
     family: str = "linear"  # the model family (families/) that predicts and scores
     link: str | None = None  # its link; None: the family's default
+    power: float | None = None  # --tweedie_power's
 
     @property
     def num_features(self) -> int:
@@ -68,7 +69,7 @@ def save(cfg: Config, family, shard: Shard, theta: np.ndarray, metrics: dict[str
     metadata = {
         "format": FORMAT,
         "model": family.NAME,
-        "link": family.link.name,
+        **family.settings(),  # its link (and power)
         "hvd_linreg": __version__,
         "num_features": len(theta) - 1,
         "dtype": shard.dtype,
@@ -119,6 +120,7 @@ def load(path: str) -> ExportedModel:
             meta["target_name"],
             meta.get("model", "linear"),
             meta.get("link"),
+            meta.get("power"),
         )
     except KeyError as e:
         raise UsageError(f"cannot read --model {path}'s metadata ({METADATA}): no {e}") from None

@@ -28,7 +28,7 @@ horovod_functions_without_autograph()
 def run(cfg: Config) -> int:
     """A plain (not elastic) run."""
     job = ranks.init(verbose=cfg.verbose)
-    family = families.get(cfg.model, cfg.link)
+    family = families.for_config(cfg)
     if cfg.solver == "exact" and family.SOLVER is None:
         raise UsageError(f"--model {cfg.model} has no exact solver: use --solver sgd")
     shard, ckpt_dir = prepare(cfg, family, job)

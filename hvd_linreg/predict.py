@@ -32,7 +32,7 @@ def predict(model_path: str, data_path: str, out: str, threshold: float | None =
     request = Request.check(model_path, data_path, need_target=False)
     job = ranks.init()
     # after Horovod: it imports TensorFlow
-    family = families.get(request.model.family, request.model.link)
+    family = families.get(request.model.family, request.model.link, request.model.power)
     if threshold is not None and family.classes is None:
         raise UsageError(
             f"--threshold applies to a classifier; the model {model_path} is a "
@@ -57,7 +57,7 @@ def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
     X, y = request.read(job, "--metrics_json", metrics_json)
     from hvd_linreg.report import write_json
 
-    family = families.get(request.model.family, request.model.link)
+    family = families.get(request.model.family, request.model.link, request.model.power)
     result = family.scores(job, request.model.theta, [(X, y)])
     if job.is_root:
         job.log(f"Scores of the model {model_path} on {data_path} ({result.count} rows):")

@@ -39,7 +39,7 @@ def load_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     # Runs of 1 row: no file is read, so longer runs would only leave out more rows.
     layout = layout_for(holdout.num_train, rank, size, cfg.batch_size, batched=cfg.batched)
 
-    family = families.get(cfg.model, cfg.link)
+    family = families.for_config(cfg)
 
     def rows(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         dtype, threads = cfg.dtype or "float32", job.threads if job else 1

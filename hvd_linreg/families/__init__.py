@@ -22,10 +22,19 @@ FAMILIES = {
     "linear": "hvd_linreg.families.linear:Linear",
     "logistic": "hvd_linreg.families.logistic:Logistic",
     "poisson": "hvd_linreg.families.poisson:Poisson",
+    "gamma": "hvd_linreg.families.gamma:Gamma",
+    "tweedie": "hvd_linreg.families.tweedie:Tweedie",
 }
 
 
-def get(name: str, link: str | None = None) -> Family:
-    """The family registered under name, with its default link or the one named."""
+def get(name: str, link: str | None = None, power: float | None = None) -> Family:
+    """The family registered under name, with its default link or the one named (and, for
+    tweedie, its power)."""
     module, cls = FAMILIES[name].split(":")
-    return getattr(importlib.import_module(module), cls)(link)
+    family = getattr(importlib.import_module(module), cls)
+    return family(link) if power is None else family(link, power)
+
+
+def for_config(cfg) -> Family:
+    """The family a run's settings ask for."""
+    return get(cfg.model, cfg.link, cfg.tweedie_power)

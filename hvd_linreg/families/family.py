@@ -108,6 +108,10 @@ class Family:
             )
         self.link = links.named(name)
 
+    def settings(self) -> dict:
+        """What families.get needs to make this family again (the export stores it)."""
+        return {"link": self.link.name}
+
     @property
     def canonical(self) -> bool:
         """Whether the link is the family's canonical one: IRLS is then Newton's method."""

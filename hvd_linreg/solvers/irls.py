@@ -115,7 +115,8 @@ def optimum(job: Job, shard, family: Family, l2: float) -> Fit:
 
 
 def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, iterations) -> Fit:
-    """The converged fit, with its likelihood's figures: one more pass and allreduce."""
+    """The converged fit, with its likelihood's figures: one more pass and allreduce. The
+    intercept-only model's log-likelihood is at the fit's scale, as statsmodels' llnull."""
     rows, k = int(round(factor.count)), len(theta)
     y_mean = sums["y"] / rows if rows else 0.0
     grad = gradient * family.LOSS_SCALE / max(rows, 1)
@@ -133,7 +134,8 @@ def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, i
         more[0] += family.log_likelihood(y, eta, scale)
         if null:
             eta_0 = np.full(len(y), null_eta)
-            more[1:] += family.log_likelihood(y, eta_0, scale), family.loss_terms(y, eta_0).sum()
+            more[1] += family.log_likelihood(y, eta_0, scale)
+            more[2] += family.loss_terms(y, eta_0).sum()
     more = job.allreduce_sum(more, "irls_likelihood")  # Horovod: every rank's sums
     to_deviance = 2.0 / family.LOSS_SCALE
     return Fit(

@@ -26,7 +26,7 @@ class Coefficient:
 @dataclass(frozen=True)
 class Statistics:
     coefficients: list[Coefficient]  # w[0] ... w[F-1], then b
-    log_likelihood: float
+    log_likelihood: float | None  # None where the density has no closed form (Tweedie)
     null_log_likelihood: float | None  # of the model with the bias alone
     pseudo_r2: float | None  # McFadden's: 1 - log_likelihood / null_log_likelihood
     deviance: float
@@ -54,7 +54,8 @@ class Statistics:
     def table(self) -> list[str]:
         """The fit statistics and coefficient table that the run's summary ends with."""
         # For a 0/1 target the deviance is -2 x the log-likelihood: it says nothing more.
-        binary = abs(self.deviance + 2 * self.log_likelihood) <= 1e-9 * max(abs(self.deviance), 1)
+        ll = self.log_likelihood
+        binary = ll is not None and abs(self.deviance + 2 * ll) <= 1e-9 * max(abs(self.deviance), 1)
         deviance = (
             ""
             if binary
@@ -62,7 +63,7 @@ class Statistics:
             f"{cell(self.null_deviance, '.6g')}, scale {self.scale:.6g}"
         )
         first = (
-            f"Statistics of the exact optimum: log-likelihood {self.log_likelihood:.6g}, "
+            f"Statistics of the exact optimum: log-likelihood {cell(ll, '.6g')}, "
             f"null log-likelihood {cell(self.null_log_likelihood, '.6g')}, McFadden's "
             f"pseudo-R² {cell(self.pseudo_r2, '.6g')}{deviance}; {self.method}: "
             f"{self.iterations} iterations, gradient norm {self.gradient_norm:.3g}"
@@ -77,14 +78,18 @@ def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statisti
     n, k, params = fit.count, len(fit.params), fit.params
     names = [*(feature_names or (f"w[{j}]" for j in range(k - 1))), "b"]
     undefined: dict[str, str] = {}
-    null = fit.null_log_likelihood
-    if null is None or null == 0:
+    ll, null = fit.log_likelihood, fit.null_log_likelihood
+    if not math.isfinite(ll):
+        ll = null = None
+        for name in ("log_likelihood", "null_log_likelihood", "pseudo_r2"):
+            undefined[name] = "the family's density has no closed form"
+    elif null is None or null == 0:
         undefined["null_log_likelihood"] = undefined["pseudo_r2"] = "the target is constant"
         null = None
     if fit.null_deviance is None:
         undefined["null_deviance"] = "the target is constant"
-    pseudo_r2 = None if null is None else 1.0 - fit.log_likelihood / null
-    figures = (fit.log_likelihood, null, pseudo_r2, fit.deviance, fit.null_deviance, fit.scale)
+    pseudo_r2 = None if null is None else 1.0 - ll / null
+    figures = (ll, null, pseudo_r2, fit.deviance, fit.null_deviance, fit.scale)
     fitting = (fit.method, fit.iterations, fit.gradient_norm)
     why = None
     if fit.l2 > 0:

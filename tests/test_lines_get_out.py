@@ -69,6 +69,11 @@ def names_exit_code_2(launcher: str, code: int, output: str) -> bool:
     """Whether the launcher told the user that the ranks exited with 2."""
     if launcher == "horovodrun-gloo":  # horovodrun --gloo itself exits 1, naming the code
         return code == 1 and "Exit code: 2" in output
+    if launcher == "srun" and code == 128 + signal.SIGTERM:
+        # srun exits with its tasks' highest code: where --kill-on-bad-exit terminates a rank
+        # that was still starting when the first one exited 2 (seen under load), that is
+        # SIGTERM's, and srun names the code 2 on its lines.
+        return re.search(r"srun: error: .*: Exited with exit code 2$", output, re.M) is not None
     return code == 2
 
 

@@ -15,7 +15,15 @@ import numpy as np
 from hvd_linreg import families, ranks
 from hvd_linreg.atomic import atomic_write
 from hvd_linreg.config import UsageError
-from hvd_linreg.data import CsvHeader, DataSpec, Table, csv_header, open_table, read_csv_split
+from hvd_linreg.data import (
+    CsvHeader,
+    DataSpec,
+    Rows,
+    Table,
+    csv_header,
+    open_table,
+    read_csv_split,
+)
 from hvd_linreg.export import ExportedModel, load
 from hvd_linreg.ranks import Job
 
@@ -58,7 +66,7 @@ def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
     from hvd_linreg.report import write_json
 
     family = families.get(request.model.family, request.model.link, request.model.power)
-    result = family.scores(job, request.model.theta, [(X, y)])
+    result = family.scores(job, request.model.theta, [Rows(X, y)])
     if job.is_root:
         job.log(f"Scores of the model {model_path} on {data_path} ({result.count} rows):")
         for line in result.table():

@@ -241,9 +241,9 @@ def test_a_shard_larger_than_the_rank_s_memory_is_read_as_used(tmp_path, monkeyp
     assert len(blocks) > 2
     held = in_memory.layout.held_positions()
     each_once = np.unique(held, return_index=True)[1]  # positions in held order, first copy
-    np.testing.assert_array_equal(np.concatenate([X for X, _ in blocks]), in_memory.X[each_once])
-    np.testing.assert_array_equal(np.concatenate([y for _, y in blocks]), in_memory.y[each_once])
-    assert [len(y) for _, y in in_memory.blocks(max_rows=40)] == [len(y) for _, y in blocks]
+    np.testing.assert_array_equal(np.concatenate([b.X for b in blocks]), in_memory.X[each_once])
+    np.testing.assert_array_equal(np.concatenate([b.y for b in blocks]), in_memory.y[each_once])
+    assert [len(b.y) for b in in_memory.blocks(max_rows=40)] == [len(b.y) for b in blocks]
 
 
 def test_a_bad_row_is_found_in_a_shard_read_as_used(tmp_path, monkeypatch):

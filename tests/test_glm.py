@@ -298,3 +298,21 @@ def test_a_gamma_target_of_0_is_refused(claims, tmp_path, capsys):
     assert code == 2
     row = int(np.argmax(y == 0))
     assert f"data row {row} (0-based) has the target 0; --model gamma needs y > 0" in err
+
+
+@pytest.mark.parametrize("link", ["logit", "probit", "cloglog"])
+def test_binomial_is_statsmodels_with_each_link(link, tmp_path):
+    """--model binomial, a 0/1 target with each link, against statsmodels' GLM Binomial."""
+    import statsmodels.api as sm
+
+    rng = np.random.default_rng(12)
+    X = rng.standard_normal((700, 2))
+    y = (rng.random(700) < 1.0 / (1.0 + np.exp(-(X @ [1.0, -0.5] + 0.2)))).astype(np.float64)
+    np.savez(tmp_path / "classes.npz", X=X, y=y)
+    args = ["--model", "binomial", "--link", link, "--data", str(tmp_path / "classes.npz")]
+    metrics = run_metrics(tmp_path, 1, [*args, "--solver", "exact"])
+    links = {"logit": sm.families.links.Logit, "probit": sm.families.links.Probit}
+    links["cloglog"] = sm.families.links.CLogLog
+    ref = statsmodels_fit(sm.families.Binomial(links[link]()), X, y)
+    assert_is_statsmodels(metrics, ref)
+    assert metrics["statistics"]["null_log_likelihood"] == pytest.approx(ref.llnull, rel=1e-10)

@@ -154,8 +154,8 @@ def test_a_parquet_shard_larger_than_the_rank_s_memory_is_read_as_used(rows, tmp
     assert in_memory.table is None and streamed.table is not None
     blocks = list(streamed.blocks(max_rows=40))
     assert len(blocks) > 2
-    np.testing.assert_array_equal(np.concatenate([X for X, _ in blocks]), in_memory.X)
-    np.testing.assert_array_equal(np.concatenate([y for _, y in blocks]), in_memory.y)
+    np.testing.assert_array_equal(np.concatenate([b.X for b in blocks]), in_memory.X)
+    np.testing.assert_array_equal(np.concatenate([b.y for b in blocks]), in_memory.y)
 
 
 def test_columns_left_out_are_not_read_so_they_may_hold_anything(tmp_path):

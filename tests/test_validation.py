@@ -104,10 +104,10 @@ def test_the_split_is_the_same_on_1_and_3_ranks(tmp_path):
     X_all, y_all = synthetic_rows(4, np.arange(1000), 2)
     for size in (1, 3):
         shards = [load_shard(cfg, rank, size) for rank in range(size)]
-        X = np.concatenate([s.validation[0] for s in shards])  # one consecutive piece each
+        X = np.concatenate([s.validation.X for s in shards])  # one consecutive piece each
         np.testing.assert_array_equal(X, X_all[held])
         assert all(s.num_validation == held.sum() for s in shards)
-        train = np.concatenate([X for s in shards for X, _ in s.blocks()])  # each row once
+        train = np.concatenate([b.X for s in shards for b in s.blocks()])  # each row once
         assert len(train) == (~held).sum() and not np.isin(train[:, 0], X[:, 0]).any()
     rows = np.arange(1000)[~held]
     # rank 1's first rows: the layout's, numbered among the training rows
@@ -123,12 +123,12 @@ def test_a_file_read_as_used_holds_out_the_same_rows(tmp_path, monkeypatch):
     monkeypatch.setenv("HVD_LINREG_RANK_MEMORY", "1000")
     streamed = load_shard(cfg, 1, 4)
     assert streamed.table is not None
-    X = np.concatenate([X for X, _ in streamed.blocks(max_rows=40)])
-    np.testing.assert_array_equal(X, np.concatenate([X for X, _ in in_memory.blocks()]))
-    np.testing.assert_array_equal(streamed.validation[0], in_memory.validation[0])
+    X = np.concatenate([b.X for b in streamed.blocks(max_rows=40)])
+    np.testing.assert_array_equal(X, np.concatenate([b.X for b in in_memory.blocks()]))
+    np.testing.assert_array_equal(streamed.validation.X, in_memory.validation.X)
     held = np.flatnonzero(held_out(1003, seed=0, fraction=0.1))
     piece = held[len(held) // 4 : 2 * len(held) // 4]
-    np.testing.assert_array_equal(in_memory.validation[0], table[piece, :-1])
+    np.testing.assert_array_equal(in_memory.validation.X, table[piece, :-1])
 
 
 @pytest.mark.parametrize("fraction", [1.0, -0.1])

@@ -11,6 +11,7 @@ The modules, in the order the data flows through them:
   holdout    the held-out validation rows (--validation_fraction)
   layout     the layout contract: which rows each rank holds, and in what runs
   synthetic  the synthetic rows, a pure function of (seed, row, column)
+  rows       Rows: a block of rows as the tool carries them (features, target, weight, offset)
   shard      Shard: the rows in memory, and their finite checks
   load       load_shard: the shard of a run
 """
@@ -26,6 +27,7 @@ from hvd_linreg.data.files import READERS, data_files, open_table
 from hvd_linreg.data.holdout import Holdout, is_validation
 from hvd_linreg.data.layout import Layout, global_batch_size, layout_for, run_length
 from hvd_linreg.data.load import load_shard, read_shard
+from hvd_linreg.data.rows import Rows
 from hvd_linreg.data.shard import Shard
 from hvd_linreg.data.spec import DataSpec, ScatterReader, TableReader
 from hvd_linreg.data.synthetic import NOISE_STDDEV, TRUE_BIAS, synthetic_rows, true_weights
@@ -39,6 +41,7 @@ __all__ = [
     "DataSpec",
     "Holdout",
     "Layout",
+    "Rows",
     "ScatterReader",
     "Shard",
     "StoredArray",

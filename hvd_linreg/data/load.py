@@ -13,6 +13,7 @@ from hvd_linreg.data.columns import column_labels
 from hvd_linreg.data.files import READERS, data_files, open_table
 from hvd_linreg.data.holdout import Holdout
 from hvd_linreg.data.layout import Layout, layout_for
+from hvd_linreg.data.rows import Rows
 from hvd_linreg.data.shard import RowNames, Shard, with_validation
 from hvd_linreg.data.spec import DataSpec, ScatterReader, TableReader
 from hvd_linreg.data.synthetic import TRUE_BIAS, synthetic_rows, true_weights
@@ -47,7 +48,7 @@ def load_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
         # The family's target for these features: y itself for least squares.
         return X, family.synthetic_target(cfg.seed, ids, X, y)
 
-    validation = rows(holdout.piece(rank, size)) if holdout.held_out else None
+    validation = Rows(*rows(holdout.piece(rank, size))) if holdout.held_out else None
     shard = Shard(*rows(holdout.global_ids(layout.rows())), layout, "synthetic")
     return replace(
         shard,

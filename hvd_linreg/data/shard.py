@@ -11,6 +11,7 @@ import numpy as np
 
 from hvd_linreg.config import UsageError
 from hvd_linreg.data.layout import Layout
+from hvd_linreg.data.rows import Rows
 from hvd_linreg.data.table import Table
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ class Shard:
     target_name: str | None = None  # the same
     # --validation_fraction: this rank's piece of the held-out rows (X, y), and their number
     # over all ranks; the layout above then numbers the training rows alone.
-    validation: tuple[np.ndarray, np.ndarray] | None = None
+    validation: Rows | None = None
     num_validation: int = 0
     # Rows of the file read whole (Parquet's largest row group) when that is more than a run:
     # then a rank reads rows of other ranks too (train.prepare warns).
@@ -61,13 +62,13 @@ class Shard:
         """The precision the rows are held in: float32 or float64."""
         return self.X.dtype.name
 
-    def validation_blocks(self, max_rows: int = 1 << 15) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def validation_blocks(self, max_rows: int = 1 << 15) -> Iterator[Rows]:
         """This rank's validation rows in blocks of max_rows (none without a held-out set)."""
-        X, y = self.validation if self.validation is not None else (self.X[:0], self.y[:0])
+        X, y = (self.validation or Rows(self.X[:0], self.y[:0]))[:2]
         for start in range(0, len(y), max_rows):
-            yield X[start : start + max_rows], y[start : start + max_rows]
+            yield Rows(X[start : start + max_rows], y[start : start + max_rows])
 
-    def blocks(self, max_rows: int = 1 << 15) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def blocks(self, max_rows: int = 1 << 15) -> Iterator[Rows]:
         """All of this rank's rows, each once, runs then tail, in blocks of about max_rows."""
         layout, n = self.layout, self.layout.num_train
         if self.table is None:
@@ -75,12 +76,12 @@ class Shard:
             for rows in (range(0, n), range(tail, len(self.y))):
                 for start in range(rows.start, rows.stop, max_rows):
                     stop = min(start + max_rows, rows.stop)
-                    yield self.X[start:stop], self.y[start:stop]
+                    yield Rows(self.X[start:stop], self.y[start:stop])
             return
         step = max(1, max_rows // layout.run_length) * layout.run_length
         for start in range(0, n, step):
-            yield layout.take(self.table, self.dtype, range(start, min(start + step, n)))
-        yield layout.take(self.table, self.dtype, range(0), tail=True)
+            yield Rows(*layout.take(self.table, self.dtype, range(start, min(start + step, n))))
+        yield Rows(*layout.take(self.table, self.dtype, range(0), tail=True))
 
 
 @dataclass(frozen=True)
@@ -117,9 +118,9 @@ class RowNames:
     def check_shard(self, shard: Shard, row_of: Callable[[int], int]) -> None:
         """Every row of the shard, each once (row_of: a local row's global id)."""
         at = 0
-        for X, y in shard.blocks():
-            self.check_finite(X, y, row_of, at)
-            at += len(y)
+        for rows in shard.blocks():
+            self.check_finite(rows.X, rows.y, row_of, at)
+            at += len(rows.y)
 
 
 def with_validation(
@@ -127,4 +128,4 @@ def with_validation(
 ) -> Shard:
     """The shard with its validation rows X, y (global row ids ids), checked finite."""
     names.check_finite(X, y, lambda i: int(ids[i]))
-    return replace(shard, validation=(X, y), num_validation=len(holdout.validation))
+    return replace(shard, validation=Rows(X, y), num_validation=len(holdout.validation))

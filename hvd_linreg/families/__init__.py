@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 FAMILIES = {
     "linear": "hvd_linreg.families.linear:Linear",
     "logistic": "hvd_linreg.families.logistic:Logistic",
+    "binomial": "hvd_linreg.families.logistic:Binomial",
     "poisson": "hvd_linreg.families.poisson:Poisson",
     "gamma": "hvd_linreg.families.gamma:Gamma",
     "tweedie": "hvd_linreg.families.tweedie:Tweedie",

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from hvd_linreg.config import UsageError
+from hvd_linreg.data.rows import Rows
 from hvd_linreg.families import links
 from hvd_linreg.ranks import Job
 
@@ -29,8 +30,8 @@ from hvd_linreg.ranks import Job
 BLOCK_BYTES = 16 << 20
 
 
-# Blocks of rows, (X, y), as the scores take them
-Blocks = Iterable[tuple[np.ndarray, np.ndarray]]
+# Blocks of rows as the scores take them
+Blocks = Iterable[Rows]
 
 
 def block_rows(num_columns: int) -> int:
@@ -66,15 +67,16 @@ def check_target_values(job: Job, shard, valid, needs: str) -> None:
     rows = "training row" if shard.num_validation else "data row"
     try:
         at = 0
-        for _, y in shard.blocks():
+        for rows in shard.blocks():
+            y = rows.y
             bad = ~valid(y)
             if bad.any():
                 i = int(np.argmax(bad))
                 where = f"{rows} {shard.layout.global_row(at + i)} (0-based)"
                 raise UsageError(f"{shard.source}: {where} has the target {y[i]:g}; {needs}")
             at += len(y)
-        if shard.validation is not None and not valid(shard.validation[1]).all():
-            y = shard.validation[1][~valid(shard.validation[1])][0]
+        if shard.validation is not None and not valid(shard.validation.y).all():
+            y = shard.validation.y[~valid(shard.validation.y)][0]
             raise UsageError(f"{shard.source}: a held-out row has the target {y:g}; {needs}")
     except UsageError as e:
         error = e
@@ -191,10 +193,10 @@ class Family:
     def loss(self, job: Job, shard, theta: np.ndarray) -> float:
         """The mean loss of [w..., b] over the whole dataset: float64 sums, allreduced."""
         total, count = 0.0, 0
-        for X, y in shard.blocks(block_rows(shard.num_features + 1)):
-            eta = X.astype(np.float64) @ theta[:-1] + theta[-1]
-            total += float(self.loss_terms(y.astype(np.float64), eta).sum())
-            count += len(y)
+        for rows in shard.blocks(block_rows(shard.num_features + 1)):
+            eta = rows.X.astype(np.float64) @ theta[:-1] + theta[-1]
+            total += float(self.loss_terms(rows.y.astype(np.float64), eta).sum())
+            count += len(rows.y)
         # Horovod: the ranks' sums, so that every rank holds the whole dataset's loss.
         sums = job.allreduce_sum([total, count], f"{self.NAME}_loss")
         return float(sums[0] / sums[1]) if sums[1] else math.nan

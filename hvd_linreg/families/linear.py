@@ -52,9 +52,9 @@ class Linear(Family):
     def loss(self, job: Job, shard, theta: np.ndarray) -> float:
         """Mean squared error of [w..., b] over the whole dataset: float64 sums, allreduced."""
         sse, count = 0.0, 0
-        for X, y in shard.blocks(block_rows(shard.num_features + 1)):
-            residual = X.astype(np.float64) @ theta[:-1] + theta[-1] - y
-            sse, count = sse + float(np.dot(residual, residual)), count + len(y)
+        for rows in shard.blocks(block_rows(shard.num_features + 1)):
+            residual = rows.X.astype(np.float64) @ theta[:-1] + theta[-1] - rows.y
+            sse, count = sse + float(np.dot(residual, residual)), count + len(rows.y)
         # Horovod: the ranks' sums, so that every rank holds the whole dataset's loss.
         sums = job.allreduce_sum([sse, count], "global_mse")
         return float(sums[0] / sums[1]) if sums[1] else math.nan
@@ -101,9 +101,9 @@ def scores(job: Job, theta: np.ndarray, blocks: Blocks) -> RegressionScores:
     """Regression scores of theta (w..., b; float64) on every rank's blocks of (X, y), summed
     with one allreduce."""
     count, sse, sae, mean, m2 = 0, 0.0, 0.0, 0.0, 0.0
-    for X, y in blocks:
-        y = y.astype(np.float64)
-        residual = X.astype(np.float64) @ theta[:-1] + theta[-1] - y
+    for rows in blocks:
+        y = rows.y.astype(np.float64)
+        residual = rows.X.astype(np.float64) @ theta[:-1] + theta[-1] - y
         sse, sae = sse + float(residual @ residual), sae + float(np.abs(residual).sum())
         if len(y):
             block = (len(y), float(y.mean()), float(((y - y.mean()) ** 2).sum()))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hvd_linreg.config import UsageError
+from hvd_linreg.data.rows import Rows
 from hvd_linreg.data.synthetic import TRUE_BIAS, true_weights, uniforms
 from hvd_linreg.families.family import Blocks, Family, linear_predictor, xlogy
 from hvd_linreg.families.scores import Scores
@@ -35,19 +36,25 @@ def log_loss_terms(z: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.maximum(z, 0.0) - z * y + np.log1p(np.exp(-np.abs(z)))
 
 
-def sigmoid(z: np.ndarray) -> np.ndarray:
-    """1 / (1 + e^-z) without overflow for any z."""
-    return np.exp(-np.logaddexp(0.0, -z))
-
-
 class Logistic(Family):
     NAME = "logistic"
     LOSS = "mean log-loss"
-    LINKS = ("logit",)
-    SOLVER_NAME = "exact maximum likelihood (Newton's method)"
-    SOLVER_COST = "a pass and an allreduce per Newton iteration"
+    LINKS = ("logit", "probit", "cloglog")
     SERVING_OUTPUT = "probability"
     COUNTS = ("misclassified", "saturated")
+
+    @property
+    def SOLVER_NAME(self) -> str:  # noqa: N802 (the Family member it overrides)
+        method = "Newton's method" if self.canonical else "IRLS, Fisher scoring"
+        return f"exact maximum likelihood ({method})"
+
+    @property
+    def SOLVER_COST(self) -> str:  # noqa: N802
+        return f"a pass and an allreduce per {'Newton' if self.canonical else 'IRLS'} iteration"
+
+    @property
+    def logit(self) -> bool:
+        return self.link.name == "logit"
 
     def variance(self, mu):
         return mu * (1.0 - mu)
@@ -56,20 +63,27 @@ class Logistic(Family):
         return 2.0 * (xlogy(y, y / mu) + xlogy(1.0 - y, (1.0 - y) / (1.0 - mu)))
 
     def loss_terms(self, y, eta):
-        """The log-loss from the logits: never the log of a probability rounded to 0."""
-        return log_loss_terms(eta, y)
+        """The log-loss; from the logits never the log of a probability rounded to 0, and
+        through another link at the probability clipped as the weights' is."""
+        if self.logit:
+            return log_loss_terms(eta, y)
+        mu = self.clean_mean(self.link.inverse(eta))
+        return -(xlogy(y, mu) + xlogy(1.0 - y, 1.0 - mu))
 
     def log_likelihood(self, y, eta, scale):
-        return -float(log_loss_terms(eta, y).sum())
+        return -float(self.loss_terms(y, eta).sum())
 
     def clean_mean(self, mu):
         return np.clip(mu, _EPS, 1.0 - _EPS)
 
     def loss_terms_tf(self, y, eta):
-        """TensorFlow's cross-entropy from the logits."""
+        """TensorFlow's cross-entropy from the logits, or of the clipped probability."""
         import tensorflow as tf
 
-        return tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=eta)
+        if self.logit:
+            return tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=eta)
+        mu = tf.clip_by_value(self.link.inverse_tf(eta), _EPS, 1.0 - _EPS)
+        return -(y * tf.math.log(mu) + (1.0 - y) * tf.math.log(1.0 - mu))
 
     def check_target(self, job: Job, shard):
         """The shard with a 0/1 target: as it is, or with a target of two other values
@@ -78,33 +92,34 @@ class Logistic(Family):
         return check_target(job, shard)
 
     def synthetic_target(self, seed, rows, X, y):
-        """y ~ Bernoulli(σ(x·w_true + b_true)), the seed's line read as logits, drawn from one
-        uniform per row, a pure function of (seed, row)."""
+        """y ~ Bernoulli(g⁻¹(x·w_true + b_true)), the seed's line read through the link, drawn
+        from one uniform per row, a pure function of (seed, row)."""
         theta = np.append(true_weights(X.shape[1]), TRUE_BIAS)
         drawn = uniforms(seed, rows) < self.predict(theta, X.astype(np.float64))
         return drawn.astype(X.dtype)
-
-    def predict(self, theta, X):
-        """P(y = 1 | x) per row, in float64."""
-        return sigmoid(linear_predictor(theta, X))
 
     def classes(self, probabilities: np.ndarray, threshold: float) -> np.ndarray:
         """`predict --threshold`: 1 where the probability is above the threshold, else 0."""
         return (probabilities > threshold).astype(np.float64)
 
     def scores(self, job, theta, blocks):
-        return scores(job, theta, blocks)
+        return scores(job, theta, blocks, self)
 
     def curve(self, theta, xs):
         w, b = theta[0], theta[-1]
-        return self.predict(theta[[0, -1]], xs[:, None]), f"fitted: P(y=1) = σ({w:.4g}x + {b:.4g})"
+        g = "σ" if self.logit else f"{self.link.name}⁻¹"
+        label = f"fitted: P(y=1) = {g}({w:.4g}x + {b:.4g})"
+        return self.predict(theta[[0, -1]], xs[:, None]), label
 
     # IRLS's checks: rows on the wrong side of x·w + b = 0 (or on it), and rows whose fitted
     # probability rounds to 0 or 1
 
     def iteration_counts(self, y, eta):
         wrong = np.count_nonzero(np.where(y > 0.5, eta <= 0.0, eta >= 0.0))
-        return [wrong, np.count_nonzero(np.abs(eta) > SATURATED)]
+        if self.logit:
+            return [wrong, np.count_nonzero(np.abs(eta) > SATURATED)]
+        mu = self.link.inverse(eta)
+        return [wrong, np.count_nonzero((mu < _EPS) | (mu > 1.0 - _EPS))]
 
     def check_iteration(self, counts, rows, l2):
         """Without a penalty, a hyperplane that puts every row on its own class's side makes
@@ -129,8 +144,8 @@ class Logistic(Family):
             return
         k = shard.num_features + 1
         gram = np.zeros((k, k))
-        for X, _ in shard.blocks():
-            A = np.c_[X.astype(np.float64), np.ones(len(X))]
+        for rows in shard.blocks():
+            A = np.c_[rows.X.astype(np.float64), np.ones(len(rows.X))]
             gram += A.T @ A
         # Horovod: every rank's sums, so that every rank decides the same.
         gram = job.allreduce_sum(gram, "newton_gram") / 4.0
@@ -185,7 +200,8 @@ def check_target(job: Job, shard):
     try:
         _check_rows(shard.source, _enumerate_blocks(shard.blocks()), row_name, labels)
         if shard.validation is not None:
-            _check_rows(shard.source, [(0, *shard.validation)], lambda _: "a held-out row", labels)
+            held_out = [(0, shard.validation.y)]
+            _check_rows(shard.source, held_out, lambda _: "a held-out row", labels)
     except UsageError as e:
         error = e
     job.agree(error)
@@ -199,8 +215,8 @@ def _distinct(shard) -> list[float]:
     """This rank's distinct target values, up to 3 of them: more are refused anyway."""
     seen: set[float] = set()
     blocks = [*shard.blocks(), *([shard.validation] if shard.validation is not None else [])]
-    for _, y in blocks:
-        seen.update(np.unique(y).tolist())
+    for rows in blocks:
+        seen.update(np.unique(rows.y).tolist())
         if len(seen) > 2:
             break
     return sorted(seen)[:3]
@@ -215,7 +231,7 @@ def _recoded(shard, high: float):
 
     changes = {"y": recode(shard.y)}
     if shard.validation is not None:
-        changes["validation"] = (shard.validation[0], recode(shard.validation[1]))
+        changes["validation"] = shard.validation._replace(y=recode(shard.validation.y))
     if shard.table is not None:
         read = shard.table.read
 
@@ -227,17 +243,17 @@ def _recoded(shard, high: float):
     return replace(shard, **changes)
 
 
-def _enumerate_blocks(blocks: Iterable[tuple[np.ndarray, np.ndarray]]):
-    """(the first row's number on this rank, X, y) per block."""
+def _enumerate_blocks(blocks: Iterable[Rows]):
+    """(the first row's number on this rank, y) per block."""
     at = 0
-    for X, y in blocks:
-        yield at, X, y
-        at += len(y)
+    for rows in blocks:
+        yield at, rows.y
+        at += len(rows.y)
 
 
 def _check_rows(source: str, blocks, row_name, labels) -> None:
-    """blocks: (the first row's number on this rank, X, y); row_name(number): that row."""
-    for first, _, y in blocks:
+    """blocks: (the first row's number on this rank, y); row_name(number): that row."""
+    for first, y in blocks:
         bad = ~np.isin(y, labels)
         if bad.any():
             where, value = row_name(first + int(np.argmax(bad))), y[int(np.argmax(bad))]
@@ -275,14 +291,16 @@ class ClassificationScores(Scores):
         ]
 
 
-def scores(job: Job, theta: np.ndarray, blocks: Blocks) -> ClassificationScores:
+def scores(job: Job, theta: np.ndarray, blocks: Blocks, family=None) -> ClassificationScores:
     """The scores of theta (w..., b; float64) on every rank's blocks of (X, y). The AUC is
-    exact: every rank's (logit, label) pairs are gathered (16 bytes a row), since no sum of
-    per-rank figures gives the ranking of all rows together."""
+    exact: every rank's (linear predictor, label) pairs are gathered (16 bytes a row), since no
+    sum of per-rank figures gives the ranking of all rows together. family: its link (the
+    logit's without)."""
+    family = family or Logistic()
     z, y = [np.zeros(0)], [np.zeros(0)]
-    for X, yb in blocks:
-        z.append(logits(theta, X.astype(np.float64)))
-        y.append(yb.astype(np.float64))
+    for rows in blocks:
+        z.append(logits(theta, rows.X.astype(np.float64)))
+        y.append(rows.y.astype(np.float64))
     pairs = np.column_stack([np.concatenate(z), np.concatenate(y)])
     # Horovod: every rank's pairs, so that every rank computes the same scores.
     pairs = job.allgather_rows(pairs, "score_pairs")
@@ -294,8 +312,10 @@ def scores(job: Job, theta: np.ndarray, blocks: Blocks) -> ClassificationScores:
         )
     if not len(y):
         return ClassificationScores(0, math.nan, math.nan, math.nan)
-    accuracy = float(np.mean((z > 0) == (y > 0.5)))
-    return ClassificationScores(len(y), float(log_loss_terms(z, y).mean()), accuracy, roc_auc(z, y))
+    threshold = float(family.link(np.array([0.5]))[0])  # η where P(y = 1) = 0.5; 0 for logit
+    accuracy = float(np.mean((z > threshold) == (y > 0.5)))
+    log_loss = float(family.loss_terms(y, z).mean())
+    return ClassificationScores(len(y), log_loss, accuracy, roc_auc(z, y))
 
 
 def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -310,3 +330,9 @@ def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
     mid_ranks = ends - (counts - 1) / 2.0  # 1-based, tied values sharing their mean rank
     rank_sum = float(mid_ranks[inverse][positive].sum())
     return (rank_sum - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
+
+
+class Binomial(Logistic):
+    """The binomial family by its own name (R's and statsmodels'): --model logistic's."""
+
+    NAME = "binomial"

@@ -55,7 +55,7 @@ class DevianceScores(Scores):
 def deviance_scores(job, family, theta: np.ndarray, blocks: Iterable) -> DevianceScores:
     """The scores of theta on every rank's blocks of (X, y): two allreduces, the second for
     the deviance of the mean of every rank's targets."""
-    blocks = [(X.astype(np.float64), y.astype(np.float64)) for X, y in blocks]
+    blocks = [(rows.X.astype(np.float64), rows.y.astype(np.float64)) for rows in blocks]
     sums = np.zeros(4)  # rows, Σy, Σd(y, μ), Σ(y - μ)²
     for X, y in blocks:
         mu = family.link.inverse(linear_predictor(theta, X))

@@ -128,8 +128,8 @@ def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, i
     null_eta = float(family.link(np.array([y_mean]))[0])
     null = math.isfinite(null_eta)
     more = np.zeros(3)
-    for X, y in shard.blocks(block_rows(k)):
-        X, y = X.astype(np.float64), y.astype(np.float64)
+    for rows in shard.blocks(block_rows(k)):
+        X, y = rows.X.astype(np.float64), rows.y.astype(np.float64)
         eta = X @ theta[:-1] + theta[-1]
         more[0] += family.log_likelihood(y, eta, scale)
         if null:
@@ -161,9 +161,9 @@ def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, i
 
 def _target_sums(shard) -> list[float]:
     total, count = 0.0, 0
-    for _, y in shard.blocks():
-        total += float(y.astype(np.float64).sum())
-        count += len(y)
+    for rows in shard.blocks():
+        total += float(rows.y.astype(np.float64).sum())
+        count += len(rows.y)
     return [total, count]
 
 
@@ -175,8 +175,8 @@ def _pass(job: Job, shard, family: Family, theta: np.ndarray):
     rows = block_rows(k + 1)
 
     def blocks():
-        for X, y in shard.blocks(rows):
-            X, y = X.astype(np.float64), y.astype(np.float64)
+        for block in shard.blocks(rows):
+            X, y = block.X.astype(np.float64), block.y.astype(np.float64)
             eta = X @ theta[:-1] + theta[-1]
             mu = link.inverse(eta)
             valid = family.valid_mean(mu)

@@ -217,8 +217,8 @@ def _leaf_factors(A: np.ndarray, leaf: int) -> list[np.ndarray]:
 
 def _blocks(shard: Shard, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """This rank's rows as float64 blocks: no float64 copy of the whole shard."""
-    for X, y in shard.blocks(rows):
-        yield X.astype(np.float64), y.astype(np.float64)
+    for block in shard.blocks(rows):
+        yield block.X.astype(np.float64), block.y.astype(np.float64)
 
 
 def _block_rows(n: int) -> int:
@@ -333,7 +333,8 @@ def residual_gradient(job: Job, shard: Shard, factor: Factor, w: np.ndarray) -> 
     x_mean, y_mean = factor.x_mean.astype(np.longdouble), np.longdouble(factor.y_mean)
     w = np.where(kept, w, 0.0).astype(np.longdouble)
     gradient = np.zeros(F, np.longdouble)
-    for X, y in shard.blocks(max(1, _BLOCK_BYTES // (16 * (F + 1)))):
+    for block in shard.blocks(max(1, _BLOCK_BYTES // (16 * (F + 1)))):
+        X, y = block.X, block.y
         # Cast and centred in one pass; np.dot and einsum run NumPy's longdouble loops in
         # row order, where `@` walks Xcᵀ across rows.
         Xc = np.subtract(X, x_mean)

@@ -344,12 +344,12 @@ def test_synthetic_logistic_rows_are_the_same_for_any_rank_count():
     cfg = Config(model="logistic", num_samples=6000, batch_size=10, validation_fraction=0.1)
     whole = load_shard(cfg, 0, 1)
     parts = [load_shard(cfg, rank, 3) for rank in range(3)]
-    X = np.concatenate([whole.X, whole.validation[0]])
-    y = np.concatenate([whole.y, whole.validation[1]])
+    X = np.concatenate([whole.X, whole.validation.X])
+    y = np.concatenate([whole.y, whole.validation.y])
     assert set(np.unique(y)) == {0.0, 1.0}
     rows = {(float(a), float(b)) for a, b in zip(X[:, 0], y)}
     for part in parts:
-        for Xp, yp in [(part.X, part.y), part.validation]:
+        for Xp, yp in [(part.X, part.y), (part.validation.X, part.validation.y)]:
             assert {(float(a), float(b)) for a, b in zip(Xp[:, 0], yp)} <= rows
     p = 1 / (1 + np.exp(-(5.0 * X[:, 0].astype(np.float64) + 2.0)))
     assert abs(y.mean() - p.mean()) < 4 * np.sqrt((p * (1 - p)).sum()) / len(y)

@@ -67,8 +67,8 @@ def check_target_values(job: Job, shard, valid, needs: str) -> None:
     rows = "training row" if shard.num_validation else "data row"
     try:
         at = 0
-        for rows in shard.blocks():
-            y = rows.y
+        for block in shard.blocks():
+            y = block.y
             bad = ~valid(y)
             if bad.any():
                 i = int(np.argmax(bad))

@@ -128,8 +128,8 @@ def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, i
     null_eta = float(family.link(np.array([y_mean]))[0])
     null = math.isfinite(null_eta)
     more = np.zeros(3)
-    for rows in shard.blocks(block_rows(k)):
-        X, y = rows.X.astype(np.float64), rows.y.astype(np.float64)
+    for block in shard.blocks(block_rows(k)):
+        X, y = block.X.astype(np.float64), block.y.astype(np.float64)
         eta = X @ theta[:-1] + theta[-1]
         more[0] += family.log_likelihood(y, eta, scale)
         if null:

@@ -316,3 +316,22 @@ def test_binomial_is_statsmodels_with_each_link(link, tmp_path):
     ref = statsmodels_fit(sm.families.Binomial(links[link]()), X, y)
     assert_is_statsmodels(metrics, ref)
     assert metrics["statistics"]["null_log_likelihood"] == pytest.approx(ref.llnull, rel=1e-10)
+
+
+def test_a_start_outside_the_domain_and_a_singular_design_are_refused(counts, tmp_path, capsys):
+    """An all-zero target with the sqrt link starts at μ = 0, where Poisson has no mean; a
+    repeated feature makes the Fisher information singular."""
+    path, X, y = counts
+    np.savez(tmp_path / "zeros.npz", X=X, y=np.zeros_like(y))
+    args = ["--model", "poisson", "--solver", "exact", "--quiet"]
+    assert main([*args, "--link", "sqrt", "--data", str(tmp_path / "zeros.npz")]) == 2
+    assert (
+        "IRLS cannot start: --model poisson with the sqrt link has no valid mean at the "
+        "target's mean 0" in capsys.readouterr().err
+    )
+    np.savez(tmp_path / "twice.npz", X=np.c_[X[:, 0], X[:, 0]], y=y)
+    assert main([*args, "--data", str(tmp_path / "twice.npz")]) == 2
+    assert (
+        "the Fisher information of the poisson model is singular: features are collinear or "
+        "constant; drop the redundant ones, or fit with --l2 > 0" in capsys.readouterr().err
+    )

@@ -67,6 +67,13 @@ class Fit:
 def optimum(job: Job, shard, family: Family, l2: float) -> Fit:
     """IRLS from the intercept-only model; a UsageError where the fit has no finite optimum
     (the family says why) or the design is singular."""
+    # A step may leave the family's domain for some rows: the passes count those and the step
+    # is halved, so NumPy's warnings about them would only be noise on every rank's stderr.
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return _optimum(job, shard, family, l2)
+
+
+def _optimum(job: Job, shard, family: Family, l2: float) -> Fit:
     F = shard.num_features
     y_sum, rows = job.allreduce_sum(_target_sums(shard), "irls_start")  # Horovod: every rank's
     y_mean = y_sum / rows if rows else 0.0
@@ -87,7 +94,8 @@ def optimum(job: Job, shard, family: Family, l2: float) -> Fit:
         if sums["outside"] or worse:
             if best is None:
                 raise UsageError(
-                    f"--model {family.NAME}: {family.link.name} link's start is invalid"
+                    f"IRLS cannot start: --model {family.NAME} with the {family.link.name} "
+                    f"link has no valid mean at the target's mean {y_mean:g}"
                 )
             scale /= 2
             theta = best[0] + scale * step

@@ -101,6 +101,7 @@ class Family:
     SERVING_OUTPUT = "mean"  # the serving signature's output
     # The scale (dispersion) φ is 1 (binomial, Poisson), or estimated by Pearson's χ² / dof
     FIXED_SCALE = True
+    POSITIVE_MEAN = False  # whether μ must be > 0 (Poisson, Gamma, Tweedie)
 
     def __init__(self, link: str | None = None):
         name = link or self.LINKS[0]
@@ -140,7 +141,7 @@ class Family:
 
     def valid_mean(self, mu: np.ndarray) -> np.ndarray:
         """Where μ is a mean the family can have (IRLS halves a step that leaves it)."""
-        return np.isfinite(mu)
+        return np.isfinite(mu) & (mu > 0) if self.POSITIVE_MEAN else np.isfinite(mu)
 
     def clean_mean(self, mu: np.ndarray) -> np.ndarray:
         """μ where the IRLS weights are computed: off the edge of the domain, where V(μ) or

@@ -19,6 +19,7 @@ class Gamma(Family):
     NAME = "gamma"
     LOSS = "mean half Gamma deviance"
     LINKS = ("inverse", "log", "identity")
+    POSITIVE_MEAN = True
     FIXED_SCALE = False
 
     def variance(self, mu):
@@ -32,9 +33,6 @@ class Gamma(Family):
         nu, ratio = 1.0 / scale, y / self.link.inverse(eta)
         terms = nu * np.log(nu * ratio) - nu * ratio - math.lgamma(nu) - np.log(y)
         return float(terms.sum())
-
-    def valid_mean(self, mu):
-        return np.isfinite(mu) & (mu > 0)
 
     def loss_terms_tf(self, y, eta):
         import tensorflow as tf

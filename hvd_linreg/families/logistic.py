@@ -103,7 +103,7 @@ class Logistic(Family):
         return (probabilities > threshold).astype(np.float64)
 
     def scores(self, job, theta, blocks):
-        return scores(job, theta, blocks, self)
+        return scores(job, self, theta, blocks)
 
     def curve(self, theta, xs):
         w, b = theta[0], theta[-1]
@@ -176,11 +176,6 @@ def _saturated(counts: dict[str, float]) -> str:
         "likelihood has no finite maximum. Drop the feature(s) that separate them, or fit with "
         "--l2 > 0"
     )
-
-
-def logits(theta: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """x·w + b in float64, term by term: a row's value must not depend on the rank count."""
-    return linear_predictor(theta, X)
 
 
 def check_target(job: Job, shard):
@@ -291,15 +286,13 @@ class ClassificationScores(Scores):
         ]
 
 
-def scores(job: Job, theta: np.ndarray, blocks: Blocks, family=None) -> ClassificationScores:
+def scores(job: Job, family: Logistic, theta: np.ndarray, blocks: Blocks) -> ClassificationScores:
     """The scores of theta (w..., b; float64) on every rank's blocks of (X, y). The AUC is
     exact: every rank's (linear predictor, label) pairs are gathered (16 bytes a row), since no
-    sum of per-rank figures gives the ranking of all rows together. family: its link (the
-    logit's without)."""
-    family = family or Logistic()
+    sum of per-rank figures gives the ranking of all rows together."""
     z, y = [np.zeros(0)], [np.zeros(0)]
     for rows in blocks:
-        z.append(logits(theta, rows.X.astype(np.float64)))
+        z.append(linear_predictor(theta, rows.X.astype(np.float64)))
         y.append(rows.y.astype(np.float64))
     pairs = np.column_stack([np.concatenate(z), np.concatenate(y)])
     # Horovod: every rank's pairs, so that every rank computes the same scores.

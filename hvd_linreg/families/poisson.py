@@ -21,6 +21,7 @@ class Poisson(Family):
     NAME = "poisson"
     LOSS = "mean half Poisson deviance"
     LINKS = ("log", "identity", "sqrt")
+    POSITIVE_MEAN = True
 
     def variance(self, mu):
         return mu
@@ -31,9 +32,6 @@ class Poisson(Family):
     def log_likelihood(self, y, eta, scale):
         mu = self.link.inverse(eta)
         return float((xlogy(y, mu) - mu - _lgamma(y + 1.0)).sum())
-
-    def valid_mean(self, mu):
-        return np.isfinite(mu) & (mu > 0)
 
     def loss_terms_tf(self, y, eta):
         import tensorflow as tf

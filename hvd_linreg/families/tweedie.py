@@ -18,6 +18,7 @@ class Tweedie(Family):
     NAME = "tweedie"
     LOSS = "mean half Tweedie deviance"
     LINKS = ("log", "identity")
+    POSITIVE_MEAN = True
     FIXED_SCALE = False
     DEFAULT_POWER = 1.5
 
@@ -41,9 +42,6 @@ class Tweedie(Family):
 
     def log_likelihood(self, y, eta, scale):
         return float("nan")  # no closed form (a series would be needed)
-
-    def valid_mean(self, mu):
-        return np.isfinite(mu) & (mu > 0)
 
     def loss_terms_tf(self, y, eta):
         import tensorflow as tf

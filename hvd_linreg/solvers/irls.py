@@ -125,7 +125,7 @@ def _optimum(job: Job, shard, family: Family, l2: float) -> Fit:
 def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, iterations) -> Fit:
     """The converged fit, with its likelihood's figures: one more pass and allreduce. The
     intercept-only model's log-likelihood is at the fit's scale, as statsmodels' llnull."""
-    rows, k = int(round(factor.count)), len(theta)
+    rows, k = factor.count, len(theta)
     y_mean = sums["y"] / rows if rows else 0.0
     grad = gradient * family.LOSS_SCALE / max(rows, 1)
     grad[:-1] += 2.0 * l2 * theta[:-1]

@@ -133,6 +133,21 @@ class Config:
         "(default: every column but the target)",
         "A,B,...",
     )
+    weights: str | None = setting(
+        None,
+        "the column of each row's prior weight (>= 0; 0: the row counts for nothing), as R's "
+        "glm(weights=) and statsmodels' var_weights; for binomial proportions, the trials",
+        "COL",
+    )
+    offset: str | None = setting(
+        None, "the column added to each row's linear predictor x.w + b, as a known term", "COL"
+    )
+    exposure: str | None = setting(
+        None,
+        "the column of each row's exposure (> 0) for log-link models: log(exposure) is added "
+        "to the linear predictor, so that the mean is a rate times the exposure",
+        "COL",
+    )
     dtype: str | None = setting(
         None,
         "precision of the data and the model (default: a file's own, float64 for CSV text; "
@@ -256,13 +271,20 @@ class Config:
         self._check_link()
 
     def _check_link(self) -> None:
-        """A link the family takes (the family module says which; it imports no TensorFlow)."""
+        """A link the family takes (the family module says which; it imports no TensorFlow),
+        and the log link for an exposure."""
         if self.tweedie_power is not None and self.model != "tweedie":
             raise UsageError("--tweedie_power is for --model tweedie")
-        if self.link is not None:
+        if self.link is not None or self.exposure is not None:
             from hvd_linreg import families
 
-            families.get(self.model, self.link)
+            link = families.get(self.model, self.link).link.name
+            if self.exposure is not None and link != "log":
+                raise UsageError(
+                    f"--exposure multiplies the mean only under the log link, and --model "
+                    f"{self.model} has the {link} link here: add --link log, or pass "
+                    "log(exposure) with --offset"
+                )
 
     def _check_whole_steps(self) -> None:
         """Checkpoints and log lines fall between updates, never inside an accumulation."""
@@ -282,11 +304,26 @@ class Config:
                         f"--{name} cannot be combined with --data: it comes from the file"
                     )
         else:
-            for flag, value in (("--target", self.target), ("--features", self.features)):
+            for flag, value in (
+                ("--target", self.target),
+                ("--features", self.features),
+                ("--weights", self.weights),
+                ("--offset", self.offset),
+                ("--exposure", self.exposure),
+            ):
                 if value is not None:
                     raise UsageError(
                         f"{flag} names columns of a CSV or Parquet file, so it needs --data"
                     )
+        carried = [("--weights", self.weights), ("--offset", self.offset)]
+        carried += [("--exposure", self.exposure)]
+        named = [(flag, name) for flag, name in carried if name is not None]
+        for flag, name in named:
+            if not name.strip() or "," in name:
+                raise UsageError(f"{flag} takes one column name, got {name!r}")
+            for other, theirs in named:
+                if other < flag and theirs == name:
+                    raise UsageError(f"{other} and {flag} name the same column {name!r}")
         if self.features is not None:
             names = self.feature_columns if isinstance(self.features, str) else ()
             if not names or not all(names) or len(set(names)) < len(names):

@@ -59,7 +59,8 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
     for header in headers[1:]:
         check_same_columns(files[0], names, header.path, header.names)
     spec = DataSpec.of(cfg)
-    chosen, t = choose_columns(names, spec.target, spec.features, files[0])
+    chosen, t = choose_columns(names, spec.target, spec.features, files[0], spec.carried)
+    carried = spec.carried
     rows, counts, file_rows = _scattered_rows(headers, rank, size, job)
     if sum(file_rows) == 0:
         raise UsageError(f"{cfg.data} has a header but no data rows")
@@ -67,14 +68,24 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
     layout = layout_for(holdout.num_train, rank, size, cfg.batch_size, batched=cfg.batched)
     table, validation = _to_owners(rows, sum(counts[:rank]), holdout, layout, job)
     dtype = spec.dtype or "float64"  # decimal text: float64 keeps what it says
-    where = RowNames(files, tuple(file_rows), column_labels(names[j] for j in [*chosen, t]))
-    X, y = _columns(table, chosen, t, dtype)
-    features = tuple(names[j] for j in chosen)
-    shard = Shard(X, y, layout, cfg.data, feature_names=features, target_name=names[t])
+    labels = column_labels(names[j] for j in [*chosen, t])
+    where = RowNames(files, tuple(file_rows), labels, carried)
+    features = chosen[: len(chosen) - len(carried)]
+    X, y, C = _columns(table, chosen, t, dtype, len(carried))
+    shard = Shard(
+        X,
+        y,
+        layout,
+        cfg.data,
+        feature_names=tuple(names[j] for j in features),
+        target_name=names[t],
+        carried=C,
+        carried_columns=carried,
+    )
     where.check_shard(shard, holdout.file_row(layout))
     if holdout.held_out:
-        X, y = _columns(validation, chosen, t, dtype)
-        shard = with_validation(shard, holdout, holdout.piece(rank, size), X, y, where)
+        X, y, C = _columns(validation, chosen, t, dtype, len(carried))
+        shard = with_validation(shard, holdout, holdout.piece(rank, size), X, y, where, C)
     return shard
 
 
@@ -133,13 +144,16 @@ def _to_owners(
     return table[layout.held_positions()], validation  # received in file order: runs, then tail
 
 
-def _columns(table: np.ndarray, chosen: list[int], t: int, dtype) -> tuple[np.ndarray, np.ndarray]:
-    """The chosen columns of a CSV's rows as the features, column t as the target."""
-    X = aligned_empty((len(table), len(chosen)), dtype)
-    X[...] = table[:, chosen]
+def _columns(table: np.ndarray, chosen: list[int], t: int, dtype, carried: int = 0) -> tuple:
+    """The chosen columns of a CSV's rows as the features, column t as the target, and the
+    chosen's last `carried` as the carried columns (float64; None when there are none)."""
+    features = chosen[: len(chosen) - carried]
+    X = aligned_empty((len(table), len(features)), dtype)
+    X[...] = table[:, features]
     y = aligned_empty((len(table),), dtype)
     y[...] = table[:, t]
-    return X, y
+    C = table[:, chosen[len(features) :]] if carried else None
+    return X, y, C
 
 
 def csv_split_text(p: Path, data_start: int, rank: int, size: int) -> str:

@@ -125,25 +125,36 @@ class Layout:
         return np.where(batched, (ids % self.stride) // self.run_length, in_tail)
 
     def take(
-        self, table: Table, dtype, rows: range, tail: bool = False
-    ) -> tuple[np.ndarray, np.ndarray]:
+        self, table: Table, dtype, rows: range, carried: int = 0, tail: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """This rank's rows of table, as dtype, in aligned arrays: its rows in batches
         rows.start .. rows.stop - 1 (multiples of g), taken mod n, then (with tail) its piece
-        of the rows in no batch. Rows it holds twice are read once."""
+        of the rows in no batch. Rows it holds twice are read once. (X, y, C): the table's
+        last `carried` feature columns are C, in float64 (None when there are none)."""
         once = range(rows.start, min(rows.stop, rows.start + self.num_train))
         tail = self.tail if tail else slice(0, 0)
-        X = aligned_empty((len(rows) + tail.stop - tail.start, table.num_features), dtype)
+        p = table.num_features - carried
+        X = aligned_empty((len(rows) + tail.stop - tail.start, p), dtype)
         y = aligned_empty((len(X),), dtype)
+        C = np.empty((len(X), carried)) if carried else None
         at = 0
-        for X_part, y_part in self._parts(table, once):
-            X[at : at + len(y_part)], y[at : at + len(y_part)] = X_part, y_part
+
+        def put(X_part: np.ndarray, y_part: np.ndarray) -> None:
+            nonlocal at
+            X[at : at + len(y_part)], y[at : at + len(y_part)] = X_part[:, :p], y_part
+            if C is not None:
+                C[at : at + len(y_part)] = X_part[:, p:]
             at += len(y_part)
+
+        for part in self._parts(table, once):
+            put(*part)
         X[at : len(rows)], y[at : len(rows)] = X[: len(rows) - at], y[: len(rows) - at]
+        if C is not None:
+            C[at : len(rows)] = C[: len(rows) - at]
         at = len(rows)
-        for X_part, y_part in table.parts(tail.start, tail.stop):
-            X[at : at + len(y_part)], y[at : at + len(y_part)] = X_part, y_part
-            at += len(y_part)
-        return X, y
+        for part in table.parts(tail.start, tail.stop):
+            put(*part)
+        return X, y, C
 
     def _parts(self, table: Table, rows: range) -> Iterator[tuple]:
         """This rank's rows in batches rows.start .. rows.stop - 1, taken mod n, in order."""

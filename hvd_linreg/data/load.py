@@ -13,7 +13,7 @@ from hvd_linreg.data.columns import column_labels
 from hvd_linreg.data.files import READERS, data_files, open_table
 from hvd_linreg.data.holdout import Holdout
 from hvd_linreg.data.layout import Layout, layout_for
-from hvd_linreg.data.rows import Rows
+from hvd_linreg.data.rows import Carried, Rows
 from hvd_linreg.data.shard import RowNames, Shard, with_validation
 from hvd_linreg.data.spec import DataSpec, ScatterReader, TableReader
 from hvd_linreg.data.synthetic import TRUE_BIAS, synthetic_rows, true_weights
@@ -73,6 +73,12 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
                 raise UsageError(
                     f"{flag} names columns of a CSV or Parquet file; it does not apply to {suffix}"
                 )
+        if spec.carried.names and not reader.named_arrays:
+            raise UsageError(
+                f"{spec.carried.roles[0]} names a column of a CSV or Parquet file, or an array "
+                f"of a .npz file (beside X and y); a {suffix} file has neither: save the "
+                "arrays in one .npz (np.savez(path, X=X, y=y, weight=w))"
+            )
     table = open_table(files, spec)
     if table.num_rows == 0:
         raise UsageError(f"{cfg.data} holds no rows")
@@ -83,34 +89,46 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
         training.num_rows, rank, size, cfg.batch_size, table.row_bytes, whole, cfg.batched
     )
     dtype = np.dtype(spec.dtype or table.dtype)
-    labels = column_labels(table.columns) if table.columns else reader.labels(table.num_features)
-    names = RowNames(files, table.file_rows, labels)
+    carried = spec.carried
+    if table.columns:
+        labels = column_labels(table.columns)
+    else:  # the features' and the target's labels, and the carried arrays' between them
+        labels = reader.labels(table.num_features - len(carried))
+        labels[-1:-1] = [f"array {name!r}" for name in carried.names]
+    names = RowNames(files, table.file_rows, labels, carried)
     try:
-        shard = _table_shard(cfg.data, table, training, layout, dtype)
+        shard = _table_shard(cfg.data, table, training, layout, dtype, carried)
         names.check_shard(shard, holdout.file_row(layout))
         if holdout.held_out:  # held in memory: a fraction of the rows, used at log steps
             ids = holdout.piece(rank, size)
             X, y = rows_of(table, ids)
-            shard = with_validation(shard, holdout, ids, X.astype(dtype), y.astype(dtype), names)
+            p = X.shape[1] - len(carried)
+            C = X[:, p:].astype(np.float64) if len(carried) else None
+            X, y = X[:, :p].astype(dtype), y.astype(dtype)
+            shard = with_validation(shard, holdout, ids, X, y, names, C)
     except OSError as e:
         raise UsageError(f"cannot read {cfg.data}: {e}") from None
     return shard
 
 
-def _table_shard(source: str, table: Table, training: Table, layout: Layout, dtype) -> Shard:
+def _table_shard(
+    source: str, table: Table, training: Table, layout: Layout, dtype, carried: Carried
+) -> Shard:
     """The shard of the training rows: all in memory, or, when they do not fit, the first run
-    (checked now, block by block; read again as training uses it)."""
+    (checked now, block by block; read again as training uses it). The table's last
+    len(carried) feature columns are the carried ones."""
     shard_bytes = layout.num_held * (table.num_features + 1) * dtype.itemsize
-    names = table.columns[:-1] if table.columns else None
+    p, k = table.num_features - len(carried), len(carried)
+    names = table.columns[:p] if table.columns else None
     target_name = table.columns[-1] if table.columns else None
+    described = {"feature_names": names, "target_name": target_name, "carried_columns": carried}
     if shard_bytes > memory_per_rank() * _SHARD_SHARE:
-        X, y = layout.take(training, dtype, range(layout.run_length))
-        shard = Shard(X, y, layout, source, table=training, feature_names=names)
-        shard = replace(shard, target_name=target_name)
+        X, y, C = layout.take(training, dtype, range(layout.run_length), k)
+        shard = Shard(X, y, layout, source, table=training, carried=C, **described)
     else:
         held = range(layout.num_train + layout.num_wrap)
-        X, y = layout.take(training, dtype, held, tail=True)
-        shard = Shard(X, y, layout, source, feature_names=names, target_name=target_name)
+        X, y, C = layout.take(training, dtype, held, k, tail=True)
+        shard = Shard(X, y, layout, source, carried=C, **described)
     whole_bytes = table.whole_rows * table.row_bytes
     if (
         layout.size > 1

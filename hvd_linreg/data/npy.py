@@ -44,8 +44,9 @@ def npy_table(files: list[Path], spec: DataSpec) -> Table:
 
 
 def npz_table(files: list[Path], spec: DataSpec) -> Table:
-    """A .npz file's arrays X (rows, features) and y (rows,)."""
-    return _opened(files[0], _npz_table)
+    """A .npz file's arrays X (rows, features) and y (rows,), and the arrays the carried
+    columns name (--weights w: an array w of one value per row), read as X's last columns."""
+    return _opened(files[0], lambda p: _npz_table(p, spec.carried.names))
 
 
 def npz_labels(num_features: int) -> list[str]:
@@ -54,7 +55,9 @@ def npz_labels(num_features: int) -> list[str]:
 
 
 NPY = TableReader(npy_table)
-NPZ = TableReader(npz_table, several_files=False, labels=npz_labels, note="(arrays X and y)")
+NPZ = TableReader(
+    npz_table, several_files=False, labels=npz_labels, note="(arrays X and y)", named_arrays=True
+)
 
 
 def _opened(p: Path, opener: Callable):
@@ -79,18 +82,27 @@ def _npy_array(p: Path) -> np.ndarray | StoredArray:
     return a
 
 
-def _npz_table(p: Path) -> Table:
-    X, y = _npz_arrays(p)
+def _npz_table(p: Path, carried: tuple[str, ...] = ()) -> Table:
+    X, y, *more = _npz_arrays(p, carried)
+
+    def read(start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        if not more:
+            return X[start:stop], y[start:stop]
+        return np.column_stack([X[start:stop], *(a[start:stop] for a in more)]), y[start:stop]
+
+    columns = X.shape[1] + len(more)
+    dtype = own_dtype(X.dtype, y.dtype) if not more else np.result_type(X.dtype, *more)
     return Table(
-        lambda start, stop: (X[start:stop], y[start:stop]),
+        read,
         len(y),
-        X.shape[1],
-        (X.shape[1] + 1) * X.dtype.itemsize,
+        columns,
+        (columns + 1) * np.dtype(dtype).itemsize,
         own_dtype(X.dtype, y.dtype),
     )
 
 
-def _npz_arrays(p: Path) -> tuple[np.ndarray | StoredArray, np.ndarray | StoredArray]:
+def _npz_arrays(p: Path, carried: tuple[str, ...] = ()) -> list[np.ndarray | StoredArray]:
+    """X, y and the carried arrays of a .npz file."""
     with open_without_readahead(p) as f, zipfile.ZipFile(f) as z:
         names = {Path(n).stem: n for n in z.namelist()}
     missing = [k for k in ("X", "y") if k not in names]
@@ -99,9 +111,21 @@ def _npz_arrays(p: Path) -> tuple[np.ndarray | StoredArray, np.ndarray | StoredA
             f"{p}: a .npz file must hold arrays named X and y; missing {', '.join(missing)} "
             f"(found: {', '.join(sorted(names)) or 'nothing'})"
         )
+    for name in carried:
+        if name not in names or name in ("X", "y"):
+            raise UsageError(
+                f"{p} has no array {name!r} beside X and y to read as a column "
+                f"(found: {', '.join(sorted(names))})"
+            )
     X, y = (_npz_member(p, names[k]) for k in ("X", "y"))
-    for a in (X, y):
+    more = [_npz_member(p, names[k]) for k in carried]
+    for a in (X, y, *more):
         _check_numeric(a, str(p))
+    for name, a in zip(carried, more):
+        if a.ndim != 1 or len(a) != len(y):
+            raise UsageError(
+                f"{p}: array {name!r} must hold one value per row, ({len(y)},); got {a.shape}"
+            )
     if X.ndim == 1:
         X = X.reshape(-1, 1)
     if y.ndim == 2 and y.shape[1] == 1:
@@ -112,7 +136,7 @@ def _npz_arrays(p: Path) -> tuple[np.ndarray | StoredArray, np.ndarray | StoredA
         )
     if len(X) != len(y):
         raise UsageError(f"{p}: X has {len(X)} rows but y has {len(y)}; they must match")
-    return X, y
+    return [X, y, *more]
 
 
 # NumPy's public .npy header readers, by format version (np.savez writes 1.0, or 2.0 for huge

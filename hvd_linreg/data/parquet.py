@@ -27,7 +27,7 @@ def parquet_table(files: list[Path], spec: DataSpec) -> Table:
     for p, m in zip(files[1:], metadata[1:]):
         _check_same_columns(files[0], schema, p, m.schema.to_arrow_schema())
     names = schema.names
-    chosen, t = choose_columns(names, spec.target, spec.features, files[0])
+    chosen, t = choose_columns(names, spec.target, spec.features, files[0], spec.carried)
     columns = [names[j] for j in [*chosen, t]]
     dtype = own_dtype(*(_numpy_type(files[0], schema.field(name)) for name in columns))
     groups = [(p, m, g) for p, m in zip(files, metadata) for g in range(m.num_row_groups)]

@@ -1,8 +1,13 @@
 """Rows: a block of rows as the tool carries them from data/ to the trainer, the solvers, the
-scores and predict. A column a run adds (a prior weight, an offset) is one field here."""
+scores and predict. A column a run adds (a prior weight, an offset) is one field here.
+
+Carried: the columns a run reads beside its features and target (--weights, --offset,
+--exposure). Readers read them as trailing columns of the features; the layout's take() and
+the CSV reader set them apart, and Carried.rows() makes them the Rows' fields."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -13,3 +18,81 @@ class Rows(NamedTuple):
     y: np.ndarray  # (rows,), the dtype of X
     weight: np.ndarray | None = None  # each row's prior weight; None: 1
     offset: np.ndarray | None = None  # added to each row's linear predictor; None: 0
+
+    def weights(self) -> np.ndarray:
+        """Each row's prior weight in float64 (1 without --weights)."""
+        if self.weight is None:
+            return np.ones(len(self.y))
+        return self.weight.astype(np.float64, copy=False)
+
+    def counted(self) -> Rows:
+        """The rows whose weight is above 0: a row of weight 0 counts for nothing, in the fit,
+        its degrees of freedom and its row counts, as R's glm has it."""
+        if self.weight is None or (self.weight > 0).all():
+            return self
+        keep = self.weight > 0
+        offset = None if self.offset is None else self.offset[keep]
+        return Rows(self.X[keep], self.y[keep], self.weight[keep], offset)
+
+    def slice(self, start: int, stop: int) -> Rows:
+        """Rows start .. stop - 1."""
+        return Rows(*(None if a is None else a[start:stop] for a in self))
+
+
+@dataclass(frozen=True)
+class Carried:
+    """The columns a run reads beside the features and the target, by their role: the name of
+    each in the data (None: not read)."""
+
+    weight: str | None = None  # --weights: prior weights, >= 0
+    offset: str | None = None  # --offset: added to the linear predictor
+    exposure: str | None = None  # --exposure: log(exposure) added to it, exposure > 0
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The columns read, in this order: weight, offset, exposure (those given)."""
+        return tuple(name for name in (self.weight, self.offset, self.exposure) if name)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The flag of each column of names."""
+        flags = ("--weights", "--offset", "--exposure")
+        given = (self.weight, self.offset, self.exposure)
+        return tuple(flag for flag, name in zip(flags, given) if name)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def offset_given(self) -> bool:
+        """Whether the rows have an offset (--offset, --exposure)."""
+        return bool(self.offset or self.exposure)
+
+    def rows(self, X: np.ndarray, y: np.ndarray, C: np.ndarray | None) -> Rows:
+        """The Rows of features X, target y and the carried columns C (rows, len(self))."""
+        if not len(self):
+            return Rows(X, y)
+        at = iter(range(len(self)))
+        weight = C[:, next(at)] if self.weight else None
+        offset = C[:, next(at)].astype(np.float64) if self.offset else None
+        if self.exposure:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                log_exposure = np.log(C[:, next(at)].astype(np.float64))
+            offset = log_exposure if offset is None else offset + log_exposure
+        return Rows(X, y, weight, offset)
+
+    def problem(self, C: np.ndarray) -> tuple[int, int, str] | None:
+        """The first row of C that breaks its column's rule, as (row, column, what its rule
+        is), or None: a weight is >= 0, an exposure > 0 (finite: checked with the rows)."""
+        rules = {"--weights": (lambda c: c >= 0, "a weight must be >= 0")}
+        rules["--exposure"] = (lambda c: c > 0, "an exposure must be > 0")
+        for j, role in enumerate(self.roles):
+            if role in rules:
+                ok, what = rules[role]
+                bad = ~ok(C[:, j])
+                if bad.any():
+                    return int(np.argmax(bad)), j, what
+        return None
+
+
+NOTHING_CARRIED = Carried()

@@ -11,7 +11,7 @@ import numpy as np
 
 from hvd_linreg.config import UsageError
 from hvd_linreg.data.layout import Layout
-from hvd_linreg.data.rows import Rows
+from hvd_linreg.data.rows import NOTHING_CARRIED, Carried, Rows
 from hvd_linreg.data.table import Table
 
 if TYPE_CHECKING:
@@ -40,6 +40,10 @@ class Shard:
     # Rows of the file read whole (Parquet's largest row group) when that is more than a run:
     # then a rank reads rows of other ranks too (train.prepare warns).
     oversized_reads: int = 0
+    # --weights, --offset, --exposure: the columns read beside X and y (rows, k) in float64,
+    # in the rows of X, and what each is (Carried.rows makes them the Rows' fields)
+    carried: np.ndarray | None = None
+    carried_columns: Carried = NOTHING_CARRIED
 
     @property
     def num_features(self) -> int:
@@ -62,26 +66,39 @@ class Shard:
         """The precision the rows are held in: float32 or float64."""
         return self.X.dtype.name
 
+    @property
+    def weighted(self) -> bool:
+        """Whether the rows carry prior weights (--weights)."""
+        return self.carried_columns.weight is not None
+
     def validation_blocks(self, max_rows: int = 1 << 15) -> Iterator[Rows]:
         """This rank's validation rows in blocks of max_rows (none without a held-out set)."""
-        X, y = (self.validation or Rows(self.X[:0], self.y[:0]))[:2]
-        for start in range(0, len(y), max_rows):
-            yield Rows(X[start : start + max_rows], y[start : start + max_rows])
+        rows = self.validation or Rows(self.X[:0], self.y[:0])
+        for start in range(0, len(rows.y), max_rows):
+            yield rows.slice(start, start + max_rows)
 
     def blocks(self, max_rows: int = 1 << 15) -> Iterator[Rows]:
         """All of this rank's rows, each once, runs then tail, in blocks of about max_rows."""
+        for X, y, C in self.raw_blocks(max_rows):
+            yield self.carried_columns.rows(X, y, C)
+
+    def raw_blocks(self, max_rows: int = 1 << 15) -> Iterator[tuple]:
+        """blocks() as read: (X, y, the carried columns or None)."""
         layout, n = self.layout, self.layout.num_train
         if self.table is None:
             tail = n + layout.num_wrap  # after the copy of the first rows
+            C = self.carried
             for rows in (range(0, n), range(tail, len(self.y))):
                 for start in range(rows.start, rows.stop, max_rows):
                     stop = min(start + max_rows, rows.stop)
-                    yield Rows(self.X[start:stop], self.y[start:stop])
+                    carried = None if C is None else C[start:stop]
+                    yield self.X[start:stop], self.y[start:stop], carried
             return
         step = max(1, max_rows // layout.run_length) * layout.run_length
+        k = len(self.carried_columns)
         for start in range(0, n, step):
-            yield Rows(*layout.take(self.table, self.dtype, range(start, min(start + step, n))))
-        yield Rows(*layout.take(self.table, self.dtype, range(0), tail=True))
+            yield layout.take(self.table, self.dtype, range(start, min(start + step, n)), k)
+        yield layout.take(self.table, self.dtype, range(0), k, tail=True)
 
 
 @dataclass(frozen=True)
@@ -91,7 +108,8 @@ class RowNames:
 
     files: list[Path]
     file_rows: tuple[int, ...] | None  # rows of each file, when several
-    labels: list[str]
+    labels: list[str]  # the features', the carried columns', then the target's
+    carried: Carried = NOTHING_CARRIED
 
     def locate(self, row: int) -> tuple[Path, int]:
         """global row -> (the file that holds it, its row there)."""
@@ -102,30 +120,54 @@ class RowNames:
         return self.files[i], row - int(starts[i])
 
     def check_finite(
-        self, X: np.ndarray, y: np.ndarray, row_of: Callable[[int], int], first: int = 0
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        row_of: Callable[[int], int],
+        first: int = 0,
+        C: np.ndarray | None = None,
     ) -> None:
-        """X and y are rows first, first + 1, ... of a set whose global row ids row_of gives."""
-        bad = ~(np.isfinite(X).all(axis=1) & np.isfinite(y))
+        """X, y and the carried columns C are rows first, first + 1, ... of a set whose global
+        row ids row_of gives: all finite, and C by its columns' rules (Carried.problem)."""
+        C = np.zeros((len(y), 0)) if C is None else C
+        bad = ~(np.isfinite(X).all(axis=1) & np.isfinite(C).all(axis=1) & np.isfinite(y))
         if bad.any():
             local = int(np.argmax(bad))
             path, row = self.locate(row_of(first + local))
-            column = self.labels[int(np.argmax(~np.isfinite(np.append(X[local], y[local]))))]
+            values = np.concatenate([X[local], C[local], [y[local]]])
+            column = self.labels[int(np.argmax(~np.isfinite(values)))]
             raise UsageError(
                 f"{path}: data row {row} (0-based) holds NaN or inf in {column}; clean or drop "
                 "such rows"
+            )
+        problem = self.carried.problem(C)
+        if problem is not None:
+            local, j, what = problem
+            path, row = self.locate(row_of(first + local))
+            raise UsageError(
+                f"{path}: data row {row} (0-based) holds {C[local, j]:g} in "
+                f"{self.labels[X.shape[1] + j]} ({self.carried.roles[j]}); {what}"
             )
 
     def check_shard(self, shard: Shard, row_of: Callable[[int], int]) -> None:
         """Every row of the shard, each once (row_of: a local row's global id)."""
         at = 0
-        for rows in shard.blocks():
-            self.check_finite(rows.X, rows.y, row_of, at)
-            at += len(rows.y)
+        for X, y, C in shard.raw_blocks():
+            self.check_finite(X, y, row_of, at, C)
+            at += len(y)
 
 
 def with_validation(
-    shard: Shard, holdout: Holdout, ids: np.ndarray, X: np.ndarray, y: np.ndarray, names: RowNames
+    shard: Shard,
+    holdout: Holdout,
+    ids: np.ndarray,
+    X: np.ndarray,
+    y: np.ndarray,
+    names: RowNames,
+    C: np.ndarray | None = None,
 ) -> Shard:
-    """The shard with its validation rows X, y (global row ids ids), checked finite."""
-    names.check_finite(X, y, lambda i: int(ids[i]))
-    return replace(shard, validation=Rows(X, y), num_validation=len(holdout.validation))
+    """The shard with its validation rows X, y and carried columns C (global row ids ids),
+    checked as the training rows are."""
+    names.check_finite(X, y, lambda i: int(ids[i]), 0, C)
+    rows = shard.carried_columns.rows(X, y, C)
+    return replace(shard, validation=rows, num_validation=len(holdout.validation))

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
+
 if TYPE_CHECKING:
     from hvd_linreg.config import Config
     from hvd_linreg.data.shard import Shard
@@ -29,11 +31,14 @@ class DataSpec:
     target: str | None = None  # --target: the target column's name; None: the last column
     features: tuple[str, ...] | None = None  # --features, in order; None: all but the target
     dtype: str | None = None  # --dtype; None: the data's own precision
+    # --weights, --offset, --exposure: read as trailing columns of the features
+    carried: Carried = NOTHING_CARRIED
 
     @classmethod
     def of(cls, cfg: Config) -> DataSpec:
         """The reader settings of a run's Config."""
-        return cls(cfg.target, cfg.feature_columns, cfg.dtype)
+        carried = Carried(cfg.weights, cfg.offset, cfg.exposure)
+        return cls(cfg.target, cfg.feature_columns, cfg.dtype, carried)
 
 
 def numbered_columns(num_features: int) -> list[str]:
@@ -47,7 +52,9 @@ class TableReader:
     nothing is read yet but headers and footers."""
 
     open: Callable[[list[Path], DataSpec], Table]
-    named_columns: bool = False  # --target and --features choose among its columns
+    named_columns: bool = False  # --target, --features and the carried columns name columns
+    # --weights, --offset, --exposure name arrays of the file beside X and y (.npz)
+    named_arrays: bool = False
     several_files: bool = True  # a dataset may be a directory or glob of such files
     # Read by parts far larger than a row (Parquet's row groups): runs of whole batches keep
     # each rank to its own parts.

@@ -39,7 +39,8 @@ class Trainer:
         self.job, self.shard, self.ckpt_dir = job, shard, ckpt_dir
         if shard.table is None:  # SGD's rows and the copy of their first, as tensors
             held = shard.num_train + shard.layout.num_wrap
-            self.X, self.y = as_tensor(shard.X[:held]), as_tensor(shard.y[:held])
+            C = None if shard.carried is None else shard.carried[:held]
+            self.rows = self._tensors(shard.X[:held], shard.y[:held], C)
         # Traced anew for each job: the rank count is a constant inside the loop. One trace
         # for every window of a shard read from its file: their row counts differ.
         self._train_steps = tf.function(self._steps, reduce_retracing=True)
@@ -90,44 +91,57 @@ class Trainer:
         for w in warnings:
             self.job.warn(w)
 
-    def _rows(self, first: int, count: int) -> tuple[tf.Tensor, tf.Tensor, int, int]:
-        """(X, y, offset, count): rows holding the batches of count steps from step first;
-        step i's batch is the rows from (i * B - offset) mod n on. The shard in memory, or
-        else a window read from the file, for fewer steps: no more than _WINDOW_BYTES, and
-        no more than n rows, so that no row is read twice (a window wraps as batches do)."""
+    def _tensors(self, X: np.ndarray, y: np.ndarray, C: np.ndarray | None) -> tuple:
+        """(X, y, weight, offset) as tensors of the model's dtype; weight and offset None
+        without --weights and --offset/--exposure."""
+        rows = self.shard.carried_columns.rows(X, y, C)
+        more = [None if a is None else as_tensor(a.astype(X.dtype)) for a in rows[2:]]
+        return (as_tensor(X), as_tensor(y), *more)
+
+    def _rows(self, first: int, count: int) -> tuple[tuple, int, int]:
+        """((X, y, weight, offset), start, count): rows holding the batches of count steps
+        from step first; step i's batch is the rows from (i * B - start) mod n on. The shard
+        in memory, or else a window read from the file, for fewer steps: no more than
+        _WINDOW_BYTES, and no more than n rows, so that no row is read twice (a window wraps
+        as batches do)."""
         if self.shard.table is None:
-            return self.X, self.y, 0, count
-        layout = self.shard.layout
+            return self.rows, 0, count
+        layout, k = self.shard.layout, len(self.shard.carried_columns)
         n, B = layout.num_train, layout.batch_size
-        row_bytes = (self.shard.num_features + 1) * self.shard.X.itemsize
+        row_bytes = (self.shard.num_features + 1 + k) * self.shard.X.itemsize
         count = min(count, max(1, _WINDOW_BYTES // (B * row_bytes)), n // B)
         start = first * B % n
-        X, y = layout.take(self.shard.table, self.shard.dtype, range(start, start + count * B))
-        return as_tensor(X), as_tensor(y), start, count
+        rows = range(start, start + count * B)
+        return (
+            self._tensors(*layout.take(self.shard.table, self.shard.dtype, rows, k)),
+            start,
+            count,
+        )
 
-    def _steps(self, X, y, first: tf.Tensor, count: tf.Tensor, offset: tf.Tensor):
+    def _steps(self, X, y, weight, offset, first: tf.Tensor, count: tf.Tensor, start: tf.Tensor):
         """count steps from step first, in one call: one Python round trip per log interval."""
         batch_size, n = self.cfg.batch_size, self.shard.num_train
         loss, ran = tf.constant(0.0, self.model.params.dtype), tf.constant(0, tf.int64)
         for step in tf.range(first, first + count):
             # The layout contract: step i's rows are the shard's rows from i*B on, mod n (a
-            # window of the shard starts at row offset). A batch that runs past the n-th row
+            # window of the shard starts at row start). A batch that runs past the n-th row
             # goes on in the copy of the first rows held after it: so every batch is one
             # block, and a slice shares the shard's memory where a gather would copy it.
-            first_row = (step * batch_size - offset) % n
-            Xb = X[first_row : first_row + batch_size]
-            yb = y[first_row : first_row + batch_size]
-            loss = self._update(Xb, yb)
+            first_row = (step * batch_size - start) % n
+            batch = slice(first_row, first_row + batch_size)
+            wb = None if weight is None else weight[batch]
+            ob = None if offset is None else offset[batch]
+            loss = self._update(X[batch], y[batch], wb, ob)
             ran += 1
             # Every rank applied the same averaged update, so every rank stops at this step.
             if not tf.reduce_all(tf.math.is_finite(self.model.params)):
                 break
         return loss, ran
 
-    def _update(self, Xb: tf.Tensor, yb: tf.Tensor) -> tf.Tensor:
+    def _update(self, Xb: tf.Tensor, yb: tf.Tensor, wb=None, ob=None) -> tf.Tensor:
         """One averaged SGD update on this rank's batch; returns the batch loss."""
         with tf.GradientTape() as tape:
-            loss = self.model.loss(Xb, yb)
+            loss = self.model.loss(Xb, yb, wb, ob)
             # Horovod: the optimizer sums the ranks' gradients; of this loss they sum to the
             # average. For 1, 2, 4... ranks the division is exact: bit for bit op=Average's.
             loss_over_ranks = loss / self.job.size
@@ -137,10 +151,11 @@ class Trainer:
     def _trace(self) -> None:
         """Trace the loop now, so that compiling is not counted as training time."""
         rows = tf.TensorSpec([None, self.shard.num_features], self.shard.dtype)
-        step = tf.TensorSpec([], tf.int64)
-        self._train_steps.get_concrete_function(
-            rows, tf.TensorSpec([None], rows.dtype), *[step] * 3
-        )
+        column, step = tf.TensorSpec([None], rows.dtype), tf.TensorSpec([], tf.int64)
+        carried = self.shard.carried_columns
+        weight = column if carried.weight else None
+        offset = column if carried.offset_given else None
+        self._train_steps.get_concrete_function(rows, column, weight, offset, *[step] * 3)
 
     def fit(self, commit: Callable[[int], None] | None = None) -> TrainingResult:
         """Train from first_step to num_steps; log the loss, averaged over ranks, every
@@ -158,9 +173,9 @@ class Trainer:
         with Watchdog(self.job.rank, self.job.stall_limit_s) as watchdog:
             while done < cfg.num_steps:
                 count = min([k - done % k for k in every] + [cfg.num_steps - done])
-                X, y, offset, count = self._rows(done, count)
+                rows, start, count = self._rows(done, count)
                 loss, ran = self._train_steps(
-                    X, y, *[tf.constant(v, tf.int64) for v in (done, count, offset)]
+                    *rows, *[tf.constant(v, tf.int64) for v in (done, count, start)]
                 )
                 done += int(ran)
                 watchdog.progress()

@@ -48,10 +48,26 @@ def linear_predictor(theta: np.ndarray, X: np.ndarray) -> np.ndarray:
     return out
 
 
+def predictor(theta: np.ndarray, rows: Rows) -> np.ndarray:
+    """The rows' η = x·w + b + offset in float64 (linear_predictor, and --offset/--exposure)."""
+    eta = linear_predictor(theta, rows.X)
+    return eta if rows.offset is None else eta + rows.offset
+
+
 def xlogy(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """x log y, 0 where x is 0 (the deviances' convention)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(x == 0, 0.0, x * np.log(np.where(x == 0, 1.0, y)))
+
+
+def lgamma(x: np.ndarray) -> np.ndarray:
+    """log Γ(x) per value, computed once for each distinct value: targets that are counts,
+    and weights, hold few of them (NumPy has no vectorised lgamma)."""
+    values, inverse = np.unique(np.asarray(x, np.float64), return_inverse=True)
+    return _lgamma(values)[inverse.reshape(-1)].reshape(np.shape(x))
+
+
+_lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
 
 
 def penalty(params: np.ndarray, l2: float) -> float:
@@ -102,6 +118,9 @@ class Family:
     # The scale (dispersion) φ is 1 (binomial, Poisson), or estimated by Pearson's χ² / dof
     FIXED_SCALE = True
     POSITIVE_MEAN = False  # whether μ must be > 0 (Poisson, Gamma, Tweedie)
+    # Whether scores() gathers every row to every rank (the exact ROC AUC), so that the
+    # training rows' scores are skipped on large data (pipeline.training_scores)
+    SCORES_GATHER_ROWS = False
 
     def __init__(self, link: str | None = None):
         name = link or self.LINKS[0]
@@ -130,10 +149,17 @@ class Family:
         """d(y, μ) per row: 2 x (the log-likelihood at μ = y minus that at μ), over φ."""
         raise NotImplementedError
 
-    def log_likelihood(self, y: np.ndarray, eta: np.ndarray, scale: float) -> float:
-        """The log-likelihood's sum over the rows at the linear predictor eta and the
-        dispersion scale."""
+    def log_likelihood(
+        self, y: np.ndarray, eta: np.ndarray, scale: float, weight: np.ndarray
+    ) -> float:
+        """The log-likelihood's sum over the rows at the linear predictor eta, the dispersion
+        scale and the prior weights (statsmodels' var_weights: row i's dispersion is
+        scale / weight[i]; the binomial's weights are its trials, as R's)."""
         raise NotImplementedError
+
+    def deviance_terms(self, y: np.ndarray, eta: np.ndarray) -> np.ndarray:
+        """d(y, μ) per row at the linear predictor eta."""
+        return self.unit_deviance(y, self.link.inverse(eta))
 
     def loss_terms(self, y: np.ndarray, eta: np.ndarray) -> np.ndarray:
         """Each row's loss at the linear predictor eta: LOSS_SCALE x d(y, μ) / 2."""
@@ -187,16 +213,21 @@ class Family:
 
     # The fit
 
-    def predict(self, theta: np.ndarray, X: np.ndarray) -> np.ndarray:
-        """μ per row, in float64."""
-        return self.link.inverse(linear_predictor(theta, X.astype(np.float64, copy=False)))
+    def predict(
+        self, theta: np.ndarray, X: np.ndarray, offset: np.ndarray | None = None
+    ) -> np.ndarray:
+        """μ per row, in float64 (offset: each row's --offset/--exposure term)."""
+        eta = linear_predictor(theta, X.astype(np.float64, copy=False))
+        return self.link.inverse(eta if offset is None else eta + offset)
 
     def loss(self, job: Job, shard, theta: np.ndarray) -> float:
-        """The mean loss of [w..., b] over the whole dataset: float64 sums, allreduced."""
+        """The mean loss of [w..., b] over the whole dataset, each row's times its weight
+        (over the rows of weight > 0): float64 sums, allreduced."""
         total, count = 0.0, 0
         for rows in shard.blocks(block_rows(shard.num_features + 1)):
-            eta = rows.X.astype(np.float64) @ theta[:-1] + theta[-1]
-            total += float(self.loss_terms(rows.y.astype(np.float64), eta).sum())
+            rows = rows.counted()
+            terms = self.loss_terms(rows.y.astype(np.float64), predictor(theta, rows))
+            total += float(rows.weights() @ terms)
             count += len(rows.y)
         # Horovod: the ranks' sums, so that every rank holds the whole dataset's loss.
         sums = job.allreduce_sum([total, count], f"{self.NAME}_loss")

@@ -8,11 +8,9 @@ minimises. IRLS fits it.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from hvd_linreg.families.family import Family, check_target_values
+from hvd_linreg.families.family import Family, check_target_values, lgamma
 
 
 class Gamma(Family):
@@ -28,10 +26,10 @@ class Gamma(Family):
     def unit_deviance(self, y, mu):
         return 2.0 * ((y - mu) / mu - np.log(y / mu))
 
-    def log_likelihood(self, y, eta, scale):
-        """statsmodels' Gamma.loglike_obs: shape ν = 1/φ, rate ν/μ."""
-        nu, ratio = 1.0 / scale, y / self.link.inverse(eta)
-        terms = nu * np.log(nu * ratio) - nu * ratio - math.lgamma(nu) - np.log(y)
+    def log_likelihood(self, y, eta, scale, weight):
+        """statsmodels' Gamma.loglike_obs: shape ν = w/φ, rate ν/μ."""
+        nu, ratio = weight / scale, y / self.link.inverse(eta)
+        terms = nu * np.log(nu * ratio) - nu * ratio - lgamma(nu) - np.log(y)
         return float(terms.sum())
 
     def loss_terms_tf(self, y, eta):

@@ -14,7 +14,7 @@ from functools import reduce
 
 import numpy as np
 
-from hvd_linreg.families.family import Blocks, Family, block_rows, linear_predictor
+from hvd_linreg.families.family import Blocks, Family, block_rows, linear_predictor, predictor
 from hvd_linreg.families.scores import Scores
 from hvd_linreg.ranks import Job
 
@@ -36,25 +36,33 @@ class Linear(Family):
     def unit_deviance(self, y, mu):
         return (y - mu) ** 2
 
-    def log_likelihood(self, y, eta, scale):
-        residual = y - eta
-        return float(-0.5 * (residual @ residual / scale + len(y) * math.log(2 * math.pi * scale)))
+    def log_likelihood(self, y, eta, scale, weight):
+        """statsmodels' Gaussian.loglike_obs: row i's variance is scale / weight[i]."""
+        residual = y - self.link.inverse(eta)
+        squares = weight @ (residual * residual) / scale
+        return float(-0.5 * (squares + np.log(2 * math.pi * scale / weight).sum()))
 
     def loss_terms_tf(self, y, eta):
         import tensorflow as tf
 
         return tf.square(eta - y)
 
-    def predict(self, theta, X):
-        """X w + b in float64, term by term (linear_predictor)."""
-        return linear_predictor(theta, X)
+    def predict(self, theta, X, offset=None):
+        """X w + b (+ offset) in float64, term by term (linear_predictor)."""
+        eta = linear_predictor(theta, X)
+        return eta if offset is None else eta + offset
 
     def loss(self, job: Job, shard, theta: np.ndarray) -> float:
-        """Mean squared error of [w..., b] over the whole dataset: float64 sums, allreduced."""
+        """Mean squared error of [w..., b] over the whole dataset, each row's times its weight
+        (over the rows of weight > 0): float64 sums, allreduced."""
         sse, count = 0.0, 0
         for rows in shard.blocks(block_rows(shard.num_features + 1)):
+            rows = rows.counted()
             residual = rows.X.astype(np.float64) @ theta[:-1] + theta[-1] - rows.y
-            sse, count = sse + float(np.dot(residual, residual)), count + len(rows.y)
+            if rows.offset is not None:
+                residual += rows.offset
+            weighted = residual if rows.weight is None else rows.weights() * residual
+            sse, count = sse + float(np.dot(weighted, residual)), count + len(rows.y)
         # Horovod: the ranks' sums, so that every rank holds the whole dataset's loss.
         sums = job.allreduce_sum([sse, count], "global_mse")
         return float(sums[0] / sums[1]) if sums[1] else math.nan
@@ -98,29 +106,32 @@ class RegressionScores(Scores):
 
 
 def scores(job: Job, theta: np.ndarray, blocks: Blocks) -> RegressionScores:
-    """Regression scores of theta (w..., b; float64) on every rank's blocks of (X, y), summed
-    with one allreduce."""
-    count, sse, sae, mean, m2 = 0, 0.0, 0.0, 0.0, 0.0
+    """Regression scores of theta (w..., b; float64) on every rank's blocks of rows, each row
+    counting by its weight (scikit-learn's sample_weight), summed with one allreduce."""
+    count, sse, sae, weight, mean, m2 = 0, 0.0, 0.0, 0.0, 0.0, 0.0
     for rows in blocks:
-        y = rows.y.astype(np.float64)
-        residual = rows.X.astype(np.float64) @ theta[:-1] + theta[-1] - y
-        sse, sae = sse + float(residual @ residual), sae + float(np.abs(residual).sum())
+        rows = rows.counted()
+        y, w = rows.y.astype(np.float64), rows.weights()
+        residual = predictor(theta, rows) - y
+        sse, sae = sse + float(w @ (residual * residual)), sae + float(w @ np.abs(residual))
+        count += len(y)
         if len(y):
-            block = (len(y), float(y.mean()), float(((y - y.mean()) ** 2).sum()))
-            count, mean, m2 = _pooled((count, mean, m2), block)
-    rows = np.zeros((job.size, 5))
-    rows[job.rank] = [count, sse, sae, mean, m2]
+            block_mean = float(w @ y / w.sum())
+            block = (float(w.sum()), block_mean, float(w @ (y - block_mean) ** 2))
+            weight, mean, m2 = _pooled((weight, mean, m2), block)
+    rows = np.zeros((job.size, 6))
+    rows[job.rank] = [count, sse, sae, weight, mean, m2]
     # Horovod: each rank fills its own row, so the sum is every rank's row: the ranks' means and
     # squared deviations then pool without the cancellation of summing y and y².
     rows = job.allreduce_sum(rows, "scores")
-    count, mean, m2 = reduce(_pooled, [(int(r[0]), r[3], r[4]) for r in rows], (0, 0.0, 0.0))
-    sse, sae = float(rows[:, 1].sum()), float(rows[:, 2].sum())
-    mse, mae = (sse / count, sae / count) if count else (math.nan, math.nan)
+    weight, mean, m2 = reduce(_pooled, [(r[3], r[4], r[5]) for r in rows], (0.0, 0.0, 0.0))
+    count, sse, sae = int(rows[:, 0].sum()), float(rows[:, 1].sum()), float(rows[:, 2].sum())
+    mse, mae = (sse / weight, sae / weight) if weight else (math.nan, math.nan)
     return RegressionScores(count, mse, math.sqrt(mse), mae, 1 - sse / m2 if m2 > 0 else math.nan)
 
 
-def _pooled(a: tuple[int, float, float], b: tuple[int, float, float]) -> tuple[int, float, float]:
-    """(count, mean, sum of squared deviations) of two groups together (Chan et al.)."""
+def _pooled(a: tuple[float, float, float], b: tuple[float, float, float]) -> tuple:
+    """(weight, mean, sum of squared deviations) of two groups together (Chan et al.)."""
     (n_a, mean_a, m2_a), (n_b, mean_b, m2_b) = a, b
     n = n_a + n_b
     if n == 0:

@@ -18,7 +18,14 @@ import numpy as np
 from hvd_linreg.config import UsageError
 from hvd_linreg.data.rows import Rows
 from hvd_linreg.data.synthetic import TRUE_BIAS, true_weights, uniforms
-from hvd_linreg.families.family import Blocks, Family, linear_predictor, xlogy
+from hvd_linreg.families.family import (
+    Blocks,
+    Family,
+    check_target_values,
+    lgamma,
+    predictor,
+    xlogy,
+)
 from hvd_linreg.families.scores import Scores
 from hvd_linreg.ranks import Job
 
@@ -42,6 +49,7 @@ class Logistic(Family):
     LINKS = ("logit", "probit", "cloglog")
     SERVING_OUTPUT = "probability"
     COUNTS = ("misclassified", "saturated")
+    SCORES_GATHER_ROWS = True
 
     @property
     def SOLVER_NAME(self) -> str:  # noqa: N802 (the Family member it overrides)
@@ -70,8 +78,17 @@ class Logistic(Family):
         mu = self.clean_mean(self.link.inverse(eta))
         return -(xlogy(y, mu) + xlogy(1.0 - y, 1.0 - mu))
 
-    def log_likelihood(self, y, eta, scale):
-        return -float(self.loss_terms(y, eta).sum())
+    def deviance_terms(self, y, eta):
+        """2 x (the log-loss less its value at μ = y): from the logits, so finite where a
+        probability rounds to 0 or 1."""
+        return 2.0 * (self.loss_terms(y, eta) + xlogy(y, y) + xlogy(1.0 - y, 1.0 - y))
+
+    def log_likelihood(self, y, eta, scale, weight):
+        """R's binomial log-likelihood, the weights the trials n and w·y the successes k:
+        Σ log C(n, k) + k log μ + (n - k) log(1 - μ) (for 0/1 rows of weight 1, -log-loss)."""
+        k = weight * y
+        choose = lgamma(weight + 1.0) - lgamma(k + 1.0) - lgamma(weight - k + 1.0)
+        return float(choose.sum() - weight @ self.loss_terms(y, eta))
 
     def clean_mean(self, mu):
         return np.clip(mu, _EPS, 1.0 - _EPS)
@@ -88,7 +105,13 @@ class Logistic(Family):
     def check_target(self, job: Job, shard):
         """The shard with a 0/1 target: as it is, or with a target of two other values
         recoded, the smaller to 0 and the larger to 1 (rank 0 says so). Any other target is
-        refused on every rank, naming the first row that holds a value beyond the two."""
+        refused on every rank, naming the first row that holds a value beyond the two. With
+        --weights the target may be a proportion in [0, 1] of that many trials, as R's
+        glm(weights = n)."""
+        if shard.weighted:
+            needs = f"--model {self.NAME} with --weights needs a proportion y in [0, 1]"
+            check_target_values(job, shard, lambda y: (y >= 0) & (y <= 1), needs)
+            return shard
         return check_target(job, shard)
 
     def synthetic_target(self, seed, rows, X, y):
@@ -145,8 +168,9 @@ class Logistic(Family):
         k = shard.num_features + 1
         gram = np.zeros((k, k))
         for rows in shard.blocks():
+            rows = rows.counted()
             A = np.c_[rows.X.astype(np.float64), np.ones(len(rows.X))]
-            gram += A.T @ A
+            gram += (A.T * rows.weights()) @ A
         # Horovod: every rank's sums, so that every rank decides the same.
         gram = job.allreduce_sum(gram, "newton_gram") / 4.0
         try:
@@ -287,42 +311,48 @@ class ClassificationScores(Scores):
 
 
 def scores(job: Job, family: Logistic, theta: np.ndarray, blocks: Blocks) -> ClassificationScores:
-    """The scores of theta (w..., b; float64) on every rank's blocks of (X, y). The AUC is
-    exact: every rank's (linear predictor, label) pairs are gathered (16 bytes a row), since no
-    sum of per-rank figures gives the ranking of all rows together."""
-    z, y = [np.zeros(0)], [np.zeros(0)]
+    """The scores of theta (w..., b; float64) on every rank's blocks of rows, each row counting
+    by its weight: a proportion y of n trials (the weight) is n·y rows of 1 and n·(1 - y) of 0,
+    as R's binomial reads it. The AUC is exact: every rank's (linear predictor, label,
+    weight) triples are gathered (24 bytes a row), since no sum of per-rank figures gives the
+    ranking of all rows together."""
+    z, y, w = [np.zeros(0)], [np.zeros(0)], [np.zeros(0)]
     for rows in blocks:
-        z.append(linear_predictor(theta, rows.X.astype(np.float64)))
+        rows = rows.counted()
+        z.append(predictor(theta, rows))
         y.append(rows.y.astype(np.float64))
-    pairs = np.column_stack([np.concatenate(z), np.concatenate(y)])
-    # Horovod: every rank's pairs, so that every rank computes the same scores.
-    pairs = job.allgather_rows(pairs, "score_pairs")
-    z, y = pairs[:, 0], pairs[:, 1]
-    if not np.isin(y, (0.0, 1.0)).all():  # the same pairs on every rank: every rank raises
+        w.append(rows.weights())
+    triples = np.column_stack([np.concatenate(z), np.concatenate(y), np.concatenate(w)])
+    # Horovod: every rank's triples, so that every rank computes the same scores.
+    triples = job.allgather_rows(triples, "score_pairs")
+    z, y, w = triples[:, 0], triples[:, 1], triples[:, 2]
+    bad = ~((y >= 0.0) & (y <= 1.0))
+    if bad.any():  # the same triples on every rank: every rank raises
         raise UsageError(
-            f"the target holds {y[~np.isin(y, (0.0, 1.0))][0]:g}: a logistic model is scored "
-            "on a target of 0 or 1; recode it"
+            f"the target holds {y[bad][0]:g}: a logistic model is scored on a target of 0 or 1 "
+            "(or a proportion in [0, 1]); recode it"
         )
-    if not len(y):
-        return ClassificationScores(0, math.nan, math.nan, math.nan)
+    if not len(y) or not w.sum():
+        return ClassificationScores(len(y), math.nan, math.nan, math.nan)
     threshold = float(family.link(np.array([0.5]))[0])  # η where P(y = 1) = 0.5; 0 for logit
-    accuracy = float(np.mean((z > threshold) == (y > 0.5)))
-    log_loss = float(family.loss_terms(y, z).mean())
-    return ClassificationScores(len(y), log_loss, accuracy, roc_auc(z, y))
+    above = z > threshold
+    accuracy = float(w @ np.where(above, y, 1.0 - y) / w.sum())
+    log_loss = float(w @ family.loss_terms(y, z) / w.sum())
+    return ClassificationScores(len(y), log_loss, accuracy, roc_auc(z, w * y, w * (1.0 - y)))
 
 
-def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """The area under the ROC curve: the probability that a random positive row scores above
-    a random negative one, ties counting one half (Mann-Whitney U from mid-ranks)."""
-    positive = labels > 0.5
-    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+def roc_auc(scores: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> float:
+    """The area under the ROC curve: the probability that a random positive scores above a
+    random negative, ties counting one half; each row holds `positive` weight of positives and
+    `negative` of negatives (a 0/1 label: y and 1 - y)."""
+    n_pos, n_neg = float(positive.sum()), float(negative.sum())
     if n_pos == 0 or n_neg == 0:
         return math.nan
-    values, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts)
-    mid_ranks = ends - (counts - 1) / 2.0  # 1-based, tied values sharing their mean rank
-    rank_sum = float(mid_ranks[inverse][positive].sum())
-    return (rank_sum - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
+    values, inverse = np.unique(scores, return_inverse=True)
+    pos = np.bincount(inverse, positive, len(values))  # by distinct score, ascending
+    neg = np.bincount(inverse, negative, len(values))
+    below = np.cumsum(neg) - neg  # negatives scoring strictly lower
+    return float(pos @ (below + neg / 2.0)) / (n_pos * n_neg)
 
 
 class Binomial(Logistic):

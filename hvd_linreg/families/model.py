@@ -28,9 +28,12 @@ class Model(tf.Module):
         """The mean, g⁻¹(X w + b)."""
         return self.family.link.inverse_tf(self.linear_predictor(X))
 
-    def loss(self, X: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
-        """The family's mean loss + l2·‖w‖²: its objective(), on a batch."""
-        loss = tf.reduce_mean(self.family.loss_terms_tf(y, self.linear_predictor(X)))
+    def loss(self, X: tf.Tensor, y: tf.Tensor, weight=None, offset=None) -> tf.Tensor:
+        """The family's mean loss + l2·‖w‖² on a batch: the mean over its rows of each row's
+        weight x its loss at η = x·w + b + offset (weight and offset None: 1 and 0)."""
+        eta = self.linear_predictor(X)
+        terms = self.family.loss_terms_tf(y, eta if offset is None else eta + offset)
+        loss = tf.reduce_mean(terms if weight is None else weight * terms)
         if self.l2:  # the bias is not penalised
             loss += self.l2 * tf.reduce_sum(tf.square(self.params[:-1]))
         return loss

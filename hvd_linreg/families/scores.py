@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hvd_linreg.families.family import linear_predictor
+from hvd_linreg.families.family import predictor
 
 
 class Scores:
@@ -53,20 +53,24 @@ class DevianceScores(Scores):
 
 
 def deviance_scores(job, family, theta: np.ndarray, blocks: Iterable) -> DevianceScores:
-    """The scores of theta on every rank's blocks of (X, y): two allreduces, the second for
-    the deviance of the mean of every rank's targets."""
-    blocks = [(rows.X.astype(np.float64), rows.y.astype(np.float64)) for rows in blocks]
-    sums = np.zeros(4)  # rows, Σy, Σd(y, μ), Σ(y - μ)²
-    for X, y in blocks:
-        mu = family.link.inverse(linear_predictor(theta, X))
-        sums += len(y), y.sum(), family.unit_deviance(y, mu).sum(), ((y - mu) ** 2).sum()
-    count, y_sum, deviance, squares = job.allreduce_sum(sums, "scores")  # Horovod: every rank's
-    if not count:
-        return DevianceScores(0, math.nan, math.nan, math.nan)
-    mean = np.array([y_sum / count])
-    null = sum(
-        float(family.unit_deviance(y, np.broadcast_to(mean, y.shape)).sum()) for _, y in blocks
-    )
+    """The scores of theta on every rank's blocks of rows, each row counting by its weight
+    (scikit-learn's sample_weight): two allreduces, the second for the deviance of the
+    weighted mean of every rank's targets."""
+    blocks = [rows.counted() for rows in blocks]
+    sums = np.zeros(5)  # rows, Σw, Σwy, Σw d(y, μ), Σw (y - μ)²
+    for rows in blocks:
+        y, w = rows.y.astype(np.float64), rows.weights()
+        mu = family.link.inverse(predictor(theta, rows))
+        sums += len(y), w.sum(), w @ y, w @ family.unit_deviance(y, mu), w @ (y - mu) ** 2
+    # Horovod: every rank's sums
+    count, weight, y_sum, deviance, squares = job.allreduce_sum(sums, "scores")
+    if not weight:
+        return DevianceScores(int(count), math.nan, math.nan, math.nan)
+    mean = np.array([y_sum / weight])
+    null = 0.0
+    for rows in blocks:
+        y = rows.y.astype(np.float64)
+        null += float(rows.weights() @ family.unit_deviance(y, np.broadcast_to(mean, y.shape)))
     null = float(job.allreduce_sum([null], "null_scores")[0])
     d2 = 1.0 - deviance / null if null > 0 else math.nan
-    return DevianceScores(int(count), deviance / count, d2, math.sqrt(squares / count))
+    return DevianceScores(int(count), deviance / weight, d2, math.sqrt(squares / weight))

@@ -40,7 +40,7 @@ class Tweedie(Family):
             + np.power(mu, 2 - p) / (2 - p)
         )
 
-    def log_likelihood(self, y, eta, scale):
+    def log_likelihood(self, y, eta, scale, weight):
         return float("nan")  # no closed form (a series would be needed)
 
     def loss_terms_tf(self, y, eta):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hvd_linreg.config import UsageError
-from hvd_linreg.families.family import Family, block_rows, penalty
+from hvd_linreg.families.family import Family, block_rows, penalty, predictor
 from hvd_linreg.ranks import Job
 from hvd_linreg.solvers.least_squares import Factor, factorise_blocks, solve
 
@@ -35,7 +35,7 @@ TOLERANCE = 1e-10
 # |f - f_previous| / (|f| + 0.1), R's criterion (glm.control's epsilon is 1e-8)
 OBJECTIVE_TOLERANCE = 1e-12
 # The sums each pass adds up beside the factor's, then the family's COUNTS
-_SUMS = ("loss", "pearson", "outside", "y")
+_SUMS = ("loss", "pearson", "outside", "y", "weight")
 
 
 @dataclass(frozen=True)
@@ -49,14 +49,15 @@ class Fit:
     l2: float
     iterations: int  # passes (allreduces) it took
     gradient_norm: float  # ‖∇ objective‖₂ at params
-    count: int  # rows
-    y_mean: float
-    pearson: float  # Σ (y - μ)² / V(μ): Pearson's χ²
+    count: int  # rows (of weight > 0)
+    y_mean: float  # weighted
+    pearson: float  # Σ w (y - μ)² / V(μ): Pearson's χ²
     counts: dict[str, float]  # the family's COUNTS at params
     scale: float  # the dispersion φ: 1, or Pearson's χ² / (rows - coefficients)
     log_likelihood: float
-    deviance: float  # Σ d(y, μ)
-    # the intercept-only model's (μ = ȳ); None where g(ȳ) is not finite (a constant target)
+    deviance: float  # Σ w d(y, μ)
+    # the intercept-only model's (μ = ȳ, or with an offset its own fit); None where g(ȳ) is
+    # not finite (a constant target)
     null_log_likelihood: float | None
     null_deviance: float | None
     method: str  # "Newton" for a canonical link, else "Fisher scoring"
@@ -75,8 +76,9 @@ def optimum(job: Job, shard, family: Family, l2: float) -> Fit:
 
 def _optimum(job: Job, shard, family: Family, l2: float) -> Fit:
     F = shard.num_features
-    y_sum, rows = job.allreduce_sum(_target_sums(shard), "irls_start")  # Horovod: every rank's
-    y_mean = y_sum / rows if rows else 0.0
+    # Horovod: every rank's sums
+    y_sum, weight, rows = job.allreduce_sum(_target_sums(shard), "irls_start")
+    y_mean = y_sum / weight if weight else 0.0
     theta = np.zeros(F + 1)
     start = float(family.link(np.array([family.starting_mean(y_mean)]))[0])
     if math.isfinite(start):
@@ -123,10 +125,11 @@ def _optimum(job: Job, shard, family: Family, l2: float) -> Fit:
 
 
 def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, iterations) -> Fit:
-    """The converged fit, with its likelihood's figures: one more pass and allreduce. The
-    intercept-only model's log-likelihood is at the fit's scale, as statsmodels' llnull."""
+    """The converged fit, with its likelihood's figures: one more pass and allreduce (and,
+    with an offset, the intercept-only model's own IRLS first). The intercept-only model's
+    log-likelihood is at the fit's scale, as statsmodels' llnull."""
     rows, k = factor.count, len(theta)
-    y_mean = sums["y"] / rows if rows else 0.0
+    y_mean = sums["y"] / sums["weight"] if sums["weight"] else 0.0
     grad = gradient * family.LOSS_SCALE / max(rows, 1)
     grad[:-1] += 2.0 * l2 * theta[:-1]
     if family.FIXED_SCALE:
@@ -135,17 +138,25 @@ def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, i
         scale = sums["pearson"] / (rows - k) if rows > k else math.nan
     null_eta = float(family.link(np.array([y_mean]))[0])
     null = math.isfinite(null_eta)
-    more = np.zeros(3)
+    if null and shard.carried_columns.offset_given:
+        null_eta = _null_bias(job, shard, family, null_eta)
+        null = math.isfinite(null_eta)
+    # Σ w d(y, μ) from the unit deviance itself: the loss is κ d/2 only up to a term in y
+    # alone (0 for a 0/1 target, not for a proportion).
+    more = np.zeros(4)  # log-likelihood, deviance, and the intercept-only model's
     for block in shard.blocks(block_rows(k)):
-        X, y = block.X.astype(np.float64), block.y.astype(np.float64)
-        eta = X @ theta[:-1] + theta[-1]
-        more[0] += family.log_likelihood(y, eta, scale)
+        block = block.counted()
+        y, weight = block.y.astype(np.float64), block.weights()
+        eta = predictor(theta, block)
+        more[0] += family.log_likelihood(y, eta, scale, weight)
+        more[1] += weight @ family.deviance_terms(y, eta)
         if null:
             eta_0 = np.full(len(y), null_eta)
-            more[1] += family.log_likelihood(y, eta_0, scale)
-            more[2] += family.loss_terms(y, eta_0).sum()
+            if block.offset is not None:
+                eta_0 += block.offset
+            more[2] += family.log_likelihood(y, eta_0, scale, weight)
+            more[3] += weight @ family.deviance_terms(y, eta_0)
     more = job.allreduce_sum(more, "irls_likelihood")  # Horovod: every rank's sums
-    to_deviance = 2.0 / family.LOSS_SCALE
     return Fit(
         params=theta,
         loss=sums["loss"] / rows if rows else math.nan,
@@ -159,20 +170,49 @@ def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, i
         counts={name: sums[name] for name in family.COUNTS},
         scale=scale,
         log_likelihood=float(more[0]),
-        deviance=to_deviance * sums["loss"],
-        null_log_likelihood=float(more[1]) if null else None,
-        null_deviance=to_deviance * float(more[2]) if null else None,
+        deviance=float(more[1]),
+        null_log_likelihood=float(more[2]) if null else None,
+        null_deviance=float(more[3]) if null else None,
         method="Newton" if family.canonical else "Fisher scoring",
         factor=factor,
     )
 
 
 def _target_sums(shard) -> list[float]:
-    total, count = 0.0, 0
+    """Σ w y, Σ w and the rows of weight > 0, on this rank."""
+    total, weight, count = 0.0, 0.0, 0
     for rows in shard.blocks():
-        total += float(rows.y.astype(np.float64).sum())
-        count += len(rows.y)
-    return [total, count]
+        rows = rows.counted()
+        w = rows.weights()
+        total += float(w @ rows.y.astype(np.float64))
+        weight, count = weight + float(w.sum()), count + len(rows.y)
+    return [total, weight, count]
+
+
+def _null_bias(job: Job, shard, family: Family, start: float) -> float:
+    """The intercept-only model's bias b with the rows' offsets, η = b + offset, as R and
+    statsmodels fit it for the null deviance: Fisher scoring on b alone, a pass and an
+    allreduce of two sums per iteration, from g(ȳ)."""
+    b = start
+    for _ in range(MAX_ITERATIONS):
+        sums = np.zeros(2)  # Σ W, Σ W r
+        for rows in shard.blocks():
+            rows = rows.counted()
+            y = rows.y.astype(np.float64)
+            eta = b + (rows.offset if rows.offset is not None else 0.0)
+            mu = family.link.inverse(eta)
+            mu_w = family.clean_mean(mu)
+            slope = family.link.derivative(mu_w)
+            weight = rows.weights() / (family.variance(mu_w) * slope * slope)
+            sums += float(weight.sum()), float(weight @ ((y - mu) * slope))
+        information, score = job.allreduce_sum(sums, "irls_null")  # Horovod: every rank's
+        if not information > 0:
+            return math.nan
+        step = score / information
+        b += step
+        if not math.isfinite(b) or abs(step) <= TOLERANCE * max(1.0, abs(b)):
+            return b
+    return b
 
 
 def _pass(job: Job, shard, family: Family, theta: np.ndarray):
@@ -184,20 +224,23 @@ def _pass(job: Job, shard, family: Family, theta: np.ndarray):
 
     def blocks():
         for block in shard.blocks(rows):
-            X, y = block.X.astype(np.float64), block.y.astype(np.float64)
-            eta = X @ theta[:-1] + theta[-1]
+            block = block.counted()
+            X, y, prior = block.X.astype(np.float64), block.y.astype(np.float64), block.weights()
+            eta = predictor(theta, block)
             mu = link.inverse(eta)
             valid = family.valid_mean(mu)
             mu_w = family.clean_mean(mu)  # the weights' μ, off the domain's edge
             variance, slope = family.variance(mu_w), link.derivative(mu_w)
-            weight = np.where(valid, 1.0 / (variance * slope * slope), 0.0)
+            weight = np.where(valid, prior / (variance * slope * slope), 0.0)
             residual = (y - mu) * slope
-            scored = weight * residual  # (y - μ) / (V g'): the score's terms
+            scored = weight * residual  # w (y - μ) / (V g'): the score's terms
+            prior_valid = np.where(valid, prior, 0.0)
             more = [
-                float(family.loss_terms(y, eta)[valid].sum()),
-                float(((y - mu) ** 2 / variance)[valid].sum()),
+                float(prior_valid @ np.where(valid, family.loss_terms(y, eta), 0.0)),
+                float(prior_valid @ np.where(valid, (y - mu) ** 2 / variance, 0.0)),
                 float(np.count_nonzero(~valid)),
-                float(y.sum()),
+                float(prior @ y),
+                float(prior.sum()),
                 *(-(X.T @ scored)),
                 -float(scored.sum()),
                 *family.iteration_counts(y, eta),

@@ -215,10 +215,16 @@ def _leaf_factors(A: np.ndarray, leaf: int) -> list[np.ndarray]:
     return [leaves.reshape(-1, n), A[whole:]]
 
 
-def _blocks(shard: Shard, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """This rank's rows as float64 blocks: no float64 copy of the whole shard."""
+def _blocks(shard: Shard, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    """This rank's rows of weight > 0 as float64 blocks (no float64 copy of the whole shard):
+    X, the target less any offset, and the weights (None: 1)."""
     for block in shard.blocks(rows):
-        yield block.X.astype(np.float64), block.y.astype(np.float64)
+        block = block.counted()
+        y = block.y.astype(np.float64)
+        if block.offset is not None:
+            y = y - block.offset
+        weight = None if block.weight is None else block.weights()
+        yield block.X.astype(np.float64), y, weight
 
 
 def _block_rows(n: int) -> int:
@@ -231,9 +237,9 @@ def factorise(job: Job, shard: Shard) -> Factor:
     n = shard.num_features + 1
     rows = _block_rows(n)
 
-    def blocks() -> Iterator[tuple[np.ndarray, None, np.ndarray]]:
-        for X, y in _blocks(shard, rows):
-            yield np.c_[X, y], None, _NOTHING
+    def blocks() -> Iterator[Block]:
+        for X, y, weight in _blocks(shard, rows):
+            yield np.c_[X, y], weight, _NOTHING
 
     return factorise_blocks(job, blocks, n)[0]
 
@@ -334,11 +340,17 @@ def residual_gradient(job: Job, shard: Shard, factor: Factor, w: np.ndarray) -> 
     w = np.where(kept, w, 0.0).astype(np.longdouble)
     gradient = np.zeros(F, np.longdouble)
     for block in shard.blocks(max(1, _BLOCK_BYTES // (16 * (F + 1)))):
+        block = block.counted()
         X, y = block.X, block.y
+        if block.offset is not None:
+            y = np.subtract(y, block.offset.astype(np.longdouble))
         # Cast and centred in one pass; np.dot and einsum run NumPy's longdouble loops in
         # row order, where `@` walks Xcᵀ across rows.
         Xc = np.subtract(X, x_mean)
-        gradient += np.einsum("ij,i->j", Xc, np.subtract(y, y_mean) - np.dot(Xc, w))
+        residual = np.subtract(y, y_mean) - np.dot(Xc, w)
+        if block.weight is not None:
+            residual *= block.weight.astype(np.longdouble)
+        gradient += np.einsum("ij,i->j", Xc, residual)
     gradient[~kept] = 0
     # Each rank's gradient as two float64 (high and low parts) in its own row: the allreduce
     # then only adds zeros, and the ranks' large terms cancel in extended precision here.
@@ -354,7 +366,7 @@ class Optimum:
     """The exact optimum over the whole dataset, and the factor it was solved from."""
 
     params: np.ndarray  # [w..., b]
-    loss: float  # mean squared error over all rows at params
+    loss: float  # mean squared error over all rows at params (weighted: Σ w r² / rows)
     factor: Factor
     l2: float  # the ridge penalty it was solved with
     dependent: tuple[int, ...] = ()  # the columns that make the design singular, if any

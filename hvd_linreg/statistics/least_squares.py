@@ -78,10 +78,10 @@ def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> 
         return Statistics(estimates, r2, None, rmse, None, undefined)
     dof = n - k
     # Var(w) = σ² (Xcᵀ Xc)⁻¹ = σ² R⁻¹ R⁻ᵀ; b = ȳ - x̄·w, with ȳ and w uncorrelated:
-    # Var(b) = σ² (1/N + x̄ᵀ (Xcᵀ Xc)⁻¹ x̄)
+    # Var(b) = σ² (1/N + x̄ᵀ (Xcᵀ Xc)⁻¹ x̄); weighted, as WLS: Xc = √W (X - x̄_w), 1/Σw
     sigma2 = rss / dof
     variance = factor.variances()
-    variance[-1] += 1.0 / n
+    variance[-1] += 1.0 / factor.weight  # Σ w: the rows, unweighted
     std_error = np.sqrt(sigma2 * variance)
     if sigma2 > 0:
         t = params / std_error

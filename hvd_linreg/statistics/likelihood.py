@@ -31,7 +31,10 @@ class Statistics:
     pseudo_r2: float | None  # McFadden's: 1 - log_likelihood / null_log_likelihood
     deviance: float
     null_deviance: float | None
+    pearson_chi2: float  # Σ w (y - μ)² / V(μ)
     scale: float  # the dispersion φ: 1, or Pearson's χ² / dof
+    aic: float | None  # -2 log-likelihood + 2 coefficients, as statsmodels' GLM
+    dof: int  # residual degrees of freedom: rows of weight > 0 less the coefficients
     method: str  # "Newton" (a canonical link) or "Fisher scoring"
     iterations: int
     gradient_norm: float
@@ -44,7 +47,10 @@ class Statistics:
             "pseudo_r2": self.pseudo_r2,
             "deviance": self.deviance,
             "null_deviance": self.null_deviance,
+            "pearson_chi2": self.pearson_chi2,
             "scale": self.scale,
+            "aic": self.aic,
+            "dof": self.dof,
             "iterations": self.iterations,
             "gradient_norm": self.gradient_norm,
             "coefficients": [vars(c) for c in self.coefficients],
@@ -60,10 +66,12 @@ class Statistics:
             ""
             if binary
             else f", deviance {self.deviance:.6g}, null deviance "
-            f"{cell(self.null_deviance, '.6g')}, scale {self.scale:.6g}"
+            f"{cell(self.null_deviance, '.6g')}, Pearson χ² {self.pearson_chi2:.6g}, scale "
+            f"{self.scale:.6g}"
         )
         first = (
-            f"Statistics of the exact optimum: log-likelihood {cell(ll, '.6g')}, "
+            f"Statistics of the exact optimum: log-likelihood {cell(ll, '.6g')}, AIC "
+            f"{cell(self.aic, '.6g')}, "
             f"null log-likelihood {cell(self.null_log_likelihood, '.6g')}, McFadden's "
             f"pseudo-R² {cell(self.pseudo_r2, '.6g')}{deviance}; {self.method}: "
             f"{self.iterations} iterations, gradient norm {self.gradient_norm:.3g}"
@@ -81,15 +89,17 @@ def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statisti
     ll, null = fit.log_likelihood, fit.null_log_likelihood
     if not math.isfinite(ll):
         ll = null = None
-        for name in ("log_likelihood", "null_log_likelihood", "pseudo_r2"):
-            undefined[name] = "the family's density has no closed form"
+        for name in ("log_likelihood", "null_log_likelihood", "pseudo_r2", "aic"):
+            undefined[name] = "the family's density has no closed form; see the deviance"
     elif null is None or null == 0:
         undefined["null_log_likelihood"] = undefined["pseudo_r2"] = "the target is constant"
         null = None
     if fit.null_deviance is None:
         undefined["null_deviance"] = "the target is constant"
     pseudo_r2 = None if null is None else 1.0 - ll / null
-    figures = (ll, null, pseudo_r2, fit.deviance, fit.null_deviance, fit.scale)
+    aic = None if ll is None else -2.0 * ll + 2.0 * k
+    figures = (ll, null, pseudo_r2, fit.deviance, fit.null_deviance, fit.pearson, fit.scale)
+    figures += (aic, n - k)
     fitting = (fit.method, fit.iterations, fit.gradient_norm)
     why = None
     if fit.l2 > 0:

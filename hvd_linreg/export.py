@@ -17,6 +17,7 @@ from hvd_linreg import __version__
 from hvd_linreg.atomic import atomic_directory
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import Shard
+from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
 from hvd_linreg.families import FAMILIES
 
 # TensorFlow Serving's place for files of the model that are not TensorFlow's own.
@@ -36,6 +37,9 @@ class ExportedModel:
     family: str = "linear"  # the model family (families/) that predicts and scores
     link: str | None = None  # its link; None: the family's default
     power: float | None = None  # --tweedie_power's
+    # --weights, --offset, --exposure: the columns it was fitted with (predict adds the
+    # offset and the exposure's log to each row's linear predictor; evaluate weighs rows)
+    carried: Carried = NOTHING_CARRIED
 
     @property
     def num_features(self) -> int:
@@ -77,6 +81,9 @@ def save(cfg: Config, family, shard: Shard, theta: np.ndarray, metrics: dict[str
         "b": float(theta[-1]),
         "feature_names": None if shard.feature_names is None else list(shard.feature_names),
         "target_name": shard.target_name,
+        "weights": cfg.weights,
+        "offset": cfg.offset,
+        "exposure": cfg.exposure,
         "data": shard.source if cfg.synthetic else str(Path(shard.source).absolute()),
         "config": cfg.as_dict(),
         "metrics": metrics,
@@ -121,6 +128,7 @@ def load(path: str) -> ExportedModel:
             meta.get("model", "linear"),
             meta.get("link"),
             meta.get("power"),
+            Carried(meta.get("weights"), meta.get("offset"), meta.get("exposure")),
         )
     except KeyError as e:
         raise UsageError(f"cannot read --model {path}'s metadata ({METADATA}): no {e}") from None

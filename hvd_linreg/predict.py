@@ -7,7 +7,7 @@ output's name) is checked before Horovod and TensorFlow start."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,7 @@ from hvd_linreg.data import (
     open_table,
     read_csv_split,
 )
+from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
 from hvd_linreg.export import ExportedModel, load
 from hvd_linreg.ranks import Job
 
@@ -46,9 +47,9 @@ def predict(model_path: str, data_path: str, out: str, threshold: float | None =
             f"--threshold applies to a classifier; the model {model_path} is a "
             f"{family.NAME} model, whose predictions are not probabilities"
         )
-    X, _ = request.read(job, "--out", out)
+    rows = request.read(job, "--out", out)
     # Rank order is file order: each rank's block follows the previous rank's.
-    mine = family.predict(request.model.theta, X)
+    mine = family.predict(request.model.theta, rows.X, rows.offset)
     if threshold is not None:
         mine = family.classes(mine, threshold)
     predictions = np.concatenate(job.allgather(mine, name="predictions"))
@@ -62,11 +63,11 @@ def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
     """Print the model's scores on the data file (it needs the target column)."""
     request = Request.check(model_path, data_path, need_target=True)
     job = ranks.init()
-    X, y = request.read(job, "--metrics_json", metrics_json)
+    rows = request.read(job, "--metrics_json", metrics_json)
     from hvd_linreg.report import write_json
 
     family = families.get(request.model.family, request.model.link, request.model.power)
-    result = family.scores(job, request.model.theta, [Rows(X, y)])
+    result = family.scores(job, request.model.theta, [rows])
     if job.is_root:
         job.log(f"Scores of the model {model_path} on {data_path} ({result.count} rows):")
         for line in result.table():
@@ -109,17 +110,29 @@ class Columns:
 
     features: list[int]
     target: int | None
+    # the model's carried columns (Carried.names) that the file has, in that order, and
+    # their Carried: the model's, less a weight column the file does not have
+    carried: list[int] = field(default_factory=list)
+    carried_columns: Carried = NOTHING_CARRIED
 
     @property
     def used(self) -> list[int]:
-        return self.features + ([] if self.target is None else [self.target])
+        return self.features + self.carried + ([] if self.target is None else [self.target])
 
 
 def match_columns(data: DataFile, model: ExportedModel) -> Columns:
     """By name where both the file and the model name their columns; else by count: the
-    model's F features, or those and then the target (F + 1 columns, as training reads)."""
+    model's F features, or those and then the target (F + 1 columns, as training reads).
+    A model fitted with an offset or an exposure needs that column, by name."""
     if data.names is not None and model.feature_names is not None:
         return _match_names(data, model)
+    carried = model.carried
+    if carried.offset_given:
+        flag, name = next((f, n) for f, n in zip(carried.roles, carried.names) if f != "--weights")
+        raise UsageError(
+            f"the model {model.path} adds the column {name!r} ({flag}) to each row's linear "
+            f"predictor: {data.path} must name it, as a CSV file with a header does"
+        )
     F, C = model.num_features, data.num_columns
     if C == F + 1:
         return Columns(list(range(F)), F)
@@ -143,7 +156,17 @@ def _match_names(data: DataFile, model: ExportedModel) -> Columns:
             f"{data.path} has no column {', '.join(missing)}: the model {model.path}'s features "
             f"are {', '.join(features)}"
         )
-    others = [n for n in names if n not in features and n != model.target_name]
+    carried = model.carried
+    for flag, name in zip(carried.roles, carried.names):
+        if flag != "--weights" and name not in names:
+            raise UsageError(
+                f"{data.path} has no column {name!r}: the model {model.path} adds it "
+                f"({flag}) to each row's linear predictor"
+            )
+    weight = carried.weight if carried.weight in names else None
+    carried = Carried(weight, carried.offset, carried.exposure)
+    known = {*features, model.target_name, *carried.names}
+    others = [n for n in names if n not in known]
     if others:
         target = f" nor its target {model.target_name}" if model.target_name else ""
         raise UsageError(
@@ -151,7 +174,8 @@ def _match_names(data: DataFile, model: ExportedModel) -> Columns:
             f"{model.path}'s features ({', '.join(features)}){target}"
         )
     target = names.index(model.target_name) if model.target_name in names else None
-    return Columns([names.index(n) for n in features], target)
+    chosen = [names.index(n) for n in carried.names]
+    return Columns([names.index(n) for n in features], target, chosen, carried)
 
 
 @dataclass(frozen=True)
@@ -176,12 +200,13 @@ class Request:
             raise UsageError(f"{data_path} has {what}; evaluate needs the target too")
         return cls(model, data, columns)
 
-    def read(self, job: Job, flag: str, output: str | None) -> tuple[np.ndarray, np.ndarray]:
-        """This rank's block of rows as (features, target; empty without one), float64; rank 0
-        first checks that it can write output. A problem any rank sees stops all of them."""
+    def read(self, job: Job, flag: str, output: str | None) -> Rows:
+        """This rank's block of rows (the target empty without one; the weights and offsets
+        the model has), float64; rank 0 first checks that it can write output. A problem any
+        rank sees stops all of them."""
         from hvd_linreg.report import check_writable
 
-        error, X, y = None, None, None
+        error, rows = None, None
         if job.is_root:
             try:
                 check_writable(flag, output)
@@ -198,12 +223,22 @@ class Request:
                     f"{self.data.path}: data row {row} (0-based) holds NaN or inf; clean or drop "
                     "such rows"
                 )
-            X = block[:, self.columns.features]
-            y = block[:, self.columns.target] if self.columns.target is not None else block[:, :0]
+            columns = self.columns
+            problem = columns.carried_columns.problem(block[:, columns.carried])
+            if problem is not None:
+                local, j, what = problem
+                raise UsageError(
+                    f"{self.data.path}: data row {first + local} (0-based) holds "
+                    f"{block[local, columns.carried[j]]:g} in column "
+                    f"{columns.carried_columns.names[j]!r}; {what}"
+                )
+            X = block[:, columns.features]
+            y = block[:, columns.target] if columns.target is not None else block[:, :0]
+            rows = columns.carried_columns.rows(X, y, block[:, columns.carried])
         except UsageError as e:
             error = e
         job.agree(error)
-        return X, y
+        return rows
 
     def _block(self, job: Job) -> tuple[np.ndarray, int]:
         """This rank's contiguous block of the file's rows (float64, every column), and its

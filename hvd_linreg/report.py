@@ -36,6 +36,9 @@ class TrainingResult:
     # log step
     validation: Any = None
     validation_history: list[tuple[int, Any]] = field(default_factory=list)
+    # the family's scores on the training rows at the end (None: not computed, see
+    # pipeline.training_scores)
+    training: Any = None
 
     @property
     def steps_per_s(self) -> float:
@@ -153,6 +156,12 @@ class Report:
             "exact_loss": self.exact_loss,
             "optimality_gap": self.optimality_gap,
             "statistics": None if self.statistics is None else self.statistics.as_json(),
+            "training_scores": None
+            if result.training is None
+            else {
+                "num_samples": result.training.count,
+                **result.training.as_json(),
+            },
             "validation": self._validation_json(),
             "wall_s": result.wall_s,
             "steps_per_s": result.steps_per_s,
@@ -192,6 +201,7 @@ class Report:
             f"  b: {result.params[-1]:.6g}{true_b}",
             f"  final loss: {result.loss:.6g} ({self.family.LOSS} over all "
             f"{shard.num_samples}{' training' * bool(shard.num_validation)} samples)",
+            *([f"  training: {result.training.line()}"] if result.training is not None else []),
             *(
                 [f"  validation: {result.validation.line()} ({shard.num_validation} samples)"]
                 if result.validation is not None

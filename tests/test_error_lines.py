@@ -339,5 +339,6 @@ def test_evaluating_a_logistic_model_on_a_target_other_than_0_and_1_is_refused(
     y[3] = 2.0
     data = _csv(tmp_path / "d.csv", ["a", "b", "t"], np.c_[X, y])
     assert refused(capsys, ["evaluate", "--model", model, "--data", data]) == (
-        "the target holds 2: a logistic model is scored on a target of 0 or 1; recode it"
+        "the target holds 2: a logistic model is scored on a target of 0 or 1 (or a "
+        "proportion in [0, 1]); recode it"
     )

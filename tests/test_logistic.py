@@ -331,8 +331,10 @@ def test_roc_auc_counts_ties_as_one_half_as_scikit_learn():
 
     rng = np.random.default_rng(2)
     scores, labels = rng.integers(0, 5, 300).astype(float), rng.integers(0, 2, 300).astype(float)
-    assert roc_auc(scores, labels) == pytest.approx(roc_auc_score(labels, scores), rel=1e-12)
-    assert np.isnan(roc_auc(scores, np.ones(300)))
+    assert roc_auc(scores, labels, 1 - labels) == pytest.approx(
+        roc_auc_score(labels, scores), rel=1e-12
+    )
+    assert np.isnan(roc_auc(scores, np.ones(300), np.zeros(300)))
 
 
 def test_synthetic_logistic_rows_are_the_same_for_any_rank_count():

@@ -18,6 +18,7 @@ SOLVERS = ("sgd", "exact")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 DTYPES = ("float32", "float64")
 OPTIMALITY_GAP = ("auto", "always", "never")
+COV_TYPES = ("nonrobust", "HC0", "HC1")  # solvers/sandwich.py
 SYNTHETIC_SAMPLES = 1000  # the seed's dataset
 SYNTHETIC_FEATURES = 1
 
@@ -211,6 +212,13 @@ class Config:
         "ridge: minimise the mean squared error + LAMBDA x |w|^2 (the bias is not penalised)",
         "LAMBDA",
         check=finite_from_0,
+    )
+    cov_type: str = setting(
+        "nonrobust",
+        "the exact optimum's standard errors: nonrobust (from the Fisher information, times "
+        "the scale), or HC0/HC1, the heteroscedasticity-robust sandwich (HC1 times n/(n-k))",
+        choices=COV_TYPES,
+        check=one_of(COV_TYPES),
     )
     optimizer: str = setting(
         "sgd", "the optimizer Horovod wraps", choices=OPTIMIZERS, check=one_of(OPTIMIZERS)

@@ -135,7 +135,7 @@ def optimum(cfg: Config, family, job: Job, shard: Shard):
     if family.SOLVER is None or too_wide or not wants_optimum(cfg, shard):
         return None
     # The recipe pairs the family with its solver: the solver knows the family only as Family.
-    return solvers.optimum(job, shard, family, cfg.l2, shard.feature_names)
+    return solvers.optimum(job, shard, family, cfg.l2, shard.feature_names, cfg.cov_type)
 
 
 def wants_optimum(cfg: Config, shard: Shard) -> bool:

@@ -393,3 +393,39 @@ def test_predict_adds_the_exposure_of_the_new_rows_and_needs_its_column(cpunish,
         f"{without} has no column 'years': the model {model} adds it (--exposure) to each row's "
         "linear predictor" in capsys.readouterr().err
     )
+
+
+@pytest.mark.parametrize("cov_type", ["HC0", "HC1"])
+def test_robust_errors_of_least_squares_are_statsmodels_ols(cov_type, tmp_path):
+    import statsmodels.api as sm
+
+    rng = np.random.default_rng(14)
+    X = rng.standard_normal((300, 2))
+    y = X @ [2.0, -1.0] + 1.0 + np.exp(X[:, 0]) * rng.standard_normal(300)
+    path = write_csv(tmp_path / "h.csv", {"a": X[:, 0], "b": X[:, 1], "y": y})
+    args = ["--data", path, "--solver", "exact", "--cov_type", cov_type]
+    metrics = run_metrics(tmp_path, 1, args)
+    ref = sm.OLS(y, sm.add_constant(X, prepend=False)).fit(cov_type=cov_type)
+    np.testing.assert_allclose(coefficients(metrics, "std_error"), ref.bse, rtol=1e-10)
+    assert metrics["statistics"]["cov_type"] == cov_type
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_robust_errors_of_a_glm_are_statsmodels_sandwich(counts, weighted, tmp_path):
+    """HC0 is statsmodels' GLM(cov_type="HC0"), with var_weights too; HC1 is HC0 times
+    n / (n - k), as statsmodels' OLS has it (its GLM returns HC0 for HC1)."""
+    import statsmodels.api as sm
+
+    X, y = counts
+    weight = np.random.default_rng(15).uniform(0.2, 2.0, len(y)) if weighted else None
+    kwargs = {"var_weights": weight} if weighted else {}
+    ref = sm.GLM(y, sm.add_constant(X, prepend=False), family=sm.families.Poisson(), **kwargs)
+    ref = ref.fit(tol=1e-13, cov_type="HC0")
+    for cov_type, factor in (("HC0", 1.0), ("HC1", len(y) / (len(y) - 3))):
+        columns = {"a": X[:, 0], "b": X[:, 1], **({"w": weight} if weighted else {}), "y": y}
+        where = folder(tmp_path, cov_type)
+        args = ["--model", "poisson", "--data", write_csv(where / "d.csv", columns)]
+        args += ["--solver", "exact", "--cov_type", cov_type]
+        metrics = run_metrics(where, 1, [*args, *(["--weights", "w"] if weighted else [])])
+        expected = ref.bse * np.sqrt(factor)
+        np.testing.assert_allclose(coefficients(metrics, "std_error"), expected, rtol=1e-8)

@@ -1,19 +1,31 @@
 """The exact solvers, one per method, each handed a family: least squares by the distributed QR
 (least_squares.py), and IRLS for every other family (irls.py), whose steps least squares
-solves."""
+solves; and the robust covariance at either's optimum (sandwich.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 
-def optimum(job, shard, family, l2: float, names: Sequence[str] | None = None):
+def optimum(
+    job, shard, family, l2: float, names: Sequence[str] | None = None, cov_type: str = "nonrobust"
+):
     """The exact optimum of the family's objective over the whole dataset, the same on every
-    rank, by the solver the family names."""
+    rank, by the solver the family names; with cov_type HC0 or HC1, and no penalty, its robust
+    covariance too (sandwich.py: one more pass)."""
     if family.SOLVER == "least_squares":
         from hvd_linreg.solvers import least_squares
 
-        return least_squares.optimum(job, shard, l2, names)
-    from hvd_linreg.solvers import irls
+        best = least_squares.optimum(job, shard, l2, names)
+    else:
+        from hvd_linreg.solvers import irls
 
-    return irls.optimum(job, shard, family, l2)
+        best = irls.optimum(job, shard, family, l2)
+    if cov_type == "nonrobust" or l2 > 0 or getattr(best, "dependent", ()):
+        return best
+    from hvd_linreg.solvers import sandwich
+
+    information = best.factor.information()
+    robust = sandwich.covariance(job, shard, family, best.params, information, cov_type)
+    return replace(best, robust=robust, cov_type=cov_type)

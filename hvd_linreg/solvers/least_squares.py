@@ -370,6 +370,8 @@ class Optimum:
     factor: Factor
     l2: float  # the ridge penalty it was solved with
     dependent: tuple[int, ...] = ()  # the columns that make the design singular, if any
+    robust: np.ndarray | None = None  # --cov_type HC0/HC1: the sandwich covariance
+    cov_type: str = "nonrobust"
 
     @property
     def objective(self) -> float:

@@ -30,6 +30,7 @@ class Statistics:
     rmse: float  # sqrt(mean squared residual): the tool's loss, as a length
     dof: int | None  # residual degrees of freedom, N - F - 1
     undefined: dict[str, str] = field(default_factory=dict)  # statistic -> why it is None
+    cov_type: str = "nonrobust"  # the standard errors' (--cov_type)
 
     def as_json(self) -> dict:
         return {
@@ -37,6 +38,7 @@ class Statistics:
             "adjusted_r2": self.adjusted_r2,
             "rmse": self.rmse,
             "dof": self.dof,
+            "cov_type": self.cov_type,
             "coefficients": [vars(c) for c in self.coefficients],
             "undefined": self.undefined,
         }
@@ -48,6 +50,8 @@ class Statistics:
             f"Statistics of the exact optimum: R² {cell(self.r2, '.6g')}, adjusted R² "
             f"{cell(self.adjusted_r2, '.6g')}, RMSE {self.rmse:.6g}{dof}"
         )
+        if self.cov_type != "nonrobust":
+            first += f"; {self.cov_type} robust standard errors"
         rows = [(c.name, c.estimate, c.std_error, c.t, c.p) for c in self.coefficients]
         return [first, *coefficient_lines(rows, "t", self.undefined)]
 
@@ -80,9 +84,12 @@ def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> 
     # Var(w) = σ² (Xcᵀ Xc)⁻¹ = σ² R⁻¹ R⁻ᵀ; b = ȳ - x̄·w, with ȳ and w uncorrelated:
     # Var(b) = σ² (1/N + x̄ᵀ (Xcᵀ Xc)⁻¹ x̄); weighted, as WLS: Xc = √W (X - x̄_w), 1/Σw
     sigma2 = rss / dof
-    variance = factor.variances()
-    variance[-1] += 1.0 / factor.weight  # Σ w: the rows, unweighted
-    std_error = np.sqrt(sigma2 * variance)
+    if optimum.robust is not None:  # --cov_type HC0/HC1: the sandwich's
+        std_error = np.sqrt(np.diag(optimum.robust))
+    else:
+        variance = factor.variances()
+        variance[-1] += 1.0 / factor.weight  # Σ w: the rows, unweighted
+        std_error = np.sqrt(sigma2 * variance)
     if sigma2 > 0:
         t = params / std_error
         columns = zip(names, params.tolist(), std_error.tolist(), t.tolist(), two_sided_p(t, dof))
@@ -90,4 +97,5 @@ def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> 
         undefined["t"] = undefined["p"] = "the fit is exact (zero residuals)"
         columns = zip(names, params.tolist(), std_error.tolist(), [None] * k, [None] * k)
     adjusted = None if r2 is None else 1.0 - (1.0 - r2) * (n - 1) / dof
-    return Statistics([Coefficient(*c) for c in columns], r2, adjusted, rmse, dof, undefined)
+    coefficients = [Coefficient(*c) for c in columns]
+    return Statistics(coefficients, r2, adjusted, rmse, dof, undefined, optimum.cov_type)

@@ -39,6 +39,7 @@ class Statistics:
     iterations: int
     gradient_norm: float
     undefined: dict[str, str] = field(default_factory=dict)  # statistic -> why it is None
+    cov_type: str = "nonrobust"  # the standard errors' (--cov_type)
 
     def as_json(self) -> dict:
         return {
@@ -53,6 +54,7 @@ class Statistics:
             "dof": self.dof,
             "iterations": self.iterations,
             "gradient_norm": self.gradient_norm,
+            "cov_type": self.cov_type,
             "coefficients": [vars(c) for c in self.coefficients],
             "undefined": self.undefined,
         }
@@ -76,6 +78,8 @@ class Statistics:
             f"pseudo-R² {cell(self.pseudo_r2, '.6g')}{deviance}; {self.method}: "
             f"{self.iterations} iterations, gradient norm {self.gradient_norm:.3g}"
         )
+        if self.cov_type != "nonrobust":
+            first += f"; {self.cov_type} robust standard errors"
         rows = [(c.name, c.estimate, c.std_error, c.z, c.p) for c in self.coefficients]
         return [first, *coefficient_lines(rows, "z", self.undefined)]
 
@@ -113,10 +117,14 @@ def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statisti
         return Statistics(estimates, *figures, *fitting, undefined)
     # Var(θ) = φ (AᵀWA)⁻¹, A = [X 1]: from the factor of the centred √W X, as least squares'
     # Var(b) = φ (1/ΣW + x̄ᵀ (XcᵀWXc)⁻¹ x̄).
-    variance = fit.factor.variances()
-    variance[-1] += 1.0 / fit.factor.weight
-    std_error = np.sqrt(fit.scale * variance)
+    if fit.robust is not None:  # --cov_type HC0/HC1: the sandwich's
+        std_error = np.sqrt(np.diag(fit.robust))
+    else:
+        variance = fit.factor.variances()
+        variance[-1] += 1.0 / fit.factor.weight
+        std_error = np.sqrt(fit.scale * variance)
     z = params / std_error
     p = [math.erfc(abs(v) / math.sqrt(2.0)) for v in z.tolist()]
     columns = zip(names, params.tolist(), std_error.tolist(), z.tolist(), p)
-    return Statistics([Coefficient(*c) for c in columns], *figures, *fitting, undefined)
+    coefficients = [Coefficient(*c) for c in columns]
+    return Statistics(coefficients, *figures, *fitting, undefined, fit.cov_type)

@@ -28,6 +28,7 @@ shift || true
 [ "${1:-}" = -- ] && shift
 command=${*:-make test}
 repo=$(cd "$(dirname "$0")/.." && pwd)
+. "$repo/ci/apt.sh" # apt_get
 packages="python3 git make ca-certificates"
 cache_home=${XDG_CACHE_HOME:-$HOME/.cache}
 cache=$cache_home/hvd_linreg
@@ -89,9 +90,8 @@ done
 
 if ! command -v debootstrap >/dev/null; then
   say "installing debootstrap"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 \
-    debootstrap >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq debootstrap >/dev/null
 fi
 mirror=${HVD_LINREG_DEBIAN_MIRROR:-$(
   { sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null || true

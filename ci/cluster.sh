@@ -19,6 +19,7 @@
 # network namespace, so no traffic of the cluster can leave it. The hosts share the file system,
 # as a cluster with a shared FS does: the same venv and data paths everywhere.
 set -euo pipefail
+. "$(dirname "$0")/apt.sh" # apt_get
 
 NAME=${HVD_LINREG_CLUSTER:-hvdl}
 [[ $NAME =~ ^[a-z][a-z0-9]{0,7}$ ]] || { echo "cluster.sh: HVD_LINREG_CLUSTER: 1-8 of a-z0-9" >&2; exit 1; }
@@ -54,9 +55,8 @@ install_missing() {
   command -v ssh-keygen >/dev/null || packages+=(openssh-client)
   [ ${#packages[@]} -eq 0 ] && return
   command -v apt-get >/dev/null || die "install ${packages[*]} (no apt-get here)"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    -o DPkg::Lock::Timeout=300 "${packages[@]}" >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 }
 
 hosts_file() {
@@ -173,9 +173,8 @@ slurm() {
   [ -d "$STATE" ] || die "the cluster is not up (cluster.sh up N first)"
   if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v sbatch >/dev/null; then
     command -v apt-get >/dev/null || die "install slurmctld slurmd slurm-client (no apt-get here)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      -o DPkg::Lock::Timeout=300 slurmctld slurmd slurm-client >/dev/null
+    apt_get update -qq
+    apt_get install -y -qq --no-install-recommends slurmctld slurmd slurm-client >/dev/null
   fi
   local n i node tries=0
   n=$(find "$STATE" -maxdepth 1 -name 'node*.pid' | wc -l)

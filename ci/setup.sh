@@ -22,6 +22,7 @@ plan=false
 
 HOROVOD_VERSION=0.28.1
 repo=$(cd "$(dirname "$0")/.." && pwd)
+. "$repo/ci/apt.sh" # apt_get
 venv=${VENV:-$repo/.venv}
 cache_home=${XDG_CACHE_HOME:-$HOME/.cache}
 cache=$cache_home/hvd_linreg
@@ -102,10 +103,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   if ! $plan && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 &&
     { $system_python || ! printf '%s\n' "${missing[@]}" | grep -q '^venv for \|^Python [0-9.]* headers'; }; then
     say "installing with apt-get: $packages"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
+    apt_get update -qq
     # shellcheck disable=SC2086 # one word per package
-    apt-get install -y -qq --no-install-recommends $packages >/dev/null
+    apt_get install -y -qq --no-install-recommends $packages >/dev/null
     step_done apt-get
   else
     list=$(printf '         - %s\n' "${missing[@]}")

@@ -4,6 +4,7 @@
 # containers, so munged, slurmctld and slurmd are started directly; everything talks to
 # localhost only. Idempotent: when the node is already up with this config it returns at once.
 set -euo pipefail
+. "$(dirname "$0")/apt.sh" # apt_get
 
 conf=/etc/slurm/slurm.conf
 logs=/var/log/slurm
@@ -41,8 +42,8 @@ if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
 fi
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null ||
   ! command -v sinfo >/dev/null || ! command -v munged >/dev/null; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurmctld slurmd slurm-client munge >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq slurmctld slurmd slurm-client munge >/dev/null
 fi
 
 # munge authenticates every SLURM message; the package usually creates the key, but not always.

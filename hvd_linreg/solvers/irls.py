@@ -227,7 +227,10 @@ def _pass(job: Job, shard, family: Family, theta: np.ndarray):
     def blocks():
         for block in shard.blocks(rows):
             block = block.counted()
-            X, y, prior = block.X.astype(np.float64), block.y.astype(np.float64), block.weights()
+            y, prior = block.y.astype(np.float64), block.weights()
+            # [X r] in float64, X copied once into it (the factor's rows)
+            A = np.empty((len(y), k))
+            A[:, :-1] = block.X
             eta = predictor(theta, block)
             mu = link.inverse(eta)
             valid = family.valid_mean(mu)
@@ -243,11 +246,12 @@ def _pass(job: Job, shard, family: Family, theta: np.ndarray):
                 float(np.count_nonzero(~valid)),
                 float(prior @ y),
                 float(prior.sum()),
-                *(-(X.T @ scored)),
+                *(-(A[:, :-1].T @ scored)),
                 -float(scored.sum()),
                 *family.iteration_counts(y, eta),
             ]
-            yield np.c_[X, np.where(valid, residual, 0.0)], weight, np.asarray(more)
+            A[:, -1] = np.where(valid, residual, 0.0)
+            yield A, weight, np.asarray(more)
 
     factor, extra = factorise_blocks(job, blocks, k, len(names) + k)
     sums = dict(zip(names, extra[: len(_SUMS)].tolist()))

@@ -268,8 +268,9 @@ def factorise_blocks(
                 sums[tail:] += (A.T @ A).ravel()
         else:
             sums[: n + 1] += np.append(w @ A, w.sum())
-            if gram:
-                sums[tail:] += ((A.T * w) @ A).ravel()
+            if gram:  # BᵀB of B = √w A: BLAS's syrk, half the multiply-adds of AᵀWA's gemm
+                B = A * np.sqrt(w)[:, None]
+                sums[tail:] += (B.T @ B).ravel()
         sums[n + 1] += len(A)
         sums[n + 2 : tail] += more
     sums = job.allreduce_sum(sums, "column_sums")  # Horovod: every rank's sums

@@ -149,6 +149,31 @@ def script(
         return json.loads(out.read_text())
 
 
+def run_python(args: list[str]) -> str:
+    """`python bench/ARGS...` in this interpreter, to its end."""
+    return _run([sys.executable, str(BENCH / args[0]), *args[1:]])
+
+
+def importable(module: str) -> bool:
+    """Whether this interpreter can import module (an optional peer)."""
+    return (
+        subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True).returncode
+        == 0
+    )
+
+
+def peer_fit(name: str, peer: str, data: str, env: dict[str, str] | None = None) -> dict:
+    """`python bench/NAME --peer PEER --data DATA --out PATH` in a process of its own; its
+    JSON."""
+    with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
+        out = Path(tmp) / "result.json"
+        _run(
+            [sys.executable, str(BENCH / name), "--peer", peer, "--data", data, "--out", str(out)],
+            env,
+        )
+        return json.loads(out.read_text())
+
+
 def free_ports(count: int) -> list[int]:
     """Ports on 127.0.0.1 that nobody listens on right now."""
     sockets = [socket.socket() for _ in range(count)]

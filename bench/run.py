@@ -28,6 +28,12 @@
    NumPy + mpi4py on the same rows (bench/normal_equations.py), the two taking turns.
 9. The model families: the seed job's step at 2 ranks with --model linear and --model logistic
    (on its synthetic 0/1 target), the two taking turns.
+10. The Poisson exact fit: `hvd-linreg --model poisson --solver exact` on 2,000,000 x 32
+   float64 rows (a 520 MB .npz) at 1 and 2 ranks, next to scikit-learn's
+   PoissonRegressor(solver="newton-cholesky"), glum's GeneralizedLinearRegressor and
+   statsmodels' GLM(Poisson) on the same rows (bench/glm_peers.py), each fitting data already
+   loaded, in a process of its own, taking turns: seconds, peak RSS per rank, and the largest
+   difference of each from the tool's coefficients. glum is optional (pip install glum).
 `--sections 1,6` runs only those sections (2 and 4 come from the same runs).
 
 The machine is shared and noisy: every figure is a median of repeated runs, and the targets
@@ -434,6 +440,61 @@ def family_steps(rounds: int) -> dict:
     return {"ranks": 2, "us": {m: statistics.median(t) for m, t in timed.items()}, "runs_us": timed}
 
 
+POISSON_ROWS, POISSON_FEATURES = 2_000_000, 32
+POISSON_RANKS = (1, 2)
+POISSON_PEERS = ("sklearn", "glum", "statsmodels")
+POISSON_AGREE = 1e-6  # the issue's: the same coefficients to 1e-6
+
+
+def poisson_fits(rounds: int, progress) -> dict:
+    """Section 10: the tool's Poisson IRLS at 1 and 2 ranks (its metrics' wall_s: from the
+    loaded shard to the optimum) and each peer's fit, `rounds` times each, taking turns;
+    statsmodels, ten times slower, once."""
+    with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
+        data = str(Path(tmp) / "poisson.npz")
+        launch.run_python(["glm_peers.py", "--write", data, "--rows", str(POISSON_ROWS),
+                           "--features", str(POISSON_FEATURES)])  # fmt: skip
+        peers = [p for p in POISSON_PEERS if launch.importable(PEER_MODULES[p])]
+        runs: dict[str, list[dict]] = {f"tool_{n}": [] for n in POISSON_RANKS}
+        runs.update({p: [] for p in peers})
+        for i in range(rounds):
+            for n in POISSON_RANKS:
+                args = ["--model", "poisson", "--data", data, "--solver", "exact"]
+                watched = launch.watched_tool(n, args, env=BASELINE_ENV)
+                runs[f"tool_{n}"].append(
+                    {"fit_s": watched["metrics"]["wall_s"], "params": params(watched["metrics"]),
+                     "peak_rss_mib": max(watched["peak_rss_mib"])}
+                )  # fmt: skip
+            for peer in peers:
+                if peer == "statsmodels" and i > 0:
+                    continue
+                runs[peer].append(launch.peer_fit("glm_peers.py", peer, data, env=BASELINE_ENV))
+            progress(f"Poisson fits, round {i + 1} of {rounds}")
+    reference = runs["tool_1"][0]["params"]
+    rows = {}
+    for name, done in runs.items():
+        gap = max(
+            float(
+                np.max(
+                    np.abs(np.asarray(r["params"]) - reference) / np.maximum(np.abs(reference), 1)
+                )
+            )
+            for r in done
+        )
+        rows[name] = {
+            "fit_s": statistics.median(r["fit_s"] for r in done),
+            "peak_rss_mib": max(r["peak_rss_mib"] for r in done),
+            "max_gap": gap,
+            "agree": bool(gap <= POISSON_AGREE),
+            "runs_s": [r["fit_s"] for r in done],
+        }
+    missing = [p for p in POISSON_PEERS if p not in peers]
+    return {"rows": POISSON_ROWS, "features": POISSON_FEATURES, "fits": rows, "missing": missing}
+
+
+PEER_MODULES = {"sklearn": "sklearn", "glum": "glum", "statsmodels": "statsmodels"}
+
+
 # Each section's name for --sections, and what it runs (rounds, progress) -> results to merge.
 SECTIONS = {
     "1": latency_and_levers,
@@ -444,6 +505,7 @@ SECTIONS = {
     "7": lambda rounds, progress: {"stacks": stacks_side_by_side(rounds, progress)},
     "8": lambda rounds, progress: {"exact": [exact_solve(n, rounds) for n in EXACT_RANKS]},
     "9": lambda rounds, progress: {"families": family_steps(rounds)},
+    "10": lambda rounds, progress: {"poisson": poisson_fits(rounds, progress)},
 }
 
 

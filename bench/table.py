@@ -39,6 +39,18 @@ def targets(results: dict) -> list[dict]:
             (f"{label}: TF 2.21 stack / TF 2.15 stack", new / old, "<=", 1.1)
             for label, old, new in _stack_rows(results["stacks"])
         ]
+    fits = results.get("poisson", {}).get("fits", {})
+    if "sklearn" in fits:
+        for n, limit in ((1, 0.75), (2, 0.45)):
+            ratio = fits[f"tool_{n}"]["fit_s"] / fits["sklearn"]["fit_s"]
+            rows.append(
+                (
+                    f"Poisson fit, {n} rank{'s' * (n > 1)}: hvd-linreg / scikit-learn",
+                    ratio,
+                    "<=",
+                    limit,
+                )
+            )
     hosts = results.get("hosts", {}).get("latency")
     if hosts:
         rows.append(
@@ -55,6 +67,8 @@ def targets(results: dict) -> list[dict]:
         if name.startswith("step latency, 2 ranks:") and not _at(results["latency"], 2)["agree"]:
             met = False  # a fast wrong answer is no result
         if name.startswith("step latency, 2 hosts") and not hosts["agree"]:
+            met = False
+        if name.startswith("Poisson fit") and not all(r["agree"] for r in fits.values()):
             met = False
         verdicts.append(
             {"target": name, "ratio": float(ratio), "limit": f"{sense} {limit}", "met": met}
@@ -338,6 +352,32 @@ def _families(f: dict) -> list[str]:
     )
 
 
+PEER_NAMES = {
+    "sklearn": "scikit-learn PoissonRegressor (newton-cholesky)",
+    "glum": "glum GeneralizedLinearRegressor",
+    "statsmodels": "statsmodels GLM(Poisson), IRLS",
+}
+
+
+def _poisson(p: dict) -> list[str]:
+    fits = p["fits"]
+    out = [
+        f"10. Poisson exact fit, {p['rows']:,} rows x {p['features']} features (float64): "
+        "seconds from the loaded data to the coefficients (medians), peak RSS per rank"
+    ]
+    names = {f"tool_{n}": f"hvd-linreg --model poisson --solver exact, {n} rank{'s' * (n > 1)}"
+             for n in (1, 2)}  # fmt: skip
+    names.update(PEER_NAMES)
+    out += _grid(
+        ["fit", "seconds", "peak RSS (MiB)", "same coefficients (max rel. gap)"],
+        [[names[k], f"{r['fit_s']:.2f}", f"{r['peak_rss_mib']:.0f}",
+          f"{'yes' if r['agree'] else 'NO'} ({r['max_gap']:.0e})"] for k, r in fits.items()],
+    )  # fmt: skip
+    if p["missing"]:
+        out.append(f"   not installed, so not run: {', '.join(p['missing'])} (pip install them)")
+    return out
+
+
 def render(results: dict) -> list[str]:
     m = results["machine"]
     out = [
@@ -362,6 +402,8 @@ def render(results: dict) -> list[str]:
         out += _exact(results["exact"]) + [""]
     if "families" in results:
         out += _families(results["families"]) + [""]
+    if "poisson" in results:
+        out += _poisson(results["poisson"]) + [""]
     if "stacks" in results:
         out += _stacks(results["stacks"])
     if not results["targets"]:  # sections 8 and 9 alone have none

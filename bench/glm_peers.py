@@ -1,0 +1,90 @@
+"""Section 10's rows and peers: the Poisson design (write), and one Poisson fit of it by
+scikit-learn, glum or statsmodels on data already loaded, in a process of its own.
+
+    python bench/glm_peers.py --write rows.npz --rows 2000000 --features 32
+    python bench/glm_peers.py --peer sklearn --data rows.npz --out result.json
+
+Writes [w..., b], the fit's wall time (from the loaded arrays to the coefficients) and the
+process's peak RSS. Each is asked for the unpenalised maximum-likelihood fit, with its Newton
+solver, to a tolerance tight enough to agree with the others to 1e-6."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+
+def sklearn_fit(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    from sklearn.linear_model import PoissonRegressor
+
+    model = PoissonRegressor(alpha=0.0, solver="newton-cholesky", tol=1e-10, max_iter=100)
+    model.fit(X, y)
+    return np.append(model.coef_, model.intercept_)
+
+
+def glum_fit(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    from glum import GeneralizedLinearRegressor
+
+    model = GeneralizedLinearRegressor(family="poisson", alpha=0.0, gradient_tol=1e-10)
+    model.fit(X, y)
+    return np.append(model.coef_, model.intercept_)
+
+
+def statsmodels_fit(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    import statsmodels.api as sm
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = sm.GLM(y, sm.add_constant(X, prepend=False), family=sm.families.Poisson())
+        return np.asarray(model.fit(tol=1e-10).params)
+
+
+PEERS = {"sklearn": sklearn_fit, "glum": glum_fit, "statsmodels": statsmodels_fit}
+
+
+def write(path: str, rows: int, features: int, seed: int = 0) -> None:
+    """X ~ N(0, 1) (float64), y ~ Poisson(exp(X·w + 0.5)), w ~ N(0, 0.1²): an .npz of X and y,
+    uncompressed, which the tool reads by ranges of rows and the peers load whole."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((rows, features))
+    w = rng.normal(0.0, 0.1, features)
+    y = rng.poisson(np.exp(X @ w + 0.5)).astype(np.float64)
+    np.savez(path, X=X, y=y)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--write", help="write the design to this .npz and exit")
+    p.add_argument("--rows", type=int, default=2_000_000)
+    p.add_argument("--features", type=int, default=32)
+    p.add_argument("--peer", choices=PEERS)
+    p.add_argument("--data", help=".npz of X (rows, features) and y, float64")
+    p.add_argument("--out")
+    args = p.parse_args()
+    if args.write:
+        write(args.write, args.rows, args.features)
+        return 0
+    with np.load(args.data) as arrays:
+        X, y = arrays["X"], arrays["y"]
+    start = time.perf_counter()
+    theta = PEERS[args.peer](X, y)
+    seconds = time.perf_counter() - start
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    result = {
+        "peer": args.peer,
+        "params": theta.tolist(),
+        "fit_s": seconds,
+        "peak_rss_mib": peak_mib,
+    }
+    Path(args.out).write_text(json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

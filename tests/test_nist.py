@@ -1,12 +1,14 @@
 """The exact solver is as accurate as the best single-machine libraries, at any rank count:
 on NIST's certified linear least-squares datasets and on designs of our own solved in rational
 arithmetic, its worst coefficient has at least the correct digits (LRE) of the best of
-scikit-learn, statsmodels (QR) and SciPy on the same rows, less one, and its worst standard error
-those of statsmodels (the only one with standard errors), less one.
+scikit-learn, statsmodels (QR) and SciPy on the same rows (to within BEST_SLACK: where all of them
+reach the limit the float64 rows set, they tie), and its worst standard error those of
+statsmodels (the only one with standard errors), less one.
 
 The libraries' own LRE on Wampler4 and 5 moves by up to 1.4 digits with the OpenBLAS kernel the
 CPU gets (OPENBLAS_CORETYPE), and so did the tool's before its refinement step: that the tool
-holds the best less one under every kernel is what the refinement is for. So that a machine whose
+holds the best under every kernel is what the refinement is for (of w, where R is
+ill-conditioned; of b, where large means leave it to cancellation). So that a machine whose
 kernel is kind to the triangular solve still notices a refinement that stopped working, the fit
 is also held to the exact least squares of the float64 rows it was given (ROWS_DIGITS)."""
 
@@ -23,6 +25,9 @@ from conftest import launch
 # solve clears this with a digit to spare on every problem at 1 to 3 ranks, the triangular solve
 # alone does not on Wampler5 and Filip (docs/statistics.md, Exact least squares).
 ROWS_DIGITS = 8
+# Ties at the data's own limit (NIST's Wampler sets: every library at 9.858 digits) differ in
+# the last bits of the rounding: a twentieth of a digit is a 12% larger error, no more.
+BEST_SLACK = 0.05
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +50,7 @@ def test_the_typed_datasets_are_nists():
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["horovodrun-mpi", "horovodrun-gloo"])
 @pytest.mark.parametrize("size", [1, 2, 3])
-def test_every_fit_has_the_best_librarys_digits_less_one(cases, tmp_path, launcher, size):
+def test_every_fit_has_the_best_librarys_digits(cases, tmp_path, launcher, size):
     directory, found, scores = cases
     fits = fit_with_the_tool(launcher, size, directory, tmp_path)
     assert (fits["size"], fits["controller"]) == (size, "Gloo" if "gloo" in launcher else "MPI")
@@ -56,7 +61,7 @@ def test_every_fit_has_the_best_librarys_digits_less_one(cases, tmp_path, launch
         coefficients, errors = tool_lre(fit, p)
         best = max(c for c, _ in scores[name].values())
         best_errors = max(e for _, e in scores[name].values() if e is not None)
-        assert coefficients >= best - 1, (name, coefficients, scores[name])
+        assert coefficients >= best - BEST_SLACK, (name, coefficients, scores[name])
         assert errors >= best_errors - 1, (name, errors, scores[name])
         digits = rows_lre(fit, p)
         assert digits >= ROWS_DIGITS, (name, digits)

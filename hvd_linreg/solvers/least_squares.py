@@ -16,7 +16,10 @@ the rounding of the BLAS kernel and of the rank count. One step of iterative ref
 corrected semi-normal equations, Björck) takes them back: one more pass over the rows computes
 the gradient Xcᵀ(yc - Xc w) in extended precision, one allreduce sums it, and two triangular
 solves with the same R give the correction. The fit is then the float64 rows' own least squares
-to within what float64 holds, at any rank count and on any kernel.
+to within what float64 holds, at any rank count and on any kernel. The same pass sums the
+residual in extended precision, and b = ȳ - x̄·w takes its mean: where the means are large and
+b small, float64's cancellation in b would otherwise cost it the digits w keeps, and the pass
+is taken for that alone too (bias_bound).
 
 Rank deficiency is decided on the small factor: the singular values of R[:F, :F] with its
 columns scaled to unit norm (the centred design's columns scaled to unit norm have the same
@@ -51,6 +54,9 @@ _CONSTANT = 1e-12
 # Refine a solution whose error bound leaves fewer digits than this: well-conditioned designs
 # keep their digits through the triangular solve and need no second pass.
 _REFINE_ABOVE = 1e-12
+# ... and a bias whose float64 cancellation (bias_bound) may cost it two digits of float64's:
+# the refinement's pass sums the residual in extended precision, and b takes its mean
+_REFINE_BIAS_ABOVE = 1e-14
 # The centred Gram matrix's Cholesky factor serves as R (one pass, no QR) where its error bound
 # is at most this, and the residual sum of squares' at most _GRAM_RSS_ABOVE (relative): well
 # conditioned designs, such as synthetic ones; others take the Householder QR. Up to this many
@@ -156,12 +162,20 @@ def refine(factor: Factor, solution: Solution, gradient: np.ndarray, l2: float =
     is not invertible."""
     if solution.dependent:
         return solution
-    w = solution.params[:-1]
+    w, residual_sum = solution.params[:-1], gradient[-1]
+    gradient = gradient[:-1]
     rhs = gradient - factor.count * l2 * w if l2 > 0 else gradient
     upper = tf.constant(solution.upper)
     half = tf.linalg.triangular_solve(upper, tf.constant(rhs[:, None]), lower=False, adjoint=True)
     delta = tf.linalg.triangular_solve(upper, half, lower=False).numpy()[:, 0]
-    return Solution(_with_bias(factor, w + delta), (), solution.upper)
+    w = w + delta
+    # b = ȳ - x̄·w, less the mean residual the rows still have, in extended precision: in
+    # float64 the cancellation of ȳ and x̄·w (large means, a small b: NIST's Wampler sets)
+    # leaves b with fewer digits than w
+    ld = np.longdouble
+    mean_residual = ld(residual_sum) / ld(factor.weight or factor.count)
+    b = ld(factor.y_mean) - np.dot(factor.x_mean.astype(ld), w.astype(ld)) + mean_residual
+    return Solution(np.append(w, float(b)), (), solution.upper)
 
 
 def _with_bias(factor: Factor, w: np.ndarray) -> np.ndarray:
@@ -330,16 +344,17 @@ def _householder_factor(job: Job, blocks, means: np.ndarray, rows: int) -> np.nd
 
 
 def residual_gradient(job: Job, shard: Shard, factor: Factor, w: np.ndarray) -> np.ndarray:
-    """Xcᵀ (yc - Xc w) over all rows, the same on every rank: one more pass over this rank's
-    rows and one allreduce. In extended precision (np.longdouble: 64 significant bits on x86
-    Linux), the centring too: at the least-squares solution the gradient is the cancellation
-    of large terms, and float64 rounding of Xc or of the residual is as large as what the
-    correction is to recover. Constant columns count as zero, as in the system solve() solved."""
+    """Xcᵀ W (yc - Xc w) over all rows, then Σ W (yc - Xc w) (what the bias still misses), the
+    same on every rank: one more pass over this rank's rows and one allreduce. In extended
+    precision (np.longdouble: 64 significant bits on x86 Linux), the centring too: at the
+    least-squares solution the gradient is the cancellation of large terms, and float64
+    rounding of Xc or of the residual is as large as what the correction is to recover.
+    Constant columns count as zero, as in the system solve() solved."""
     F = len(factor.x_mean)
     kept = ~constant_columns(factor)
     x_mean, y_mean = factor.x_mean.astype(np.longdouble), np.longdouble(factor.y_mean)
     w = np.where(kept, w, 0.0).astype(np.longdouble)
-    gradient = np.zeros(F, np.longdouble)
+    gradient = np.zeros(F + 1, np.longdouble)
     for block in shard.blocks(max(1, _BLOCK_BYTES // (16 * (F + 1)))):
         block = block.counted()
         X, y = block.X, block.y
@@ -351,12 +366,13 @@ def residual_gradient(job: Job, shard: Shard, factor: Factor, w: np.ndarray) -> 
         residual = np.subtract(y, y_mean) - np.dot(Xc, w)
         if block.weight is not None:
             residual *= block.weight.astype(np.longdouble)
-        gradient += np.einsum("ij,i->j", Xc, residual)
-    gradient[~kept] = 0
+        gradient[:F] += np.einsum("ij,i->j", Xc, residual)
+        gradient[F] += np.sum(residual)
+    gradient[:F][~kept] = 0
     # Each rank's gradient as two float64 (high and low parts) in its own row: the allreduce
     # then only adds zeros, and the ranks' large terms cancel in extended precision here.
     high = gradient.astype(np.float64)
-    rows = np.zeros((job.size, 2, F))
+    rows = np.zeros((job.size, 2, F + 1))
     rows[job.rank] = high, (gradient - high).astype(np.float64)
     rows = job.allreduce_sum(rows, "residual_gradient")  # Horovod: every rank's row
     return np.sum(rows.astype(np.longdouble), axis=(0, 1)).astype(np.float64)
@@ -380,15 +396,24 @@ class Optimum:
         return objective(self.loss, self.params, self.l2)
 
 
+def bias_bound(factor: Factor, params: np.ndarray) -> float:
+    """The relative error float64 leaves in b = ȳ - x̄·w: eps x (|ȳ| + |x̄|·|w|) / |b|, large
+    where the means are large and b small (NIST's Wampler and Pontius sets)."""
+    scale = abs(factor.y_mean) + float(np.abs(factor.x_mean) @ np.abs(params[:-1]))
+    return float(np.finfo(np.float64).eps * scale / max(abs(params[-1]), np.finfo(np.float64).tiny))
+
+
 def optimum(job: Job, shard: Shard, l2: float, names: Sequence[str] | None = None) -> Optimum:
     """The exact optimum over the whole dataset, the same on every rank; rank 0 warns when
     the design is singular."""
     factor = factorise(job, shard)
     solution = solve(factor, job.warn, factor.count * l2, names)
-    # Only where the solve may have lost digits: the refinement's pass over the rows costs as
-    # much as the factorisation. Every rank holds the same R, so every rank decides the same
-    # and takes the same collectives.
-    if solution.error_bound > _REFINE_ABOVE and not solution.dependent:
+    # Only where the solve may have lost digits, in w or in b: the refinement's pass over the
+    # rows costs as much as the factorisation. Every rank holds the same R and means, so every
+    # rank decides the same and takes the same collectives.
+    lost = solution.error_bound > _REFINE_ABOVE
+    lost = lost or bias_bound(factor, solution.params) > _REFINE_BIAS_ABOVE
+    if lost and not solution.dependent:
         gradient = residual_gradient(job, shard, factor, solution.params[:-1])
         solution = refine(factor, solution, gradient, l2)
     loss = factor.rss(solution.params[:-1]) / factor.count

@@ -254,7 +254,9 @@ def test_tweedie_is_statsmodels_at_2_ranks(claims, tmp_path):
     assert_is_statsmodels_with_scale(run.metrics, ref, log_likelihood=False)
     stats = run.metrics["statistics"]
     assert stats["log_likelihood"] is None
-    assert stats["undefined"]["log_likelihood"] == "the family's density has no closed form"
+    why = "the family's density has no closed form; see the deviance"
+    assert stats["undefined"]["log_likelihood"] == stats["undefined"]["aic"] == why
+    assert stats["aic"] is None
 
 
 @pytest.mark.parametrize("model", ["gamma", "tweedie"])

@@ -323,8 +323,11 @@ class Config:
                     raise UsageError(
                         f"{flag} names columns of a CSV or Parquet file, so it needs --data"
                     )
-        carried = [("--weights", self.weights), ("--offset", self.offset)]
-        carried += [("--exposure", self.exposure)]
+        carried = (
+            ("--weights", self.weights),
+            ("--offset", self.offset),
+            ("--exposure", self.exposure),
+        )
         named = [(flag, name) for flag, name in carried if name is not None]
         for flag, name in named:
             if not name.strip() or "," in name:

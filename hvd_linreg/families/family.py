@@ -172,6 +172,12 @@ class Family:
         """Where μ is a mean the family can have (IRLS halves a step that leaves it)."""
         return np.isfinite(mu) & (mu > 0) if self.POSITIVE_MEAN else np.isfinite(mu)
 
+    def variance_and_slope(self, mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """V(μ) and g'(μ) at the clean mean, as IRLS's weights 1 / (V g'²) and the scores
+        (y - μ) / (V g') take them."""
+        clean = self.clean_mean(mu)
+        return self.variance(clean), self.link.derivative(clean)
+
     def clean_mean(self, mu: np.ndarray) -> np.ndarray:
         """μ where the IRLS weights are computed: off the edge of the domain, where V(μ) or
         g'(μ) would be 0 or infinite (statsmodels clips alike)."""

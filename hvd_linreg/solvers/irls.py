@@ -203,9 +203,8 @@ def _null_bias(job: Job, shard, family: Family, start: float) -> float:
             y = rows.y.astype(np.float64)
             eta = b + (rows.offset if rows.offset is not None else 0.0)
             mu = family.link.inverse(eta)
-            mu_w = family.clean_mean(mu)
-            slope = family.link.derivative(mu_w)
-            weight = rows.weights() / (family.variance(mu_w) * slope * slope)
+            variance, slope = family.variance_and_slope(mu)
+            weight = rows.weights() / (variance * slope * slope)
             sums += float(weight.sum()), float(weight @ ((y - mu) * slope))
         information, score = job.allreduce_sum(sums, "irls_null")  # Horovod: every rank's
         if not information > 0:
@@ -234,8 +233,7 @@ def _pass(job: Job, shard, family: Family, theta: np.ndarray):
             eta = predictor(theta, block)
             mu = link.inverse(eta)
             valid = family.valid_mean(mu)
-            mu_w = family.clean_mean(mu)  # the weights' μ, off the domain's edge
-            variance, slope = family.variance(mu_w), link.derivative(mu_w)
+            variance, slope = family.variance_and_slope(mu)  # off the domain's edge
             weight = np.where(valid, prior / (variance * slope * slope), 0.0)
             residual = (y - mu) * slope
             scored = weight * residual  # w (y - μ) / (V g'): the score's terms

@@ -23,8 +23,8 @@ def covariance(
         rows = rows.counted()
         y = rows.y.astype(np.float64)
         mu = family.link.inverse(predictor(theta, rows))
-        clean = family.clean_mean(mu)
-        u = rows.weights() * (y - mu) / (family.variance(clean) * family.link.derivative(clean))
+        variance, slope = family.variance_and_slope(mu)
+        u = rows.weights() * (y - mu) / (variance * slope)
         scores = np.c_[rows.X.astype(np.float64), np.ones(len(y))] * u[:, None]
         sums[:-1] += (scores.T @ scores).ravel()
         sums[-1] += len(y)

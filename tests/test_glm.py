@@ -337,3 +337,37 @@ def test_a_start_outside_the_domain_and_a_singular_design_are_refused(counts, tm
         "the Fisher information of the poisson model is singular: features are collinear or "
         "constant; drop the redundant ones, or fit with --l2 > 0" in capsys.readouterr().err
     )
+
+
+def _step_design(rng, dependent: bool):
+    """[X r] with r almost orthogonal to X's span, as IRLS's working residual near the
+    optimum: the step r's least squares asks for is of order 1e-9."""
+    X = rng.standard_normal((20_000, 4)) + [0.0, 3.0, 0.0, -1.0]
+    if dependent:  # two columns equal to 1e-6: κ² of about 1e13
+        X[:, 2] = X[:, 0] + 1e-6 * rng.standard_normal(len(X))
+    r = rng.standard_normal(len(X)) + X @ [1e-9, -2e-9, 0.0, 3e-9]
+    return X, r
+
+
+@pytest.mark.parametrize("dependent", [False, True], ids=["well conditioned", "ill conditioned"])
+def test_irls_step_takes_the_gram_where_its_error_is_below_the_coefficients(dependent):
+    """Near the optimum the step tends to 0 and the residual's share outside X's span to all
+    of it: a bound relative to the step refuses every Gram (and IRLS paid a Householder pass
+    per iteration), one relative to the coefficients takes it where its error is below their
+    digits, and still refuses it where κ² would cost them."""
+    from hvd_linreg.solvers.least_squares import _gram_factor
+
+    X, r = _step_design(np.random.default_rng(3), dependent)
+    A = np.c_[X, r]
+    means, weight = A.mean(axis=0), float(len(A))
+    gram = A.T @ A
+    theta = np.array([0.3, -0.2, 0.1, 0.05, 0.5])
+    assert _gram_factor(gram, means, weight) is None  # relative to the step: refused
+    upper = _gram_factor(gram, means, weight, reference=theta)
+    if dependent:
+        assert upper is None
+        return
+    assert upper is not None
+    step = np.linalg.solve(upper[:4, :4], upper[:4, 4])
+    exact = np.linalg.lstsq(X - means[:4], r - means[4], rcond=None)[0]
+    np.testing.assert_allclose(step, exact, rtol=0, atol=1e-14)  # _GRAM_ABOVE

@@ -251,7 +251,7 @@ def _pass(job: Job, shard, family: Family, theta: np.ndarray):
             A[:, -1] = np.where(valid, residual, 0.0)
             yield A, weight, np.asarray(more)
 
-    factor, extra = factorise_blocks(job, blocks, k, len(names) + k)
+    factor, extra = factorise_blocks(job, blocks, k, len(names) + k, reference=theta)
     sums = dict(zip(names, extra[: len(_SUMS)].tolist()))
     sums.update(zip(family.COUNTS, extra[len(_SUMS) + k :].tolist()))
     sums["rows"] = factor.count

@@ -262,7 +262,11 @@ _NOTHING = np.zeros(0)
 
 
 def factorise_blocks(
-    job: Job, blocks: Callable[[], Iterable[Block]], n: int, extra: int = 0
+    job: Job,
+    blocks: Callable[[], Iterable[Block]],
+    n: int,
+    extra: int = 0,
+    reference: np.ndarray | None = None,
 ) -> tuple[Factor, np.ndarray]:
     """The R factor of the whole weighted, centred design √w [Ac | zc], the same on every rank,
     and the ranks' sums of the blocks' extra figures (extra of them). blocks() yields this
@@ -270,7 +274,9 @@ def factorise_blocks(
     extra figures); it is called again where a second pass is needed. One pass sums the columns
     and, up to _GRAM_MAX_COLUMNS, the Gram matrix Aᵀ W A, and one allreduce adds the ranks'
     sums; where the centred Gram's Cholesky factor is accurate (_gram_factor), that is R.
-    Otherwise a second pass of Householder QRs on each rank, and one allgather of the ranks' R."""
+    Otherwise a second pass of Householder QRs on each rank, and one allgather of the ranks' R.
+    reference (n, the solution's [w..., b]): what the solution's error is measured against,
+    where z is a correction to it (IRLS's step); by default the solution itself."""
     gram = n <= _GRAM_MAX_COLUMNS
     # the weighted column sums, the weights' sum, the rows, the extra figures, Aᵀ W A
     sums = np.zeros(n + 2 + extra + (n * n if gram else 0))
@@ -290,19 +296,27 @@ def factorise_blocks(
     sums = job.allreduce_sum(sums, "column_sums")  # Horovod: every rank's sums
     weight, count = float(sums[n]), int(sums[n + 1])
     means = sums[:n] / weight
-    r = _gram_factor(sums[tail:].reshape(n, n), means, weight) if gram else None
+    r = _gram_factor(sums[tail:].reshape(n, n), means, weight, reference) if gram else None
     if r is None:
         r = _householder_factor(job, blocks, means, _block_rows(n))
     return Factor(r, means[:-1], float(means[-1]), count, weight), sums[n + 2 : tail]
 
 
-def _gram_factor(gram: np.ndarray, means: np.ndarray, weight: float) -> np.ndarray | None:
+def _gram_factor(
+    gram: np.ndarray, means: np.ndarray, weight: float, reference: np.ndarray | None = None
+) -> np.ndarray | None:
     """R from the Cholesky factor of the centred Gram matrix, or None where that would lose
     digits: the normal equations square the design's condition number κ (of its columns
     scaled to unit norm), and centring by subtraction multiplies the Gram's rounding by up to
     1 + mean²/variance of a column. Accepted when eps x that x κ² (1 + tan θ) is at most
     _GRAM_ABOVE, θ the angle between the centred target and the columns' span, and the
-    residual sum of squares keeps 11 digits; the design's own QR is taken otherwise."""
+    residual sum of squares keeps 11 digits; the design's own QR is taken otherwise.
+
+    With a reference (the point z corrects, IRLS's θ), the solution's error is measured
+    against that instead: near the optimum the step and the span's share of z tend to zero,
+    tan θ to infinity, and a bound relative to the step would refuse every Gram while its
+    error, eps x that x κ² (‖u‖ + ‖residual‖ / σ_min) in the scaled columns' units, stays far
+    below the coefficients' own digits. The residual sum of squares is then not asked for."""
     centred = gram - weight * np.outer(means, means)
     variance = np.diag(centred).copy()
     if not (variance > 0).all():
@@ -315,9 +329,20 @@ def _gram_factor(gram: np.ndarray, means: np.ndarray, weight: float) -> np.ndarr
     F = len(means) - 1
     s = np.linalg.svd(upper[:F, :F], compute_uv=False)
     fitted, residual = float(np.linalg.norm(upper[:F, F])), abs(float(upper[F, F]))
+    eps, offset = np.finfo(np.float64).eps, float(np.max(np.diag(gram) / variance))
+    if reference is not None:
+        if residual == 0 or not s[-1] > 0:
+            return None
+        u = np.linalg.solve(upper[:F, :F], upper[:F, F])  # the scaled solution
+        error = eps * offset * (s[0] / s[-1]) ** 2 * (np.linalg.norm(u) + residual / s[-1])
+        w_error = error * scale[F] / scale[:F]  # each coefficient's, in its own units
+        b_error = float(np.abs(means[:F]) @ w_error)  # b = z̄ - x̄·w carries w's
+        errors = np.append(w_error, b_error)
+        if np.any(errors > _GRAM_ABOVE * np.maximum(1.0, np.abs(reference))):
+            return None
+        return upper * scale
     if residual == 0 or fitted == 0:
         return None
-    eps, offset = np.finfo(np.float64).eps, float(np.max(np.diag(gram) / variance))
     solve_bound = eps * offset * (s[0] / s[-1]) ** 2 * (1 + residual / fitted)
     rss_bound = eps * offset * (1 + (fitted / residual) ** 2)
     if solve_bound > _GRAM_ABOVE or rss_bound > _GRAM_RSS_ABOVE:

@@ -271,7 +271,8 @@ def factorise_blocks(
     """The R factor of the whole weighted, centred design √w [Ac | zc], the same on every rank,
     and the ranks' sums of the blocks' extra figures (extra of them). blocks() yields this
     rank's rows, each once, as (A = [X z] in float64, their weights or None for 1, the block's
-    extra figures); it is called again where a second pass is needed. One pass sums the columns
+    extra figures), each A its own array, which the pass may scale in place; it is called again
+    where a second pass is needed. One pass sums the columns
     and, up to _GRAM_MAX_COLUMNS, the Gram matrix Aᵀ W A, and one allreduce adds the ranks'
     sums; where the centred Gram's Cholesky factor is accurate (_gram_factor), that is R.
     Otherwise a second pass of Householder QRs on each rank, and one allgather of the ranks' R.
@@ -289,8 +290,8 @@ def factorise_blocks(
         else:
             sums[: n + 1] += np.append(w @ A, w.sum())
             if gram:  # BᵀB of B = √w A: BLAS's syrk, half the multiply-adds of AᵀWA's gemm
-                B = A * np.sqrt(w)[:, None]
-                sums[tail:] += (B.T @ B).ravel()
+                A *= np.sqrt(w)[:, None]  # in place: no block-sized array to map and fault in
+                sums[tail:] += (A.T @ A).ravel()
         sums[n + 1] += len(A)
         sums[n + 2 : tail] += more
     sums = job.allreduce_sum(sums, "column_sums")  # Horovod: every rank's sums

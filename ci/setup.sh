@@ -162,31 +162,56 @@ if [ -n "$keyed" ]; then
   mkdir -p "$keyed"
   ln -sfn "$keyed" "$venv"
 fi
-stamp=$venv/.hvd_linreg-setup
+# Everything runs the venv's Python by its real path: pip writes that path into the console
+# scripts (horovodrun, hvd-linreg, pytest), and a keyed venv outlives the clone whose link
+# would otherwise be in them.
+home=$(realpath -m "$venv")
+stamp=$home/.hvd_linreg-setup
 # The checkout the venv's editable install points to: a keyed venv outlives its clone.
-checkout=$venv/.hvd_linreg-checkout
+checkout=$home/.hvd_linreg-checkout
 mkdir -p "$cache/locks"
-exec 8>"$cache/locks/venv-$(realpath -m "$venv" | cksum | cut -d' ' -f1)"
+exec 8>"$cache/locks/venv-$(printf '%s' "$home" | cksum | cut -d' ' -f1)"
 flock 8 # one set-up of a venv at a time
+# A console script whose first line runs a Python other than the venv's own (a venv set up
+# through a clone's link before the scripts were written by the real path): it breaks once
+# that clone is gone, so such a venv is set up again.
+foreign_script() {
+  local script line
+  for script in "$home"/bin/*; do
+    [ -f "$script" ] && [ ! -L "$script" ] || continue
+    IFS= read -r line <"$script" || continue
+    case $line in
+      "#!$home/bin/"*) ;;
+      '#!'*python*) printf '%s (%s)' "$script" "$line" && return 0 ;;
+    esac
+  done
+  return 1
+}
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ]; then
-  if [ "$(cat "$checkout" 2>/dev/null)" != "$repo" ]; then
-    "$venv/bin/python" -m pip --disable-pip-version-check -q install --no-deps -e "$repo"
-    printf '%s\n' "$repo" >"$checkout"
+  if foreign=$(foreign_script); then
+    say "$foreign does not run $home's Python: setting the venv up again"
+    rm -rf "$home"
+    mkdir -p "$home"
+  else
+    if [ "$(cat "$checkout" 2>/dev/null)" != "$repo" ]; then
+      "$home/bin/python" -m pip --disable-pip-version-check -q install --no-deps -e "$repo"
+      printf '%s\n' "$repo" >"$checkout"
+    fi
+    exit 0
   fi
-  exit 0
 fi
 
 # --- 4. The venv with the pinned packages of this Python's stack. ---
-if [ -x "$venv/bin/python" ] && [ "$(version_of "$venv/bin/python")" != "$version" ]; then
-  say "$venv is for Python $(version_of "$venv/bin/python"), not $version: recreating it"
-  rm -rf "$(realpath "$venv")"
+if [ -x "$home/bin/python" ] && [ "$(version_of "$home/bin/python")" != "$version" ]; then
+  say "$venv is for Python $(version_of "$home/bin/python"), not $version: recreating it"
+  rm -rf "$home"
   if [ -n "$keyed" ]; then mkdir -p "$keyed"; fi
 fi
-if [ ! -x "$venv/bin/python" ]; then
+if [ ! -x "$home/bin/python" ]; then
   say "creating $venv with $python (Python $version, stack $stack: TensorFlow $tf_version)"
-  "$python" -m venv "$(realpath "$venv")" # venv refuses a link: the link's target
+  "$python" -m venv "$home" # venv refuses a link: the link's target
 fi
-pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+pip=("$home/bin/python" -m pip --disable-pip-version-check -q)
 say "installing pinned packages (ci/requirements.txt, ci/stacks/$stack.txt)"
 "${pip[@]}" install --upgrade pip
 # tf-keras names the 'tensorflow' package, which would pull the full TensorFlow over
@@ -216,7 +241,7 @@ if ! ls "$wheel_dir"/horovod-"$HOROVOD_VERSION"-*.whl >/dev/null 2>&1; then
   # Build against the TensorFlow in the venv (no build isolation), without the frameworks
   # we do not use, with both controllers. No deps: 'horovod[tensorflow]' would pull a
   # different TensorFlow over the pinned one.
-  env PATH="$venv/bin:$PATH" "${build_env[@]}" MAKEFLAGS=-j"$(nproc)" \
+  env PATH="$home/bin:$PATH" "${build_env[@]}" MAKEFLAGS=-j"$(nproc)" \
     "${pip[@]}" wheel --no-cache-dir --no-build-isolation --no-deps -w "$tmp" "$src"
   mv "$tmp"/horovod-*.whl "$wheel_dir"/ # appears in the cache only when complete
   rm -rf "$tmp"
@@ -232,14 +257,14 @@ printf '%s\n' "$repo" >"$checkout"
 printf 'tensorflow %s\npython %s\nmpi %s\ncompiler %s\npatches %s\nwheel %s\n' "$tf_version" \
   "$version" "$mpi_version" "$cxx_tag" \
   "$(for patch in "${patches[@]}"; do basename "$patch" .patch; done | tr '\n' ' ' | sed 's/ $//')" \
-  "$wheel_dir" >"$venv/horovod-build.txt"
+  "$wheel_dir" >"$home/horovod-build.txt"
 step_done "Horovod ($wheel_was wheel)"
 
 # --- 6. Verify: Horovod must have TensorFlow, MPI and Gloo. ---
 # With tf-keras in the stack, Keras 2 behind tf.keras, as the tool itself has it.
 legacy_keras=$(grep -q '^tf-keras' "$stack_file" && echo 1 || echo 0)
-check=$(PATH=$venv/bin:$PATH TF_CPP_MIN_LOG_LEVEL=2 TF_USE_LEGACY_KERAS=$legacy_keras \
-  "$venv/bin/horovodrun" --check-build)
+check=$(PATH=$home/bin:$PATH TF_CPP_MIN_LOG_LEVEL=2 TF_USE_LEGACY_KERAS=$legacy_keras \
+  "$home/bin/horovodrun" --check-build)
 for need in TensorFlow MPI Gloo; do
   printf '%s\n' "$check" | grep -q "\[X\] $need" ||
     die "Horovod was built without $need:

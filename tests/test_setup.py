@@ -134,3 +134,24 @@ def test_a_change_to_the_patches_or_the_stack_rebuilds_the_horovod_wheel(tmp_pat
     restacked = plan_of(checkout, cache)
     assert restacked["wheel"].endswith(" (build)") and restacked["venv"] != same["venv"]
     assert len({same["wheel"], patched["wheel"], restacked["wheel"]}) == 3
+
+
+@pytest.mark.core  # the other Pythons' venvs are keyed ones in CI: links from the clone
+def test_the_venvs_scripts_run_its_own_python_by_its_real_path():
+    """pip writes the interpreter's path into each console script. Through a clone's .venv link
+    that path dies with the clone, and the next clone that reuses the keyed venv finds
+    horovodrun with "a bad interpreter"."""
+    home = Path(os.path.realpath(sys.prefix))
+    firsts = {}
+    for script in (home / "bin").iterdir():
+        if script.is_file() and not script.is_symlink():
+            with open(script, "rb") as f:
+                firsts[script.name] = f.readline().decode(errors="replace").strip()
+    pythons = {
+        name: line for name, line in firsts.items() if line.startswith("#!") and "python" in line
+    }
+    assert {"horovodrun", "hvd-linreg", "pytest"} <= pythons.keys()
+    foreign = {
+        name: line for name, line in pythons.items() if not line.startswith(f"#!{home}/bin/")
+    }
+    assert not foreign, f"scripts that run another Python than {home}'s: {foreign}"

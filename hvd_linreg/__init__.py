@@ -18,3 +18,20 @@ if find_spec("tf_keras") is not None:
 # the threads' hand-offs (docs/performance.md has the figures). Set before NumPy loads, which
 # reads it once; an exported value still wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+# The library (library.py): hvd_linreg.fit and load, imported when first used, so that
+# `import hvd_linreg` starts neither TensorFlow nor Horovod.
+__all__ = ["FitResult", "UsageError", "fit", "load"]
+
+
+def __getattr__(name: str):
+    if name in ("fit", "load", "FitResult"):
+        from hvd_linreg import library
+
+        return getattr(library, name)
+    if name == "UsageError":
+        from hvd_linreg.config import UsageError
+
+        return UsageError
+    raise AttributeError(f"module 'hvd_linreg' has no attribute {name!r}")

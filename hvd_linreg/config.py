@@ -10,8 +10,9 @@ from typing import Any
 from hvd_linreg.families import FAMILIES
 
 
-class UsageError(Exception):
-    """A problem the user caused and can fix; ends every rank with exit code 2."""
+class UsageError(ValueError):
+    """A problem the user caused and can fix: the command line ends every rank with exit code
+    2 and its message; hvd_linreg.fit raises it on every rank."""
 
 
 SOLVERS = ("sgd", "exact")

@@ -81,9 +81,11 @@ def save(cfg: Config, family, shard: Shard, theta: np.ndarray, metrics: dict[str
         "b": float(theta[-1]),
         "feature_names": None if shard.feature_names is None else list(shard.feature_names),
         "target_name": shard.target_name,
-        "weights": cfg.weights,
-        "offset": cfg.offset,
-        "exposure": cfg.exposure,
+        # the carried columns by the names a data file gives them (the shard's: hvd_linreg.fit
+        # names its arrays weights and offset)
+        "weights": shard.carried_columns.weight,
+        "offset": shard.carried_columns.offset,
+        "exposure": shard.carried_columns.exposure,
         "data": shard.source if cfg.synthetic else str(Path(shard.source).absolute()),
         "config": cfg.as_dict(),
         "metrics": metrics,

@@ -1,7 +1,8 @@
 """The recipe, top to bottom: start Horovod, load this rank's shard, announce the run, fit
 (averaged SGD, or the exact solver), solve exactly for comparison, report.
 
-Plain runs follow run() below; elastic runs (elastic.py) take the same steps inside Horovod's
+The command line's plain runs follow run() below, and hvd_linreg.fit (library.py) the same
+steps on the rows its caller passes; elastic runs (elastic.py) take them inside Horovod's
 elastic loop: prepare, train and finish are the ones defined here.
 """
 
@@ -26,31 +27,31 @@ horovod_functions_without_autograph()
 
 
 def run(cfg: Config) -> int:
-    """A plain (not elastic) run."""
+    """A plain (not elastic) run: the command line's."""
     job = ranks.init(verbose=cfg.verbose)
-    family = families.for_config(cfg)
-    if cfg.solver == "exact" and family.SOLVER is None:
-        raise UsageError(f"--model {cfg.model} has no exact solver: use --solver sgd")
+    family = family_for(cfg)
     shard, ckpt_dir = prepare(cfg, family, job)
-    announce(cfg, family, job, shard)
-    if cfg.solver == "exact":
-        result, optimum = solve(cfg, family, job, shard)
-    else:
-        trainer = make_trainer(cfg, family, job, shard)
-        trainer.use(job, shard, ckpt_dir)
-        trainer.start()
-        result, optimum = train(cfg, family, job, shard, trainer)
+    result, optimum = fit(cfg, family, job, shard, ckpt_dir)
     finish(cfg, family, job, shard, result, optimum)
     return 0
 
 
-def prepare(cfg: Config, family, job: Job) -> tuple[Shard, Path | None]:
-    """This rank's shard, and rank 0's checked output paths and checkpoint directory."""
+def family_for(cfg: Config):
+    """The model family the settings ask for, with the solver they ask of it."""
+    family = families.for_config(cfg)
+    if cfg.solver == "exact" and family.SOLVER is None:
+        raise UsageError(f"--model {cfg.model} has no exact solver: use --solver sgd")
+    return family
+
+
+def prepare(cfg: Config, family, job: Job, load=None) -> tuple[Shard, Path | None]:
+    """This rank's shard (by load(), default: load_shard's of the settings' data), and rank
+    0's checked output paths and checkpoint directory."""
     # Each rank reads only its own rows, and rank 0 checks the paths it will write, before any
     # training: a problem any rank sees stops all of them together, with one message.
     shard, ckpt_dir, error = None, None, None
     try:
-        shard = load_shard(cfg, job.rank, job.size, job)
+        shard = load() if load else load_shard(cfg, job.rank, job.size, job)
         if job.is_root:
             check_writable("--metrics_json", cfg.metrics_json)
             check_writable("--plot", cfg.plot)
@@ -97,6 +98,17 @@ def announce(cfg: Config, family, job: Job, shard: Shard) -> None:
     warning = keepalive_warning(job.hosts, job.controller, job.stall_limit_s)
     if warning:
         job.warn(warning)
+
+
+def fit(cfg: Config, family, job: Job, shard: Shard, ckpt_dir: Path | None):
+    """Announce the run, then fit: (TrainingResult, the exact optimum or None)."""
+    announce(cfg, family, job, shard)
+    if cfg.solver == "exact":
+        return solve(cfg, family, job, shard)
+    trainer = make_trainer(cfg, family, job, shard)
+    trainer.use(job, shard, ckpt_dir)
+    trainer.start()
+    return train(cfg, family, job, shard, trainer)
 
 
 def make_trainer(cfg: Config, family, job: Job, shard: Shard) -> Trainer:
@@ -163,18 +175,27 @@ def training_scores(family, job: Job, shard: Shard, result: TrainingResult):
     return family.scores(job, result.params, shard.blocks())
 
 
-def finish(cfg: Config, family, job: Job, shard: Shard, result: TrainingResult, optimum) -> None:
-    """Score the held-out rows, then rank 0 reports and writes what was asked for."""
+def finish(
+    cfg: Config,
+    family,
+    job: Job,
+    shard: Shard,
+    result: TrainingResult,
+    optimum,
+    speak: bool = True,
+) -> Report:
+    """Score the held-out rows, then rank 0 reports (speak: prints the summary) and writes
+    what was asked for. The report, on every rank."""
     validation = None
     if shard.num_validation:
         validation = family.scores(job, result.params, shard.validation_blocks())
     result = replace(
         result, validation=validation, training=training_scores(family, job, shard, result)
     )
+    summary = Report(cfg, job, shard, result, optimum, family)
     error = None
     if job.is_root:  # only rank 0 writes, so ranks never race on the same file
-        summary = Report(cfg, job, shard, result, optimum, family)
-        for line in summary.summary_lines():
+        for line in summary.summary_lines() if speak else ():
             job.log(line)
         metrics = summary.metrics()
         if cfg.metrics_json:
@@ -188,3 +209,4 @@ def finish(cfg: Config, family, job: Job, shard: Shard, result: TrainingResult, 
                 error = e
     if cfg.export:
         job.agree(error)  # every rank exits as rank 0 does
+    return summary

@@ -306,11 +306,13 @@ def thread_budget(local_size: int) -> int:
     return max(1, min(share, len(os.sched_getaffinity(0))))
 
 
-def init(verbose: bool = False, elastic: bool = False) -> Job:
+def init(verbose: bool = False, elastic: bool = False, own_process: bool = True) -> Job:
     """Start Horovod (and TensorFlow) and describe this process's place in the job.
 
     Elastic jobs describe it later (current_job, inside hvd.elastic.run): a worker that joins
-    a running job must make no collective call before it has synchronised with the others."""
+    a running job must make no collective call before it has synchronised with the others.
+    own_process: the tool runs the process (the command line), so it may set SIGTERM's handler;
+    a library call (hvd_linreg.fit) in the caller's script leaves it as the caller has it."""
     if job_size() > 1:
         # Horovod's background thread batches requests every HOROVOD_CYCLE_TIME ms (default 1),
         # and each step's allreduce waited for it; 0 starts it at once. One rank never
@@ -330,13 +332,16 @@ def init(verbose: bool = False, elastic: bool = False) -> Job:
     import tensorflow as tf
 
     tf.get_logger().setLevel("ERROR")
-    hvd.init()
+    hvd.init()  # a no-op where the caller's script has called it
     threads = thread_budget(hvd.local_size())
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError:  # the caller's TensorFlow has started with its own: they stay
+        pass
     if elastic:
         return _job(hosts=(), verbose=verbose)
-    if hvd.gloo_enabled() and hvd.rank() == 0 and hvd.size() > 1:
+    if own_process and hvd.gloo_enabled() and hvd.rank() == 0 and hvd.size() > 1:
         speak_before_terminating()
     return current_job(verbose)
 

@@ -14,6 +14,7 @@ The modules, in the order the data flows through them:
   rows       Rows: a block of rows as the tool carries them (features, target, weight, offset)
   shard      Shard: the rows in memory, and their finite checks
   load       load_shard: the shard of a run
+  memory     memory_shard: the shard of the rows each rank passes to hvd_linreg.fit
 """
 
 from hvd_linreg.data.csv import (

@@ -14,8 +14,8 @@ import numpy as np
 
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data.columns import check_same_columns, choose_columns, column_labels
-from hvd_linreg.data.holdout import Holdout
-from hvd_linreg.data.layout import Layout, layout_for
+from hvd_linreg.data.holdout import Holdout, to_owners
+from hvd_linreg.data.layout import layout_for
 from hvd_linreg.data.shard import RowNames, Shard, with_validation
 from hvd_linreg.data.spec import DataSpec, ScatterReader
 from hvd_linreg.data.table import aligned_empty
@@ -66,7 +66,7 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
         raise UsageError(f"{cfg.data} has a header but no data rows")
     holdout = Holdout.of(cfg, sum(file_rows))
     layout = layout_for(holdout.num_train, rank, size, cfg.batch_size, batched=cfg.batched)
-    table, validation = _to_owners(rows, sum(counts[:rank]), holdout, layout, job)
+    table, validation = to_owners(rows, sum(counts[:rank]), holdout, layout, job)
     dtype = spec.dtype or "float64"  # decimal text: float64 keeps what it says
     labels = column_labels(names[j] for j in [*chosen, t])
     where = RowNames(files, tuple(file_rows), labels, carried)
@@ -124,24 +124,6 @@ def _scattered_rows(
     rows = np.concatenate([s.rows for _, s in splits] or [np.zeros((0, len(names)))])
     counts = [sum(n for _, n, _, _ in pieces) for pieces in every]
     return rows, counts, file_rows
-
-
-def _to_owners(
-    rows: np.ndarray, first: int, holdout: Holdout, layout: Layout, job: Job | None
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """Rows first, first + 1, ... of the files sent to the ranks that hold them: this rank's
-    training rows in the order of held_positions, and its validation rows (None: no split)."""
-    owners, held = holdout.owners(np.arange(first, first + len(rows)), layout)
-    order = np.argsort(owners, kind="stable")  # by rank, and in file order within each
-    sent = np.bincount(owners, minlength=layout.size)
-    if holdout.held_out:  # a last column tells the receiver which rows are validation rows
-        rows = np.c_[rows, held]
-    table = job.alltoall(rows[order], sent) if layout.size > 1 else rows
-    validation = None
-    if holdout.held_out:
-        held = table[:, -1] == 1
-        table, validation = table[~held, :-1], table[held, :-1]
-    return table[layout.held_positions()], validation  # received in file order: runs, then tail
 
 
 def _columns(table: np.ndarray, chosen: list[int], t: int, dtype, carried: int = 0) -> tuple:

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data.layout import Layout
 from hvd_linreg.data.table import Table, rows_of
+
+if TYPE_CHECKING:
+    from hvd_linreg.ranks import Job
 
 _VALIDATION_KEY = 0x76616C6964617465  # "validate"
 
@@ -96,3 +100,22 @@ class Holdout:
             return table
         train = self.train
         return replace(table, read=lambda a, b: rows_of(table, train[a:b]), num_rows=len(train))
+
+
+def to_owners(
+    rows: np.ndarray, first: int, holdout: Holdout, layout: Layout, job: Job | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Rows first, first + 1, ... of the dataset (in a rank's hands: a CSV's lines it parsed,
+    the rows given to fit) sent to the ranks that hold them: this rank's
+    training rows in the order of held_positions, and its validation rows (None: no split)."""
+    owners, held = holdout.owners(np.arange(first, first + len(rows)), layout)
+    order = np.argsort(owners, kind="stable")  # by rank, and in file order within each
+    sent = np.bincount(owners, minlength=layout.size)
+    if holdout.held_out:  # a last column tells the receiver which rows are validation rows
+        rows = np.c_[rows, held]
+    table = job.alltoall(rows[order], sent) if layout.size > 1 else rows
+    validation = None
+    if holdout.held_out:
+        held = table[:, -1] == 1
+        table, validation = table[~held, :-1], table[held, :-1]
+    return table[layout.held_positions()], validation  # received in row order: runs, then tail

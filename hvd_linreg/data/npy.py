@@ -64,6 +64,8 @@ def _opened(p: Path, opener: Callable):
     """opener(p), with what goes wrong reading the file said as a UsageError."""
     try:
         return opener(p)
+    except UsageError:  # the opener's own message (a ValueError too): as it is
+        raise
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
         raise UsageError(f"cannot read {p}: {e}") from None
 

@@ -1,0 +1,166 @@
+"""Rows a rank holds in memory (hvd_linreg.fit): each rank passes its own, and the ranks' rows
+in rank order are the dataset. They go to the ranks that hold them by the layout and the
+validation split (one alltoall), as a CSV's parsed lines do, so a fit on them is the one a
+file of the same rows in the same order would give, at any rank count."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hvd_linreg.config import Config, UsageError
+from hvd_linreg.data.holdout import Holdout, to_owners
+from hvd_linreg.data.layout import layout_for
+from hvd_linreg.data.rows import Carried
+from hvd_linreg.data.shard import RowNames, Shard, with_validation
+from hvd_linreg.data.table import aligned_empty
+from hvd_linreg.ranks import Job
+
+SOURCE = "the rows passed to fit()"
+# The carried columns' names, in a model's metadata and in messages.
+WEIGHTS, OFFSET = "weights", "offset"
+
+
+def memory_shard(
+    cfg: Config, job: Job, X: Any, y: Any, weights: Any = None, offset: Any = None
+) -> Shard:
+    """This rank's shard of the dataset that the ranks' rows X, y (and each row's weight and
+    offset) make in rank order. Each rank checks its own rows first; the ranks agree on the
+    first problem before any rows move."""
+    error, rows, names = None, None, None
+    try:
+        names, target, rows = _own_rows(X, y, weights, offset)
+    except UsageError as e:
+        error = e
+    job.agree(error)
+    carried = Carried(
+        WEIGHTS if weights is not None else None, OFFSET if offset is not None else None
+    )
+    every = job.allgather((len(rows), names), name="fit_rows")
+    for rank, (_, theirs) in enumerate(every):
+        if theirs != names:
+            raise UsageError(
+                f"the ranks passed different columns to fit(): rank 0 {_listed(every[0][1])}, "
+                f"rank {rank} {_listed(theirs)}"
+            )
+    counts = [count for count, _ in every]
+    total = sum(counts)
+    if total == 0:
+        raise UsageError("fit() was given no rows on any rank")
+    holdout = Holdout.of(cfg, total)
+    layout = layout_for(holdout.num_train, job.rank, job.size, cfg.batch_size, batched=cfg.batched)
+    table, validation = to_owners(rows, sum(counts[: job.rank]), holdout, layout, job)
+    dtype = cfg.dtype or _own_dtype(X)
+    p = len(names)
+    shard = Shard(
+        *_split(table, p, dtype),
+        layout,
+        SOURCE,
+        feature_names=names if _named(X) else None,
+        target_name=target,
+        carried=table[:, p:-1] if len(carried) else None,
+        carried_columns=carried,
+    )
+    if holdout.held_out:
+        where = RowNames([SOURCE], None, [*_labels(names, carried), target or "y"], carried)
+        X_held, y_held = _split(validation, p, dtype)
+        C = validation[:, p:-1] if len(carried) else None
+        shard = with_validation(
+            shard, holdout, holdout.piece(job.rank, job.size), X_held, y_held, where, C
+        )
+    return shard
+
+
+def _own_rows(X, y, weights, offset) -> tuple[tuple[str, ...], str | None, np.ndarray]:
+    """This rank's features' names, the target's, and its rows as float64 [X, weight, offset,
+    y]; UsageError for anything that is not a number, of the wrong shape, or not finite."""
+    names = tuple(str(c) for c in X.columns) if _named(X) else None
+    target = str(y.name) if getattr(y, "name", None) is not None else None
+    X_array = _numbers("X", X, 2)
+    y_array = _numbers("y", y, 1)
+    if names is None:
+        names = tuple(f"w[{j}]" for j in range(X_array.shape[1]))
+    given = [(what, v) for what, v in ((WEIGHTS, weights), (OFFSET, offset)) if v is not None]
+    carried = [(what, _numbers(what, values, 1)) for what, values in given]
+    for what, array in [("y", y_array), *carried]:
+        if len(array) != len(X_array):
+            raise UsageError(f"X has {len(X_array)} rows but {what} has {len(array)}")
+    columns = [X_array, *(array[:, None] for _, array in carried), y_array[:, None]]
+    rows = np.concatenate(columns, axis=1)
+    bad = ~np.isfinite(rows).all(axis=1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        labels = [*names, *(what for what, _ in carried), target or "y"]
+        column = labels[int(np.argmax(~np.isfinite(rows[i])))]
+        raise UsageError(
+            f"row {i} of this rank's rows holds NaN or inf in {column}; clean or drop such rows"
+        )
+    if weights is not None and (rows[:, len(names)] < 0).any():
+        i = int(np.argmax(rows[:, len(names)] < 0))
+        raise UsageError(
+            f"row {i} of this rank's rows has the weight {rows[i, len(names)]:g}; "
+            "a weight must be >= 0"
+        )
+    return names, target, rows
+
+
+def _numbers(what: str, values, ndim: int) -> np.ndarray:
+    """values as a float64 array of ndim dimensions (a column vector counts as 1)."""
+    try:
+        array = np.asarray(values)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"{what} is not an array of numbers: {e}") from None
+    if ndim == 1 and array.ndim == 2 and array.shape[1] == 1:
+        array = array[:, 0]
+    if array.ndim != ndim:
+        shape = "rows x features" if ndim == 2 else "one value per row"
+        raise UsageError(f"{what} must be {ndim}-dimensional ({shape}), got shape {array.shape}")
+    if array.dtype.kind not in "biuf":
+        raise UsageError(
+            f"{what} holds {array.dtype} values, not numbers"
+            + (f" (column {_first_non_number(values)!r})" if _named(values) else "")
+        )
+    return array.astype(np.float64)
+
+
+def _first_non_number(frame) -> str:
+    return next(str(c) for c in frame.columns if frame[c].dtype.kind not in "biuf")
+
+
+def _named(X) -> bool:
+    """A pandas DataFrame, whose columns name the features."""
+    return hasattr(X, "columns") and hasattr(X, "dtypes")
+
+
+def _own_dtype(X) -> str:
+    """The precision of X's numbers where they all have one (float32 or float64), else
+    float64, as the readers keep a file's own."""
+    dtypes = {np.dtype(d) for d in X.dtypes} if _named(X) else {np.asarray(X).dtype}
+    own = next(iter(dtypes)).name if len(dtypes) == 1 else None
+    return own if own in ("float32", "float64") else "float64"
+
+
+def features_of(X, num_features: int) -> np.ndarray:
+    """New rows' features for a fitted model of num_features, as float64."""
+    array = _numbers("X", X, 2)
+    if array.shape[1] != num_features:
+        raise UsageError(f"X has {array.shape[1]} features; the model has {num_features}")
+    return array
+
+
+def _labels(names, carried: Carried) -> list[str]:
+    return [*names, *carried.names]
+
+
+def _listed(names) -> str:
+    return "(" + ", ".join(names) + ")" if names else "(none)"
+
+
+def _split(table: np.ndarray, p: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """A block of [X, carried, y] rows as the features and the target, in dtype."""
+    X = aligned_empty((len(table), p), dtype)
+    X[...] = table[:, :p]
+    y = aligned_empty((len(table),), dtype)
+    y[...] = table[:, -1]
+    return X, y

@@ -1,0 +1,135 @@
+"""hvd_linreg.fit: the command line's fit, called from the user's own script on every rank of
+a job (or in one process with no launcher), each rank passing its own rows.
+
+The same recipe as the command line's (pipeline.py), on the rows the caller passes
+(data/memory.py) instead of a file; the same settings by the same names, checked by Config.
+Errors the caller can fix raise UsageError, a ValueError, on every rank with the message the
+command line prints. Nothing here exits the process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from hvd_linreg.config import Config, UsageError
+
+# Settings that describe a file or a launch, which fit() does not take: its rows are its
+# arguments, and an elastic run needs the launcher's host discovery.
+NOT_FOR_FIT = {
+    "data": "pass the rows themselves: fit(X, y)",
+    "target": "pass the target as y",
+    "features": "pass the features as X (a DataFrame's columns name them)",
+    "weights": "pass the weights as fit(X, y, weights=w)",
+    "offset": "pass the offset as fit(X, y, offset=o)",
+    "exposure": "pass log(exposure) as fit(X, y, offset=np.log(exposure))",
+    "num_samples": "the rows passed are the dataset",
+    "num_features": "the rows passed are the dataset",
+    "elastic": "elastic runs are the command line's (hvd-linreg --elastic)",
+    "commit_every": "elastic runs are the command line's (hvd-linreg --elastic)",
+}
+
+
+def config_for_fit(settings: dict[str, Any]) -> Config:
+    """The Config of fit()'s settings: the command line's names and checks, quiet unless
+    asked (a library call prints nothing of its own accord)."""
+    for name, instead in NOT_FOR_FIT.items():
+        if name in settings:
+            raise UsageError(f"fit() does not take {name}=: {instead}")
+    try:
+        return Config(**{"quiet": True, **settings})
+    except TypeError:
+        known = set(Config.__dataclass_fields__)
+        unknown = sorted(set(settings) - known)
+        raise UsageError(
+            f"fit() got unknown settings {', '.join(unknown)}; its settings are the command "
+            "line's flags by the same names (hvd-linreg --help)"
+        ) from None
+
+
+def fit(X, y, *, weights=None, offset=None, **settings) -> FitResult:
+    """Fit the model the settings name (the command line's flags, by the same names: model,
+    solver, l2, ...) to the rows that every rank passes: X (rows x features: a NumPy array,
+    or a pandas DataFrame whose columns name the coefficients), y, and each row's prior
+    weight and offset. The ranks' rows in rank order are the dataset. Call it on every rank,
+    with or without hvd.init() before; every rank gets the same FitResult."""
+    cfg = config_for_fit(settings)
+    from hvd_linreg.startup import import_tensorflow
+
+    import_tensorflow()  # quietly, once: the first fit starts TensorFlow and Horovod
+    from hvd_linreg import pipeline, ranks
+    from hvd_linreg.data.memory import memory_shard
+
+    job = ranks.init(verbose=cfg.verbose, own_process=False)
+    family = pipeline.family_for(cfg)
+
+    def load():
+        return memory_shard(cfg, job, X, y, weights, offset)
+
+    shard, ckpt_dir = pipeline.prepare(cfg, family, job, load)
+    result, optimum = pipeline.fit(cfg, family, job, shard, ckpt_dir)
+    report = pipeline.finish(cfg, family, job, shard, result, optimum, speak=not cfg.quiet)
+    return FitResult(report)
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """A fit, the same on every rank: its coefficients [w..., b] with their names and, where
+    the exact optimum was solved, their standard errors; its summary and metrics as the
+    command line prints and writes them."""
+
+    report: Any  # report.Report: the run, its data, its result and its statistics
+
+    @property
+    def params(self) -> np.ndarray:
+        """[w..., b]: the features' coefficients, then the intercept."""
+        return np.array(self.report.result.params, np.float64)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Each coefficient's name: the DataFrame's columns (else w[j]), then b."""
+        names = self.report.shard.feature_names
+        count = len(self.report.result.params) - 1
+        return (*(names or (f"w[{j}]" for j in range(count))), "b")
+
+    @property
+    def bse(self) -> np.ndarray | None:
+        """The coefficients' standard errors (the settings' cov_type), from the exact optimum;
+        None where it was not solved (an SGD run that skipped it)."""
+        statistics = self.report.statistics
+        if statistics is None:
+            return None
+        return np.array([c.std_error for c in statistics.coefficients], np.float64)
+
+    def summary(self) -> str:
+        """The summary the command line prints, as one string."""
+        return "\n".join(self.report.summary_lines())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The metrics JSON that --metrics_json writes."""
+        return self.report.metrics()
+
+    def predict(self, X, offset=None) -> np.ndarray:
+        """The model's mean for each row of X (with each row's offset), in float64."""
+        from hvd_linreg.data.memory import features_of
+
+        X = features_of(X, self.report.result.params.shape[0] - 1)
+        return self.report.family.predict(self.params, X, offset)
+
+    def save(self, path: str) -> None:
+        """Rank 0 writes the model to path as --export does (hvd-linreg predict and evaluate,
+        and load(), read it); the other ranks write nothing."""
+        from hvd_linreg import export
+
+        report = self.report
+        if report.job.is_root:
+            cfg = replace(report.cfg, export=str(path))
+            export.save(cfg, report.family, report.shard, self.params, report.metrics())
+
+
+def load(path: str):
+    """A model that save() or the command line's --export wrote (export.ExportedModel)."""
+    from hvd_linreg import export
+
+    return export.load(str(path))

@@ -1,4 +1,10 @@
-"""Problems a user causes end every rank with exit code 2 and one clear line, never a hang."""
+"""Problems a user causes end every rank with exit code 2 and one clear line, never a hang.
+
+Each case's line is checked in this process (cli.main). The cases that take the paths an error
+can take through a job are also launched at 2 ranks under mpirun: a flag refused before Horovod
+starts, a problem found by every rank after it (the layout's), one found in one rank's rows (a
+Parquet null on rank 1, a CSV cell in one rank's byte range), and one only rank 0 checks (its
+output path). tests/test_lines_get_out.py launches such errors 20 times under each launcher."""
 
 from __future__ import annotations
 
@@ -9,10 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from test_error_lines import refused
 
 from conftest import launch, launch_each_rank_reporting
-
-pytestmark = pytest.mark.multiprocess
 
 
 def _npz(path, **arrays):
@@ -120,17 +125,38 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case, flags, message", CASES, ids=[c[0] for c in CASES])
+# The cases launched at 2 ranks (see the module's docstring); the rest need only one.
+LAUNCHED = {
+    "zero steps",
+    "batch larger than shard",
+    "fewer samples than ranks",
+    "non-numeric cell",
+    "null in the Parquet rows of rank 1",
+    "unwritable metrics path",
+}
+TWO_RANKS_ONLY = {"batch larger than shard", "fewer samples than ranks"}  # fine on one rank
+BASE = ["--num_steps", "50", "--batch_size", "1"]  # the case's flags win
+
+
+@pytest.mark.parametrize(
+    "case, flags, message",
+    [c for c in CASES if c[0] not in TWO_RANKS_ONLY],
+    ids=[c[0] for c in CASES if c[0] not in TWO_RANKS_ONLY],
+)
+def test_usage_error_ends_the_tool_with_exit_code_2(case, flags, message, tmp_path, capsys):
+    args = flags(tmp_path) if callable(flags) else flags
+    assert message in refused(capsys, [*BASE, *args])
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize(
+    "case, flags, message",
+    [c for c in CASES if c[0] in LAUNCHED],
+    ids=[c[0] for c in CASES if c[0] in LAUNCHED],
+)
 def test_usage_error_ends_every_rank_with_exit_code_2(case, flags, message, tmp_path):
     args = flags(tmp_path) if callable(flags) else flags
-    run = launch(
-        "mpirun",
-        2,
-        ["--num_steps", "50", "--batch_size", "1", *args],  # the case's flags win
-        tmp_path,
-        timeout=60,
-        metrics=False,
-    )
+    run = launch("mpirun", 2, [*BASE, *args], tmp_path, timeout=60, metrics=False)
     assert run.returncode == 2, run.output
     errors = [line for line in run.stderr.splitlines() if "hvd-linreg: error:" in line]
     assert len(errors) == 1, run.output  # rank 0 speaks, once
@@ -139,6 +165,7 @@ def test_usage_error_ends_every_rank_with_exit_code_2(case, flags, message, tmp_
     assert "Step:" not in run.stdout  # refused before training
 
 
+@pytest.mark.multiprocess
 def test_problem_only_one_rank_sees_stops_all_ranks(tmp_path):
     """Row 3 belongs to rank 1 of 2: rank 0 reads clean rows, yet both stop together."""
     data = _text(tmp_path / "d.csv", "a,b\n1,2\n3,4\n5,6\n7,inf\n")
@@ -158,6 +185,7 @@ def test_problem_only_one_rank_sees_stops_all_ranks(tmp_path):
     assert "]<stderr>:Traceback" not in run.stderr  # no rank printed one (horovodrun may)
 
 
+@pytest.mark.multiprocess
 def test_every_rank_exits_2_before_importing_tensorflow(tmp_path):
     """-X importtime lists every module each rank imports, on its stderr."""
     tool = f"{sys.executable} -X importtime -m hvd_linreg"
@@ -188,6 +216,7 @@ def _environments(tmp_path, launcher_args=()) -> list[str]:
     return sorted(line for line in run.stdout.splitlines() if line.startswith("rank "))
 
 
+@pytest.mark.multiprocess
 def test_several_ranks_get_the_documented_environment(tmp_path):
     values = (
         "HOROVOD_CYCLE_TIME=0 OMPI_MCA_mpi_yield_when_idle=1 "
@@ -196,6 +225,7 @@ def test_several_ranks_get_the_documented_environment(tmp_path):
     assert _environments(tmp_path) == [f"rank 0 {values}", f"rank 1 {values}"]
 
 
+@pytest.mark.multiprocess
 def test_your_environment_wins_on_every_rank(tmp_path):
     yours = ("HOROVOD_CYCLE_TIME=5", "OMPI_MCA_mpi_yield_when_idle=0")
     yours += ("HOROVOD_STALL_CHECK_TIME_SECONDS=7", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=9")

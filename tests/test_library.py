@@ -47,6 +47,7 @@ def check_against_statsmodels(model: str, got: dict) -> None:
     assert "x2 " in got["summary"] and "std error" in got["summary"]
 
 
+@pytest.mark.core  # the library on every other Python too
 def test_import_starts_neither_tensorflow_nor_horovod():
     code = (
         "import sys, hvd_linreg; hvd_linreg.fit; hvd_linreg.UsageError; "
@@ -58,7 +59,9 @@ def test_import_starts_neither_tensorflow_nor_horovod():
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize(
+    "model", [pytest.param(m, marks=[pytest.mark.core] * (m == "poisson")) for m in MODELS]
+)
 def test_fit_in_this_process_equals_statsmodels(model):
     from library_job import fit
 

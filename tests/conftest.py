@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -194,12 +195,19 @@ def regression_file(tmp_path: Path):
     return make
 
 
+def job_tag(tmp_path: Path, name: str = "metrics.json") -> str:
+    """A path for a job's command line (its --metrics_json) that no other process on the
+    machine holds, so that the job's ranks are found by it. tmp_path alone is not unique: the
+    clean roots run beside each other and share the machine's process table, and each root's
+    first pytest run names its folders the same (/tmp/pytest-of-root/pytest-0/...)."""
+    return str(tmp_path / f"{uuid.uuid4().hex[:12]}-{name}")
+
+
 class Job:
     """A launch left running, to be disturbed: its output is read as it comes."""
 
     def __init__(self, launcher: str, np_: int, args: list[str], tmp_path: Path, env=None):
-        # A unique path in the command line tells this job's ranks from any other process.
-        self.tag = str(tmp_path / "job-tag")
+        self.tag = job_tag(tmp_path)  # in every rank's command line: finds them
         cmd = [*launch_command(launcher, np_), *args, "--metrics_json", self.tag]
         self._start(cmd, tmp_path, {**os.environ, **(env or {})})
 

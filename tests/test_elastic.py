@@ -28,6 +28,7 @@ from test_multihost import ClusterJob, host_of
 from conftest import (
     CLUSTER,
     REPO,
+    job_tag,
     launch,
     launcher_env,
     params_of,
@@ -56,7 +57,7 @@ class ElasticJob(ClusterJob):
     def __init__(self, tmp_path, hosts: str, np_: int, min_np: int, args, where=(), elastic=True):
         self.hosts_file = tmp_path / "hosts"
         self.set_hosts(hosts)
-        self.tag = str(tmp_path / "metrics.json")  # in every rank's command line: finds them
+        self.tag = job_tag(tmp_path)  # in every rank's command line: finds them
         launcher = [shutil.which("horovodrun"), "-np", str(np_), "--min-np", str(min_np)]
         launcher += ["--host-discovery-script", str(DISCOVER), *where]
         tool = ["hvd-linreg", *["--elastic"] * elastic, *args, "--metrics_json", self.tag]

@@ -16,7 +16,7 @@ import time
 import psutil
 import pytest
 
-from conftest import kill_tree, launch_command, launcher_env
+from conftest import job_tag, kill_tree, launch_command, launcher_env
 
 pytestmark = pytest.mark.multiprocess
 
@@ -124,7 +124,7 @@ def test_output_into_head_under_mpirun_ends_every_rank(tmp_path):
     """`mpirun ... hvd-linreg | head`: mpirun reads the ranks' output, so it is mpirun that
     meets the closed pipe; it dies (Open MPI 4.1 crashes on it: exit 139 and its backtrace)
     and takes every rank with it. The ranks train no further, and none is left."""
-    tag = str(tmp_path / "head-tag")  # tells this job's ranks from any other process
+    tag = job_tag(tmp_path, "head-tag")  # tells this job's ranks from any other process
     tool = [*launch_command("mpirun", 2), "--num_steps", "100000000", "--log_every", "1"]
     codes = tmp_path / "codes"
     script = f"{shlex.join([*tool, '--metrics_json', tag])} 2>/dev/null | head -n 3; "

@@ -29,6 +29,7 @@ from conftest import (
     REPO,
     Job,
     Run,
+    job_tag,
     launch_command,
     launcher_env,
     params_of,
@@ -116,7 +117,7 @@ class ClusterJob(Job):
     """A job launched on node1, 2 hosts x 2 slots, to be waited for or disturbed."""
 
     def __init__(self, launcher, args, tmp_path: Path, env=None, launcher_args=(), keepalives=True):
-        self.tag = str(tmp_path / "metrics.json")  # in every rank's command line: finds them
+        self.tag = job_tag(tmp_path)  # in every rank's command line: finds them
         env = cluster_env(launcher, env, keepalives)
         command = job_command(launcher, tmp_path, env, launcher_args)
         cmd = [*command, *args, "--metrics_json", self.tag]

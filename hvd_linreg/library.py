@@ -102,6 +102,13 @@ class FitResult:
             return None
         return np.array([c.std_error for c in statistics.coefficients], np.float64)
 
+    @property
+    def iterations(self) -> int:
+        """The exact solver's passes over the rows: IRLS's iterations, 1 for least squares
+        (one QR), 0 where the exact optimum was not solved."""
+        optimum = self.report.optimum
+        return 0 if optimum is None else int(getattr(optimum, "iterations", 1))
+
     def summary(self) -> str:
         """The summary the command line prints, as one string."""
         return "\n".join(self.report.summary_lines())

@@ -1,7 +1,9 @@
 """A user's Horovod script that calls hvd_linreg.fit: each rank builds its own rows (a slice of
 one dataset, of unequal sizes), fits, and rank 0 writes what it got as JSON. Run as
 `python library_job.py MODEL[,MODEL...] OUT [init-first] [nan-on-rank-1]`, alone or under a
-launcher; tests/test_library.py imports rows() to fit the same dataset with statsmodels."""
+launcher; MODEL "estimators" fits each of hvd_linreg.estimators instead. tests/test_library.py
+and tests/test_estimators.py import rows() to fit the same dataset with statsmodels and
+scikit-learn."""
 
 from __future__ import annotations
 
@@ -19,6 +21,16 @@ SETTINGS = {
     "logistic": {"model": "logistic", "solver": "exact"},
     "poisson": {"model": "poisson", "solver": "exact"},
 }
+# Each estimator, the rows it fits (rows()'s model) and its parameters; the rows' weights, where
+# they have them, are its sample_weight.
+ESTIMATORS = {
+    "LinearRegression": ("linear", {}),
+    "Ridge": ("linear", {"alpha": 30.0}),
+    "LogisticRegression": ("logistic", {"C": 0.05}),
+    "PoissonRegressor": ("poisson", {"alpha": 0.1}),
+    "GammaRegressor": ("gamma", {"alpha": 0.1}),
+    "TweedieRegressor": ("poisson", {"power": 1.5, "alpha": 0.1}),
+}
 
 
 def rows(model: str) -> dict[str, np.ndarray]:
@@ -31,6 +43,9 @@ def rows(model: str) -> dict[str, np.ndarray]:
         data["y"] = eta + rng.normal(size=NUM_ROWS)
     elif model == "logistic":
         data["y"] = (rng.uniform(size=NUM_ROWS) < 1 / (1 + np.exp(-eta))).astype(np.float64)
+    elif model == "gamma":
+        data["weights"] = rng.uniform(0.5, 2.0, NUM_ROWS)
+        data["y"] = rng.gamma(2.0, np.exp(eta) / 2.0)
     else:
         data["weights"] = rng.uniform(0.5, 2.0, NUM_ROWS)
         data["offset"] = rng.normal(scale=0.2, size=NUM_ROWS)
@@ -53,6 +68,9 @@ def main() -> int:
         hvd.init()
     got = {}
     for model in models.split(","):
+        if model == "estimators":
+            got[model] = fit_estimators(rank, size)
+            continue
         data = {k: v[my_slice(rank, size)] for k, v in rows(model).items()}
         if "nan-on-rank-1" in options and rank == 1:
             data["X"][2, 1] = np.nan
@@ -82,6 +100,20 @@ def fit(model: str, data: dict[str, np.ndarray]) -> dict:
         "summary": result.summary(),
         "metrics": result.to_dict(),
     }
+
+
+def fit_estimators(rank: int, size: int) -> dict:
+    """Each of hvd_linreg.estimators fitted on this rank's rows: its coef_ and intercept_."""
+    from hvd_linreg import estimators
+
+    got = {}
+    for name, (model, params) in ESTIMATORS.items():
+        data = {k: v[my_slice(rank, size)] for k, v in rows(model).items()}
+        fitted = getattr(estimators, name)(**params).fit(
+            data["X"], data["y"], sample_weight=data.get("weights")
+        )
+        got[name] = [*map(float, np.ravel(fitted.coef_)), float(np.ravel(fitted.intercept_)[0])]
+    return got
 
 
 if __name__ == "__main__":

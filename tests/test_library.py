@@ -1,6 +1,7 @@
 """hvd_linreg.fit from a user's own script: in this process, and on every rank of a job with
 each rank passing its own rows, equal to statsmodels on all the rows and to the command line
-on the same rows; its errors as the command line's, raised on every rank."""
+on the same rows; its errors as the command line's, raised on every rank. The same job fits
+hvd_linreg.estimators on each rank's rows, equal to scikit-learn's on all the rows."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pandas as pd
 import pytest
 import statsmodels.api as sm
 from library_job import NUM_ROWS, rows
+from test_estimators import check_against_sklearn
 
 import hvd_linreg
 from conftest import REPO, launch, launcher_env, run_metrics
@@ -160,7 +162,7 @@ def test_a_saved_fit_is_a_model_predict_reads(tmp_path):
 
 def run_job(launcher: str, tmp_path, *options: str):
     out = tmp_path / "fits.json"
-    program = (sys.executable, str(SCRIPT), ",".join(MODELS), str(out), *options)
+    program = (sys.executable, str(SCRIPT), ",".join([*MODELS, "estimators"]), str(out), *options)
     run = launch(launcher, 2, [], tmp_path, metrics=False, program=program)
     return run, (json.loads(out.read_text()) if out.exists() else None)
 
@@ -170,12 +172,14 @@ def run_job(launcher: str, tmp_path, *options: str):
     "launcher, options", [("mpirun", ("init-first",)), ("horovodrun-gloo", ())]
 )
 def test_each_ranks_own_rows_fit_equals_statsmodels_on_all_the_rows(launcher, options, tmp_path):
-    """Rank 0 holds 300 rows and rank 1 700; mpirun's script starts Horovod itself first."""
+    """Rank 0 holds 300 rows and rank 1 700; mpirun's script starts Horovod itself first.
+    The estimators, fitted on each rank's rows, equal scikit-learn's on all the rows."""
     run, fits = run_job(launcher, tmp_path, *options)
     assert run.returncode == 0, run.output
     for model in MODELS:
         check_against_statsmodels(model, fits[model])
         assert fits[model]["metrics"]["size"] == 2
+    check_against_sklearn(fits["estimators"])
 
 
 @pytest.mark.multiprocess

@@ -245,7 +245,7 @@ class Request:
         first row's number in the file."""
         data = self.data
         if data.header is not None:  # a CSV file: the lines that start in this rank's bytes
-            rows, counts = read_csv_split(data.header, job.rank, job.size, job)
+            rows, counts = read_csv_split(data.header, job.rank, job.size, job, self.columns.used)
             return rows, sum(counts[: job.rank])
         n = data.table.num_rows
         start, stop = job.rank * n // job.size, (job.rank + 1) * n // job.size

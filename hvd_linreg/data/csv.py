@@ -61,7 +61,8 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
     spec = DataSpec.of(cfg)
     chosen, t = choose_columns(names, spec.target, spec.features, files[0], spec.carried)
     carried = spec.carried
-    rows, counts, file_rows = _scattered_rows(headers, rank, size, job)
+    used = [*chosen, t]  # the other columns are not parsed: an ID or a word there is no obstacle
+    rows, counts, file_rows = _scattered_rows(headers, rank, size, job, used)
     if sum(file_rows) == 0:
         raise UsageError(f"{cfg.data} has a header but no data rows")
     holdout = Holdout.of(cfg, sum(file_rows))
@@ -93,25 +94,27 @@ CSV = ScatterReader(read_csv_shard, note="(with a header line)")
 
 
 def read_csv_split(
-    header: CsvHeader, rank: int, size: int, job: Job | None
+    header: CsvHeader, rank: int, size: int, job: Job | None, used: list[int] | None = None
 ) -> tuple[np.ndarray, list[int]]:
     """This rank's rows (float64, every column, in file order): the lines that start in its
-    1/size of the file's bytes; and every rank's number of rows. The file's first problem is
-    raised on every rank."""
-    rows, counts, _ = _scattered_rows([header], rank, size, job)
+    1/size of the file's bytes; and every rank's number of rows. Only the columns `used` (by
+    default all) are parsed; the others are NaN. The file's first problem is raised on every
+    rank."""
+    rows, counts, _ = _scattered_rows([header], rank, size, job, used)
     if sum(counts) == 0:
         raise UsageError(f"{header.path} has a header but no data rows")
     return rows, counts
 
 
 def _scattered_rows(
-    headers: list[CsvHeader], rank: int, size: int, job: Job | None
+    headers: list[CsvHeader], rank: int, size: int, job: Job | None, used: list[int] | None
 ) -> tuple[np.ndarray, list[int], list[int]]:
-    """This rank's rows of the files (float64, every column, in file order), every rank's
-    number of rows and every file's. The files' first problem is raised on every rank."""
+    """This rank's rows of the files (float64, every column, in file order; those not `used`
+    NaN), every rank's number of rows and every file's. The files' first problem is raised on
+    every rank."""
     names = headers[0].names
     texts = csv_split_texts([(h.path, h.data_start) for h in headers], rank, size)
-    splits = [(i, _parse_csv_split(text, names)) for i, text in texts]
+    splits = [(i, _parse_csv_split(text, names, used)) for i, text in texts]
     summary = [(i, len(s.rows), s.num_lines, s.problem) for i, s in splits]
     every = job.allgather(summary) if size > 1 else [summary]
     file_rows, lines_before = [0] * len(headers), [1] * len(headers)  # 1: the header
@@ -175,8 +178,10 @@ def _csv_lines(p: Path, data_start: int, begin: int, end: int) -> str:
     return text.decode("utf-8", errors="replace")
 
 
-def _parse_csv_split(text: str, names: list[str]) -> _CsvSplit:
+def _parse_csv_split(text: str, names: list[str], used: list[int] | None = None) -> _CsvSplit:
+    """The lines' rows: the columns `used` (by default all) parsed as numbers, the others NaN."""
     num_columns = len(names)
+    keep = list(range(num_columns)) if used is None else sorted(set(used))
     rows: list[list[float]] = []
     reader = csv.reader(io.StringIO(text, newline=""))
     num_lines = text.count("\n") + (not text.endswith("\n") and bool(text))
@@ -187,12 +192,17 @@ def _parse_csv_split(text: str, names: list[str]) -> _CsvSplit:
             problem = f"{len(cells)} fields, but the header has {num_columns}"
             return _CsvSplit(np.zeros((0, num_columns)), num_lines, (reader.line_num, problem))
         try:
-            rows.append([float(c) for c in cells])
+            rows.append([float(cells[j]) for j in keep])
         except ValueError:
-            j = next(j for j, c in enumerate(cells) if not _is_float(c))
+            j = next(j for j in keep if not _is_float(cells[j]))
             problem = f"{cells[j]!r} is not a number (column {names[j]!r})"
             return _CsvSplit(np.zeros((0, num_columns)), num_lines, (reader.line_num, problem))
-    return _CsvSplit(np.array(rows, np.float64).reshape(-1, num_columns), num_lines)
+    parsed = np.array(rows, np.float64).reshape(-1, len(keep))
+    if len(keep) == num_columns:
+        return _CsvSplit(parsed, num_lines)
+    table = np.full((len(parsed), num_columns), np.nan)
+    table[:, keep] = parsed
+    return _CsvSplit(table, num_lines)
 
 
 def _is_float(text: str) -> bool:

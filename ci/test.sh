@@ -33,11 +33,13 @@ ci=false
 if $ci; then export HVD_LINREG_STRICT_SKIPS=1; fi
 # tests/test_multihost.py brings up ci/cluster.sh's hosts and takes them down itself; should
 # pytest be killed before its clean-up runs, take them down here (root only: only root has them).
+# Only a run that may have brought them up does: the hosts are the machine's, and a run that
+# builds none (`make test-fast` beside a CI run) must not take down the hosts another run uses.
 lane_pid=
 if [ "$(id -u)" = 0 ]; then
   # The roots' lane, if it still runs, ends through cleanroot.sh's own traps (undoing its root).
   trap 'if [ -n "$lane_pid" ]; then kill -- -"$lane_pid" 2>/dev/null; wait "$lane_pid"; fi
-    bash ci/cluster.sh down' EXIT
+    if wanted HVD_LINREG_MULTIHOST; then bash ci/cluster.sh down; fi' EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
 fi

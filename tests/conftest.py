@@ -385,16 +385,19 @@ CLUSTER_STATE = Path(f"/run/hvd-linreg-cluster-{CLUSTER_NAME}")
 NODES = ("node1", "node2")
 
 
-def cluster_or_skip() -> None:
-    """Bring the cluster up. In CI a cluster that cannot come up fails the test with the
-    reason (conftest.unavailable); elsewhere it runs when asked (HVD_LINREG_MULTIHOST=1: it
-    installs sshd and builds namespaces on this machine), and skips with the reason when it
-    cannot."""
+def cluster_wanted_or_skip() -> None:
+    """The cluster runs in CI, and elsewhere when asked (HVD_LINREG_MULTIHOST=1: it installs
+    sshd and builds namespaces on this machine); else its tests skip, saying so."""
     if not (os.environ.get("CI") or os.environ.get("HVD_LINREG_MULTIHOST") == "1"):
         pytest.skip(
             "builds a cluster of namespaced hosts on this machine: runs in CI, or with "
             "HVD_LINREG_MULTIHOST=1"
         )
+
+
+def cluster_up() -> None:
+    """Bring the cluster up. In CI a cluster that cannot come up fails the test with the
+    reason (conftest.unavailable); elsewhere it skips with the reason."""
     if os.geteuid() != 0:
         reason = "the test cluster needs root (network namespaces, sshd)"
     else:
@@ -418,7 +421,10 @@ def cluster_down() -> None:
 @pytest.fixture(scope="session")
 def cluster():
     """The hosts, up for the whole session and down on every way out: the finalizer, and a
-    SIGTERM or SIGHUP (a CI job cancelled) that would otherwise skip it."""
+    SIGTERM or SIGHUP (a CI job cancelled) that would otherwise skip it. A session that skips
+    the cluster takes nothing down: the hosts are the machine's, and another session (a CI run
+    beside this one) may be using them."""
+    cluster_wanted_or_skip()
 
     def down_and_exit(signum, _frame):
         cluster_down()
@@ -426,7 +432,7 @@ def cluster():
 
     previous = {s: signal.signal(s, down_and_exit) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        cluster_or_skip()
+        cluster_up()
         yield
     finally:
         cluster_down()

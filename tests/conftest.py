@@ -23,7 +23,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 # Safety net only: every launch here should end in seconds; a hang fails instead of blocking CI.
-LAUNCH_TIMEOUT_S = 180
+# Generous, because it is only ever waited out by a failing test: a 4-rank launch that takes
+# 20 s alone took more than 180 s in the Debian 13 root while this machine also compiled
+# Horovod and ran a second job (2 cores, 10 TensorFlow processes).
+LAUNCH_TIMEOUT_S = 300
 # The launchers and hvd-linreg live next to this Python (the venv's bin/): found there even
 # when the tests run as `.venv/bin/python -m pytest` without `make test`'s PATH.
 os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])

@@ -13,7 +13,7 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from hvd_linreg.config import UsageError
@@ -101,6 +101,8 @@ class Job:
     hosts: tuple[str, ...] = ()  # each rank's host name, by rank
     verbose: bool = False
     threads: int = 1  # the cores this rank may use (thread_budget): building data uses them
+    # A library call's warnings are Python warnings (the caller's filters apply), not lines
+    python_warnings: bool = False
 
     @property
     def is_root(self) -> bool:
@@ -114,7 +116,14 @@ class Job:
             say(f"[rank {self.rank}] {line}")
 
     def warn(self, line: str) -> None:
-        if self.is_root:
+        """Rank 0 warns: a line on stderr, or in a library call a UserWarning."""
+        if not self.is_root:
+            return
+        if self.python_warnings:
+            import warnings
+
+            warnings.warn(line, UserWarning, stacklevel=2)
+        else:
             say(f"warning: {line}", stream=sys.stderr)
 
     def broadcast(self, obj):
@@ -343,7 +352,7 @@ def init(verbose: bool = False, elastic: bool = False, own_process: bool = True)
         return _job(hosts=(), verbose=verbose)
     if own_process and hvd.gloo_enabled() and hvd.rank() == 0 and hvd.size() > 1:
         speak_before_terminating()
-    return current_job(verbose)
+    return replace(current_job(verbose), python_warnings=not own_process)
 
 
 # How long rank 0 lives on after a SIGTERM under Gloo (horovodrun --gloo; the elastic driver

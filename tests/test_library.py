@@ -143,6 +143,15 @@ def test_the_command_line_and_fit_give_the_same_coefficients(tmp_path, solver):
     assert result.to_dict()["loss"] == pytest.approx(metrics["loss"], rel=1e-12)
 
 
+def test_a_warning_is_a_python_warning_not_a_line(capfd):
+    """A collinear design: the command line prints a warning line on stderr; a library call
+    warns with a UserWarning, which the caller's filters (or scikit-learn's) can handle."""
+    X = np.column_stack([np.arange(10.0), 2 * np.arange(10.0)])
+    with pytest.warns(UserWarning, match="the design is singular: columns w\\[0\\], w\\[1\\]"):
+        hvd_linreg.fit(X, np.arange(10.0), solver="exact")
+    assert "warning:" not in capfd.readouterr().err
+
+
 def test_a_saved_fit_is_a_model_predict_reads(tmp_path):
     data = rows("linear")
     X = pd.DataFrame(data["X"], columns=["x1", "x2", "x3"])

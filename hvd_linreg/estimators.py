@@ -19,7 +19,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from hvd_linreg import families
 from hvd_linreg.config import UsageError
+from hvd_linreg.library import fit, start_job
 
 
 class _Exact(BaseEstimator):
@@ -53,7 +55,7 @@ class _Exact(BaseEstimator):
     def fit(self, X, y, sample_weight=None):
         """Fit on this rank's rows X, y (and each row's weight); under a launcher every rank
         calls fit with its own rows, and the rows of all the ranks are the dataset."""
-        job = _job()
+        job = start_job()
         error = None
         try:
             if not self.fit_intercept:
@@ -80,8 +82,6 @@ class _Exact(BaseEstimator):
         )
         if rows == 0:
             raise ValueError("every sample_weight is 0: there are no rows to fit")
-        from hvd_linreg.library import fit
-
         names = getattr(self, "feature_names_in_", None)
         if names is not None:
             import pandas as pd
@@ -112,15 +112,6 @@ class _Exact(BaseEstimator):
         p-value and confidence interval, and the fit's statistics."""
         check_is_fitted(self)
         return self.summary_
-
-
-def _job():
-    """This process's Horovod job (started on the first fit, as hvd_linreg.fit starts it)."""
-    from hvd_linreg import ranks
-    from hvd_linreg.startup import import_tensorflow
-
-    import_tensorflow()
-    return ranks.init(verbose=False, own_process=False)
 
 
 class LinearRegression(RegressorMixin, _Exact):
@@ -239,8 +230,9 @@ class _GLM(RegressorMixin, _Exact):
         self.max_iter = max_iter
 
     def _l2(self, weight_sum, rows):
-        loss_scale = 2.0 if self._settings()["model"] == "linear" else 1.0
-        return self.alpha * loss_scale * weight_sum / (2.0 * rows)
+        settings = self._settings()
+        family = families.get(settings["model"], settings["link"], settings.get("tweedie_power"))
+        return self.alpha * family.LOSS_SCALE * weight_sum / (2.0 * rows)
 
     def _check_params(self):
         _non_negative("alpha", self.alpha)

@@ -55,13 +55,10 @@ def fit(X, y, *, weights=None, offset=None, **settings) -> FitResult:
     weight and offset. The ranks' rows in rank order are the dataset. Call it on every rank,
     with or without hvd.init() before; every rank gets the same FitResult."""
     cfg = config_for_fit(settings)
-    from hvd_linreg.startup import import_tensorflow
-
-    import_tensorflow()  # quietly, once: the first fit starts TensorFlow and Horovod
-    from hvd_linreg import pipeline, ranks
+    job = start_job(cfg.verbose)
+    from hvd_linreg import pipeline
     from hvd_linreg.data.memory import memory_shard
 
-    job = ranks.init(verbose=cfg.verbose, own_process=False)
     family = pipeline.family_for(cfg)
 
     def load():
@@ -71,6 +68,17 @@ def fit(X, y, *, weights=None, offset=None, **settings) -> FitResult:
     result, optimum = pipeline.fit(cfg, family, job, shard, ckpt_dir)
     report = pipeline.finish(cfg, family, job, shard, result, optimum, speak=not cfg.quiet)
     return FitResult(report)
+
+
+def start_job(verbose: bool = False):
+    """This process's job for a library call: the first call imports TensorFlow quietly and
+    starts Horovod (a no-op where the caller's script has), leaving the caller's signal
+    handlers as they are."""
+    from hvd_linreg import ranks
+    from hvd_linreg.startup import import_tensorflow
+
+    import_tensorflow()
+    return ranks.init(verbose=verbose, own_process=False)
 
 
 @dataclass(frozen=True)

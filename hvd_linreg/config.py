@@ -172,10 +172,10 @@ class Config:
     keep_checkpoints: int = setting(3, "keep the K newest checkpoints", "K", check=positive_int)
     model: str = setting(
         "linear",
-        "the model family: linear (least squares), logistic or binomial (a 0/1 target), poisson "
-        "(y >= 0), "
-        "gamma (y > 0) or tweedie (y >= 0, --tweedie_power); --solver exact is least squares "
-        "for linear, IRLS for the others",
+        "the model family: linear (least squares), gaussian (the same by IRLS, with GLM "
+        "statistics), logistic or binomial (a 0/1 target), poisson (y >= 0), gamma (y > 0) or "
+        "tweedie (y >= 0, --tweedie_power); --solver exact is least squares for linear, IRLS "
+        "for the others",
         "NAME",
         choices=FAMILIES,
         check=one_of(FAMILIES),
@@ -183,9 +183,9 @@ class Config:
     link: str | None = setting(
         None,
         "the link g of E[y] = g^-1(x.w + b); by default the family's canonical one: "
-        "linear identity, logistic and binomial logit (or probit, cloglog), poisson log (or "
-        "identity, sqrt), gamma inverse (or "
-        "log, identity), tweedie log (or identity)",
+        "linear and gaussian identity (or log), logistic and binomial logit (or probit, "
+        "cloglog), poisson log (or identity, sqrt), gamma inverse (or log, identity), tweedie "
+        "log (or identity)",
         "NAME",
     )
     tweedie_power: float | None = setting(

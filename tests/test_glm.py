@@ -229,6 +229,63 @@ def test_gamma_is_statsmodels_with_each_link(link, mean, tmp_path):
 
 
 @pytest.fixture(scope="module")
+def positive_amounts(tmp_path_factory):
+    """600 rows, 2 features, y = exp(x·w + b) + normal noise: the Gaussian log-link model."""
+    rng = np.random.default_rng(12)
+    X = rng.standard_normal((600, 2))
+    y = np.exp(X @ [0.3, -0.2] + 1.0) + 0.3 * rng.standard_normal(600)
+    path = tmp_path_factory.mktemp("gaussian") / "amounts.npz"
+    np.savez(path, X=X, y=y)
+    return path, X, y
+
+
+@pytest.mark.parametrize(
+    "model, link", [("gaussian", "identity"), ("gaussian", "log"), ("linear", "log")]
+)
+def test_gaussian_is_statsmodels_with_each_link(model, link, positive_amounts, tmp_path):
+    """statsmodels' GLM(Gaussian(link)), by IRLS; --model linear --link log is that GLM too."""
+    import statsmodels.api as sm
+
+    path, X, y = positive_amounts
+    args = ["--model", model, "--link", link, "--data", str(path), "--solver", "exact"]
+    metrics = run_metrics(tmp_path, 1, args)
+    links = {"identity": sm.families.links.Identity, "log": sm.families.links.Log}
+    ref = statsmodels_fit(sm.families.Gaussian(links[link]()), X, y)
+    assert_is_statsmodels_with_scale(metrics, ref)
+    assert metrics["statistics"]["aic"] == pytest.approx(ref.aic, rel=1e-10)
+
+
+def gaussian_log_gradient(theta, X, y, l2=0.0):
+    """d/dtheta of mean((exp(η) - y)²): 2 Aᵀ((μ - y) μ) / n, A = [X 1]."""
+    mu = np.exp(X @ theta[:-1] + theta[-1])
+    error = 2.0 * (mu - y) * mu
+    return np.append(X.T @ error, error.sum()) / len(y) + np.append(2.0 * l2 * theta[:-1], 0.0)
+
+
+def test_sgd_on_the_gaussian_log_link_is_exactly_sgd_on_the_squared_error_of_the_mean(
+    positive_amounts, tmp_path
+):
+    path, X, y = positive_amounts
+    args = ["--model", "gaussian", "--link", "log", "--data", str(path)]
+    args += ["--num_steps", str(STEPS), "--learning_rate", "0.01", "--batch_size", str(BATCH)]
+    m = run_metrics(tmp_path, 1, [*args, "--log_every", "20", "--seed", "0"])
+    expected = averaged(
+        X,
+        y,
+        ranks=1,
+        batch_size=BATCH,
+        steps=STEPS,
+        optimizer=SGD(constant(0.01)),
+        w0=m["initial_w"],
+        b0=m["initial_b"],
+        grad=gaussian_log_gradient,
+    )
+    np.testing.assert_allclose(params_of(m), expected, rtol=1e-9, atol=1e-12)
+    mu = np.exp(X @ expected[:-1] + expected[-1])
+    assert m["loss"] == pytest.approx(np.mean((y - mu) ** 2), rel=1e-9)
+
+
+@pytest.fixture(scope="module")
 def claims(tmp_path_factory):
     """Compound Poisson-Gamma amounts, many of them exactly 0."""
     rng = np.random.default_rng(9)
@@ -286,6 +343,7 @@ def test_l2_is_scikit_learns_regressor(model, claims, tmp_path):
         (["--model", "tweedie", "--tweedie_power", "2.5"], "--tweedie_power must be a number "),
         (["--model", "poisson", "--tweedie_power", "1.5"], "--tweedie_power is for --model "),
         (["--model", "gamma", "--link", "sqrt"], "--link sqrt is not one of --model gamma's: "),
+        (["--model", "linear", "--link", "logit"], "--model linear's: identity, log"),
     ],
 )
 def test_a_setting_the_family_does_not_take_is_refused(args, message, capsys):

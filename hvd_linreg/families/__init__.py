@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 FAMILIES = {
     "linear": "hvd_linreg.families.linear:Linear",
+    "gaussian": "hvd_linreg.families.gaussian:Gaussian",
     "logistic": "hvd_linreg.families.logistic:Logistic",
     "binomial": "hvd_linreg.families.logistic:Binomial",
     "poisson": "hvd_linreg.families.poisson:Poisson",
@@ -33,7 +34,11 @@ def get(name: str, link: str | None = None, power: float | None = None) -> Famil
     tweedie, its power)."""
     module, cls = FAMILIES[name].split(":")
     family = getattr(importlib.import_module(module), cls)
-    return family(link) if power is None else family(link, power)
+    family = family(link) if power is None else family(link, power)
+    if family.SOLVER == "least_squares" and family.link.name != "identity":
+        # Least squares fits the identity link only: the Gaussian GLM, by IRLS, fits the others
+        return get("gaussian", link)
+    return family
 
 
 def for_config(cfg) -> Family:

@@ -160,6 +160,12 @@ class Family:
         scale / weight[i]; the binomial's weights are its trials, as R's)."""
         raise NotImplementedError
 
+    def profiled_log_likelihood(self, deviance: float, rows: int, log_weights: float):
+        """The fit's log-likelihood at the scale that maximises it, from its weighted deviance
+        and Σ log weight alone, where statsmodels reports that one (the Gaussian's identity
+        link); None: it is at the fit's scale (log_likelihood)."""
+        return None
+
     def deviance_terms(self, y: np.ndarray, eta: np.ndarray) -> np.ndarray:
         """d(y, μ) per row at the linear predictor eta."""
         return self.unit_deviance(y, self.link.inverse(eta))

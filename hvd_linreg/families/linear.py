@@ -1,9 +1,10 @@
 """Linear regression, the first model family: y = X·w + b, fitted by mean squared error as in
 the seed program, plus a ridge penalty l2·‖w‖² with --l2 (the bias is not penalised).
 
-The Gaussian family with the identity link. Its exact solver is least squares by the
-distributed QR (solvers/least_squares.py), and its statistics ordinary least squares'
+The Gaussian family (gaussian.py) with the identity link. Its exact solver is least squares by
+the distributed QR (solvers/least_squares.py), and its statistics ordinary least squares'
 (statistics/least_squares.py); the family itself is its loss, its prediction and its scores.
+With `--link log` the run is the Gaussian GLM's, which IRLS fits (families.get).
 """
 
 from __future__ import annotations
@@ -14,38 +15,18 @@ from functools import reduce
 
 import numpy as np
 
-from hvd_linreg.families.family import Blocks, Family, block_rows, linear_predictor, predictor
+from hvd_linreg.families.family import Blocks, block_rows, linear_predictor, predictor
+from hvd_linreg.families.gaussian import Gaussian
 from hvd_linreg.families.scores import Scores
 from hvd_linreg.ranks import Job
 
 
-class Linear(Family):
+class Linear(Gaussian):
     NAME = "linear"
-    LOSS = "mean squared error"
     SOLVER = "least_squares"
     SOLVER_NAME = "exact least squares"
     SOLVER_COST = "the distributed QR"
     MAX_EXACT_FEATURES = 4096  # solvers/least_squares.py: MAX_FEATURES
-    LOSS_SCALE = 2.0  # the mean squared error is the mean unit deviance
-    SERVING_OUTPUT = "prediction"
-    FIXED_SCALE = False
-
-    def variance(self, mu):
-        return np.ones_like(mu)
-
-    def unit_deviance(self, y, mu):
-        return (y - mu) ** 2
-
-    def log_likelihood(self, y, eta, scale, weight):
-        """statsmodels' Gaussian.loglike_obs: row i's variance is scale / weight[i]."""
-        residual = y - self.link.inverse(eta)
-        squares = weight @ (residual * residual) / scale
-        return float(-0.5 * (squares + np.log(2 * math.pi * scale / weight).sum()))
-
-    def loss_terms_tf(self, y, eta):
-        import tensorflow as tf
-
-        return tf.square(eta - y)
 
     def predict(self, theta, X, offset=None):
         """X w + b (+ offset) in float64, term by term (linear_predictor)."""

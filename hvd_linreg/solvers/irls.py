@@ -145,7 +145,7 @@ def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, i
         null = math.isfinite(null_eta)
     # Σ w d(y, μ) from the unit deviance itself: the loss is κ d/2 only up to a term in y
     # alone (0 for a 0/1 target, not for a proportion).
-    more = np.zeros(4)  # log-likelihood, deviance, and the intercept-only model's
+    more = np.zeros(5)  # log-likelihood, deviance, the intercept-only model's; Σ log weight
     for block in shard.blocks(block_rows(k)):
         block = block.counted()
         y, weight = block.y.astype(np.float64), block.weights()
@@ -158,7 +158,11 @@ def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, i
                 eta_0 += block.offset
             more[2] += family.log_likelihood(y, eta_0, scale, weight)
             more[3] += weight @ family.deviance_terms(y, eta_0)
+        more[4] += np.log(weight).sum()
     more = job.allreduce_sum(more, "irls_likelihood")  # Horovod: every rank's sums
+    profiled = family.profiled_log_likelihood(more[1], rows, more[4])
+    if profiled is not None:
+        more[0] = profiled
     return Fit(
         params=theta,
         loss=sums["loss"] / rows if rows else math.nan,

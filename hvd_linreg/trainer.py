@@ -173,9 +173,9 @@ class Trainer:
         with Watchdog(self.job.rank, self.job.stall_limit_s) as watchdog:
             while done < cfg.num_steps:
                 count = min([k - done % k for k in every] + [cfg.num_steps - done])
-                rows, start, count = self._rows(done, count)
+                rows, first_row, count = self._rows(done, count)
                 loss, ran = self._train_steps(
-                    *rows, *[tf.constant(v, tf.int64) for v in (done, count, start)]
+                    *rows, *[tf.constant(v, tf.int64) for v in (done, count, first_row)]
                 )
                 done += int(ran)
                 watchdog.progress()

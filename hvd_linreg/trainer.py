@@ -42,8 +42,10 @@ class Trainer:
             C = None if shard.carried is None else shard.carried[:held]
             self.rows = self._tensors(shard.X[:held], shard.y[:held], C)
         # Traced anew for each job: the rank count is a constant inside the loop. One trace
-        # for every window of a shard read from its file: their row counts differ.
-        self._train_steps = tf.function(self._steps, reduce_retracing=True)
+        # for every window of a shard read from its file: their row counts differ. Without
+        # AutoGraph (the loop is a tf.while_loop of its own): its rewrite of the loop and of
+        # every function it calls was 1.4 s of each rank's start, the same for every run.
+        self._train_steps = tf.function(self._steps, reduce_retracing=True, autograph=False)
 
     def start(self) -> None:
         """Rank 0's start on every rank: its fresh parameters, or its newest checkpoint (sets
@@ -120,9 +122,13 @@ class Trainer:
 
     def _steps(self, X, y, weight, offset, first: tf.Tensor, count: tf.Tensor, start: tf.Tensor):
         """count steps from step first, in one call: one Python round trip per log interval."""
-        batch_size, n = self.cfg.batch_size, self.shard.num_train
-        loss, ran = tf.constant(0.0, self.model.params.dtype), tf.constant(0, tf.int64)
-        for step in tf.range(first, first + count):
+        batch_size, n, end = self.cfg.batch_size, self.shard.num_train, first + count
+
+        def going(step, loss, ran, finite):
+            # Every rank applied the same averaged update, so every rank stops at the same step.
+            return tf.logical_and(step < end, finite)
+
+        def one_step(step, loss, ran, finite):
             # The layout contract: step i's rows are the shard's rows from i*B on, mod n (a
             # window of the shard starts at row start). A batch that runs past the n-th row
             # goes on in the copy of the first rows held after it: so every batch is one
@@ -132,10 +138,11 @@ class Trainer:
             wb = None if weight is None else weight[batch]
             ob = None if offset is None else offset[batch]
             loss = self._update(X[batch], y[batch], wb, ob)
-            ran += 1
-            # Every rank applied the same averaged update, so every rank stops at this step.
-            if not tf.reduce_all(tf.math.is_finite(self.model.params)):
-                break
+            finite = tf.reduce_all(tf.math.is_finite(self.model.params))
+            return step + 1, loss, ran + 1, finite
+
+        start_values = (first, tf.constant(0.0, self.model.params.dtype), tf.constant(0, tf.int64))
+        _, loss, ran, _ = tf.while_loop(going, one_step, (*start_values, tf.constant(True)))
         return loss, ran
 
     def _update(self, Xb: tf.Tensor, yb: tf.Tensor, wb=None, ob=None) -> tf.Tensor:

@@ -7,8 +7,8 @@
 #
 # Usage: ci/cleanroot.sh [--cached] [bookworm|trixie] [-- COMMAND...]
 #   default COMMAND: make test (after `make setup` and `make run`, each timed)
-#   --cached  the root shares this machine's Horovod wheels and pip cache (keyed as ci/setup.sh
-#             keys them); without it the root starts with neither, as a user's machine does
+#   --cached  the root shares this machine's Horovod and mpi4py wheels and pip cache (keyed as
+#             ci/setup.sh keys them); without it the root starts with none, as a user's does
 # What is cached, under ${XDG_CACHE_HOME:-~/.cache}/hvd_linreg, and why it hides no install step:
 #   roots/    the root image as debootstrap and the four packages leave it, keyed by the Debian
 #             release, the package list and the mirror, and made anew after 7 days (the archive

@@ -78,8 +78,6 @@ pytest_in() {
   done
 }
 
-stage lint bash -c 'ruff check . && ruff format --check .'
-
 # The Debian 12 root's stage, run by the first lane to get here (mkdir is atomic): the other
 # lane then finds it taken and goes on.
 debian_12() {
@@ -111,10 +109,21 @@ if $ci && [ "${HVD_LINREG_CLEANROOT:-1}" = 1 ]; then
   set +m
 fi
 
+# This machine's venv (ci/setup.sh, which skips what is done): a stage of its own, so that its
+# time is in the table, and in CI after the roots' lane has started, which needs none of it.
+# Without it nothing else of this lane can run.
+stage set-up bash ci/setup.sh
+if grep -qx set-up "$record/failed"; then
+  set_up=false
+else
+  set_up=true
+  stage lint bash -c 'ruff check . && ruff format --check .'
+fi
+
 # In CI, or when asked, start a one-node SLURM for tests/test_slurm.py. In CI a SLURM that
 # cannot start fails the run (else the SLURM promise would go untested without anyone
 # noticing); elsewhere that test skips with the reason.
-if wanted HVD_LINREG_SLURM; then
+if $set_up && wanted HVD_LINREG_SLURM; then
   if ! bash ci/slurm.sh; then
     if $ci; then
       echo "error: ci/slurm.sh failed (above): CI must run tests/test_slurm.py" >&2
@@ -125,7 +134,9 @@ if wanted HVD_LINREG_SLURM; then
   fi
 fi
 
-if $ci; then
+if ! $set_up; then
+  : # its failure is recorded; the roots' lane still ends and reports
+elif $ci; then
   # The repeated launches run here, beside the roots' niced lane, as on a machine of one user:
   # a lost line is a race, and this lane keeps its CPU.
   stage "suite, this machine" python -m pytest -ra -m "slurm or multihost or repeat" \
@@ -134,7 +145,7 @@ else
   stage suite pytest_in python "$marks" "$@"
 fi
 
-if wanted HVD_LINREG_PYTHONS; then
+if $set_up && wanted HVD_LINREG_PYTHONS; then
   # The supported Pythons that neither this venv nor a clean root covers (those run 3.11 and
   # 3.13): each gets its own venv on the same stack and runs the multi-process core. Found on
   # PATH, else where pyenv keeps them (this CI machine has them there; the tool itself never
@@ -155,7 +166,7 @@ if wanted HVD_LINREG_PYTHONS; then
     other_venv=$repo/.venv-py${version/./}
     stage "Python $version set-up" env PYTHON="$python" VENV="$other_venv" bash ci/setup.sh
     stage "Python $version core" env PATH="$other_venv/bin:$PATH" \
-      "$other_venv/bin/python" -m pytest -ra -m core --durations=5 "$@"
+      "$other_venv/bin/python" -m pytest -ra -m core --durations=10 "$@"
   done
 fi
 
@@ -171,6 +182,7 @@ fi
 
 printf '\n=== stages\n'
 cat "$record/stages"
+printf '%-28s %-6s %5d s\n' "the run, lanes side by side" "" "$SECONDS"
 if [ -s "$HVD_LINREG_TIMES" ]; then
   printf '\n=== where the set-up time went\n'
   cat "$HVD_LINREG_TIMES"

@@ -234,8 +234,10 @@ def test_elastic_checkpoints_resume_after_the_whole_job_was_killed(
     kill_after = random.Random(fault_seed).randrange(2, 8) * 100  # a checkpoint's step
     job = start_elastic(LocalElasticJob, "localhost:2\n", 2, 2, args, ONE_HOST)
     job.wait_for(f"Step: {kill_after} ")
+    deadline = time.monotonic() + 120  # steps are milliseconds apart: seconds, not minutes
     while not any(int(p.stem[5:]) >= kill_after for p in ckpt.glob("ckpt-*.npz")):
         assert job.proc.poll() is None, job.output  # the run never ends by itself
+        assert time.monotonic() < deadline, f"no checkpoint of step {kill_after}:\n{job.output}"
         time.sleep(0.01)
     job.kill()  # every rank and the launcher at once: nothing of the job goes on
     saved, warnings = checkpoint.load_latest(ckpt)

@@ -155,3 +155,21 @@ def test_the_venvs_scripts_run_its_own_python_by_its_real_path():
         name: line for name, line in pythons.items() if not line.startswith(f"#!{home}/bin/")
     }
     assert not foreign, f"scripts that run another Python than {home}'s: {foreign}"
+
+
+@pytest.mark.multiprocess
+def test_horovodrun_asks_what_horovod_was_built_with_once_per_build(tmp_path, monkeypatch):
+    """horovodrun keeps its answer to "built with MPI?" (10-remember-build-answers.patch), so
+    that later launches do not load TensorFlow to ask again: a kept "no" is believed."""
+    from horovod.common.util import _built_answer_path
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    command = [shutil.which("horovodrun"), "-np", "1", "--mpi", "true"]
+    first = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stdout + first.stderr
+    kept = Path(_built_answer_path("mpi_built"))
+    assert kept.read_text() == "true"
+    kept.write_text("false")  # as if this build had no MPI: the launcher must not ask again
+    second = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert second.returncode != 0
+    assert "MPI support has not been built" in second.stdout + second.stderr

@@ -64,7 +64,9 @@ if [ -n "${PYTHON:-}" ]; then
   has_stack "$version" || no_stack "PYTHON=$python is Python $version."
 elif [ -x "$venv/bin/python" ] && version=$(version_of "$venv/bin/python") &&
   has_stack "$version"; then
-  python=$venv/bin/python # keep the venv's Python: a newer one on PATH would rebuild it all
+  # Keep the venv's Python (a newer one on PATH would rebuild it all), by the interpreter
+  # behind it: a keyed venv's link is re-pointed below, and a new key's venv starts empty.
+  python=$("$venv/bin/python" -c 'import os, sys; print(os.path.realpath(sys.executable))')
 else
   python=
   for candidate in python3 $(printf 'python%s ' $pythons); do

@@ -352,7 +352,7 @@ def pytest_terminal_summary(terminalreporter, config) -> None:
     if strict_skips() and unexpected_skips():
         terminalreporter.section("skips not declared in tests/conftest.py EXPECTED_SKIPS: FAILED")
         for reason, ids in unexpected_skips().items():
-            terminalreporter.write_line(f"{reason}: {', '.join(ids)}")
+            terminalreporter.write_line(f"UNDECLARED SKIP {reason}: {', '.join(ids)}")
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from dataclasses import fields
 
 import pytest
 
-from conftest import REPO, launcher_env
+from conftest import LAUNCH_TIMEOUT_S, REPO, launcher_env
 from hvd_linreg.cli import MODEL_COMMANDS, build_model_parser, main, parse_config
 from hvd_linreg.config import Config, UsageError, field_names
 
@@ -112,7 +112,7 @@ def test_output_into_head_ends_quietly(tmp_path):
         capture_output=True,
         text=True,
         env=launcher_env(),
-        timeout=120,
+        timeout=LAUNCH_TIMEOUT_S,
     )
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("hvd-linreg: 1 rank"), lines
@@ -140,7 +140,7 @@ def test_a_tensorflow_error_that_is_not_a_lost_rank_keeps_its_traceback():
         capture_output=True,
         text=True,
         env=launcher_env(),
-        timeout=120,
+        timeout=LAUNCH_TIMEOUT_S,
     )
     assert proc.returncode == 1
     assert "Traceback (most recent call last)" in proc.stderr

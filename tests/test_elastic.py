@@ -27,6 +27,7 @@ from test_multihost import ClusterJob, host_of
 
 from conftest import (
     CLUSTER,
+    LAUNCH_TIMEOUT_S,
     REPO,
     job_tag,
     launch,
@@ -183,7 +184,7 @@ def test_what_a_reset_cannot_carry_is_refused(flags, message):
         [sys.executable, "-m", "hvd_linreg", *flags],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=LAUNCH_TIMEOUT_S,
         env=launcher_env(),
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -218,7 +219,7 @@ def test_one_host_without_an_interface_ends_with_a_message(start_elastic):
     """horovodrun waits for a second host before it starts anything; bounded by
     --elastic-timeout, it then ends naming the flag that avoids the wait."""
     job = start_elastic(LocalElasticJob, "localhost:2\n", 2, 2, [], ("--elastic-timeout", "5"))
-    run = job.run(timeout=90)
+    run = job.run(timeout=LAUNCH_TIMEOUT_S)
     assert run.returncode != 0
     assert "set `--network-interface` to skip this check" in run.output
     assert "Step:" not in run.output

@@ -16,7 +16,7 @@ import time
 import psutil
 import pytest
 
-from conftest import job_tag, kill_tree, launch_command, launcher_env
+from conftest import LAUNCH_TIMEOUT_S, job_tag, kill_tree, launch_command, launcher_env
 
 pytestmark = pytest.mark.multiprocess
 
@@ -133,7 +133,7 @@ def test_output_into_head_under_mpirun_ends_every_rank(tmp_path):
         ["bash", "-c", script], stdout=subprocess.PIPE, text=True, env=launcher_env()
     )
     try:
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=LAUNCH_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         kill_tree(proc.pid)
         raise

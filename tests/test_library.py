@@ -18,7 +18,7 @@ from library_job import NUM_ROWS, rows
 from test_estimators import check_against_sklearn
 
 import hvd_linreg
-from conftest import REPO, launch, launcher_env, run_metrics
+from conftest import LAUNCH_TIMEOUT_S, REPO, launch, launcher_env, run_metrics
 
 SCRIPT = REPO / "tests" / "library_job.py"
 MODELS = ("linear", "logistic", "poisson")
@@ -56,7 +56,11 @@ def test_import_starts_neither_tensorflow_nor_horovod():
         "print(sorted(m for m in ('tensorflow', 'horovod') if m in sys.modules))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=LAUNCH_TIMEOUT_S,
     )
     assert out.stdout.strip() == "[]"
 
@@ -84,7 +88,11 @@ def test_a_bad_setting_raises_the_command_lines_message(settings, flags):
         hvd_linreg.fit(X, y, **settings)
     assert isinstance(raised.value, ValueError)
     cli = subprocess.run(
-        ["hvd-linreg", *flags], capture_output=True, text=True, timeout=60, env=launcher_env()
+        ["hvd-linreg", *flags],
+        capture_output=True,
+        text=True,
+        timeout=LAUNCH_TIMEOUT_S,
+        env=launcher_env(),
     )
     assert cli.returncode == 2
     assert cli.stderr.strip() == f"hvd-linreg: error: {raised.value}"

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import launch, launch_command, launcher_env, read_metrics
+from conftest import LAUNCH_TIMEOUT_S, launch, launch_command, launcher_env, read_metrics
 from hvd_linreg.cli import main
 
 
@@ -32,7 +32,7 @@ def test_progress_bar_when_stderr_is_a_terminal():
         stdout=subprocess.PIPE,
         stderr=follower,
         env=launcher_env(),
-        timeout=120,
+        timeout=LAUNCH_TIMEOUT_S,
     )
     os.close(follower)
     bar = os.read(leader, 1 << 16).decode(errors="replace")
@@ -202,7 +202,13 @@ def test_the_first_line_a_launch_prints_is_the_tools_header(launcher, tmp_path):
     env = {k: v for k, v in launcher_env().items() if not k.startswith("TF_")}
     cmd = [*launch_command(launcher, 2), "--num_steps", "10"]
     proc = subprocess.run(
-        cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120, check=False
+        cmd,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=LAUNCH_TIMEOUT_S,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     first = re.sub(r"^\S*<stdout>: ?", "", proc.stdout.splitlines()[0])  # a launcher's rank tag

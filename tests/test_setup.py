@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import LAUNCH_TIMEOUT_S, REPO
 from hvd_linreg.doctor import horovod_build_record
 
 SETUP = str(REPO / "ci" / "setup.sh")
@@ -21,7 +21,12 @@ SHELL_TOOLS = ("bash", "cat", "cksum", "dirname", "grep", "head", "id", "sed", "
 
 def run_setup(env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["bash", SETUP], capture_output=True, text=True, env=env, timeout=60, check=False
+        ["bash", SETUP],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=LAUNCH_TIMEOUT_S,
+        check=False,
     )
 
 
@@ -105,7 +110,7 @@ def plan_of(repo: Path, cache: Path) -> dict[str, str]:
         capture_output=True,
         text=True,
         env={**os.environ, "XDG_CACHE_HOME": str(cache), "HVD_LINREG_KEYED_VENV": "1"},
-        timeout=60,
+        timeout=LAUNCH_TIMEOUT_S,
         check=True,
     )
     return dict(line.split(" ", 1) for line in proc.stdout.splitlines())
@@ -165,11 +170,11 @@ def test_horovodrun_asks_what_horovod_was_built_with_once_per_build(tmp_path, mo
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     command = [shutil.which("horovodrun"), "-np", "1", "--mpi", "true"]
-    first = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    first = subprocess.run(command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S)
     assert first.returncode == 0, first.stdout + first.stderr
     kept = Path(_built_answer_path("mpi_built"))
     assert kept.read_text() == "true"
     kept.write_text("false")  # as if this build had no MPI: the launcher must not ask again
-    second = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    second = subprocess.run(command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S)
     assert second.returncode != 0
     assert "MPI support has not been built" in second.stdout + second.stderr

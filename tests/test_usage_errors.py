@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from test_error_lines import refused
 
-from conftest import launch, launch_each_rank_reporting
+from conftest import LAUNCH_TIMEOUT_S, launch, launch_each_rank_reporting
 
 
 def _npz(path, **arrays):
@@ -156,7 +156,7 @@ def test_usage_error_ends_the_tool_with_exit_code_2(case, flags, message, tmp_pa
 )
 def test_usage_error_ends_every_rank_with_exit_code_2(case, flags, message, tmp_path):
     args = flags(tmp_path) if callable(flags) else flags
-    run = launch("mpirun", 2, [*BASE, *args], tmp_path, timeout=60, metrics=False)
+    run = launch("mpirun", 2, [*BASE, *args], tmp_path, timeout=LAUNCH_TIMEOUT_S, metrics=False)
     assert run.returncode == 2, run.output
     errors = [line for line in run.stderr.splitlines() if "hvd-linreg: error:" in line]
     assert len(errors) == 1, run.output  # rank 0 speaks, once
@@ -174,7 +174,7 @@ def test_problem_only_one_rank_sees_stops_all_ranks(tmp_path):
         2,
         ["--data", data, "--batch_size", "1"],
         tmp_path,
-        timeout=90,
+        timeout=LAUNCH_TIMEOUT_S,
         metrics=False,
     )
     errors = [line for line in run.stderr.splitlines() if "hvd-linreg: error:" in line]

@@ -156,10 +156,14 @@ def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, i
             eta_0 = np.full(len(y), null_eta)
             if block.offset is not None:
                 eta_0 += block.offset
-            more[2] += family.log_likelihood(y, eta_0, scale, weight)
             more[3] += weight @ family.deviance_terms(y, eta_0)
         more[4] += np.log(weight).sum()
     more = job.allreduce_sum(more, "irls_likelihood")  # Horovod: every rank's sums
+    # Every family is an exponential dispersion model, log f = w (yθ - b(θ)) / φ + c(y, φ/w):
+    # two means' log-likelihoods at one scale differ by their deviances' difference / 2φ, and
+    # the intercept-only model's needs no pass of its own (its c(y) terms, a log-gamma per
+    # row for Poisson, cost more than the rest of the pass).
+    more[2] = more[0] + (more[1] - more[3]) / (2.0 * scale)
     profiled = family.profiled_log_likelihood(more[1], rows, more[4])
     if profiled is not None:
         more[0] = profiled

@@ -20,6 +20,7 @@ OPTIMIZERS = ("sgd", "momentum", "adam")
 DTYPES = ("float32", "float64")
 OPTIMALITY_GAP = ("auto", "always", "never")
 COV_TYPES = ("nonrobust", "HC0", "HC1")  # solvers/sandwich.py
+MISSING = ("error", "drop")  # data/missing.py
 SYNTHETIC_SAMPLES = 1000  # the seed's dataset
 SYNTHETIC_FEATURES = 1
 
@@ -149,6 +150,14 @@ class Config:
         "the column of each row's exposure (> 0) for log-link models: log(exposure) is added "
         "to the linear predictor, so that the mean is a rate times the exposure",
         "COL",
+    )
+    missing: str = setting(
+        "error",
+        "a missing value (an empty CSV cell, NA, N/A, NaN, null) in a column the run uses: "
+        "error ends the run naming its file, line and column; drop drops its row, the same "
+        "rows at any number of ranks (CSV files)",
+        choices=MISSING,
+        check=one_of(MISSING),
     )
     dtype: str | None = setting(
         None,
@@ -313,6 +322,11 @@ class Config:
                         f"--{name} cannot be combined with --data: it comes from the file"
                     )
         else:
+            if self.missing != "error":
+                raise UsageError(
+                    f"--missing {self.missing} is for the rows of --data; synthetic rows have "
+                    "no missing values"
+                )
             for flag, value in (
                 ("--target", self.target),
                 ("--features", self.features),

@@ -55,10 +55,11 @@ def header_line(cfg: Config, family, job: Job, shard: Shard) -> str:
         f"{cfg.num_steps} steps, {cfg.optimizer}, learning rate {cfg.learning_rate}"
     )
     held_out = f" + {shard.num_validation} validation" if shard.num_validation else ""
+    dropped = f" ({shard.num_dropped} with a missing value dropped)" if shard.num_dropped else ""
     return (
         f"hvd-linreg: {job.size} rank{'s' * (job.size > 1)} ({job.controller}), "
         f"{shard.num_samples}{held_out} samples x {shard.num_features} feature"
-        f"{'s' * (shard.num_features > 1)} ({shard.dtype}) from {shard.source}, {run}"
+        f"{'s' * (shard.num_features > 1)} ({shard.dtype}) from {shard.source}{dropped}, {run}"
     )
 
 
@@ -141,6 +142,7 @@ class Report:
             "global_batch_size": self.global_batch_size,
             "learning_rate": cfg.learning_rate,
             "num_samples": shard.num_samples,
+            "rows_dropped_missing": shard.num_dropped,
             "num_features": shard.num_features,
             "features": None if shard.feature_names is None else list(shard.feature_names),
             "dtype": shard.dtype,

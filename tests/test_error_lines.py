@@ -316,7 +316,7 @@ def test_predict_on_a_csv_file_with_a_column_the_model_lacks_is_refused(model, t
 def test_predict_on_a_row_holding_nan_is_refused(model, tmp_path, capsys):
     data = _text(tmp_path / "d.csv", "a,b\n1,2\nnan,1\n3,4\n")
     assert refused(capsys, _predict(model, data, tmp_path)) == (
-        f"{data}: data row 1 (0-based) holds NaN or inf; clean or drop such rows"
+        f"{data} line 3: a missing value ('nan') in column 'a'; fill it"
     )
     assert not (tmp_path / "p.npy").exists()
 

@@ -347,7 +347,8 @@ BAD_INPUT = [
     (
         "csv files: NaN in the second",
         lambda t: ["--data", _files(t / "parts", a_csv="x,y\n1,2\n", b_csv="x,y\n1,2\nnan,3\n")],
-        "{t}/parts/b.csv: data row 1 (0-based) holds NaN or inf in column 'x'",
+        "{t}/parts/b.csv line 3: a missing value ('nan') in column 'x'; fill it, or drop such rows "
+        "with --missing drop",
     ),
     (
         "empty directory",

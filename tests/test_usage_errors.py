@@ -99,7 +99,7 @@ CASES = [
     (
         "NaN in data",
         lambda t: ["--data", _text(t / "d.csv", "a,b\n1,2\n3,nan\n5,6\n7,8\n")],
-        "data row 1 (0-based) holds NaN or inf",
+        "line 3: a missing value ('nan') in column 'b'",
     ),
     (
         "null in the Parquet rows of rank 1",

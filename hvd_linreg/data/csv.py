@@ -7,15 +7,22 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from hvd_linreg.config import Config, UsageError
-from hvd_linreg.data.columns import check_same_columns, choose_columns, column_labels
+from hvd_linreg.data.columns import (
+    check_same_columns,
+    choose_columns,
+    column_labels,
+    column_list,
+)
 from hvd_linreg.data.holdout import Holdout, to_owners
 from hvd_linreg.data.layout import layout_for
+from hvd_linreg.data.missing import HINT, is_missing
 from hvd_linreg.data.shard import RowNames, Shard, with_validation
 from hvd_linreg.data.spec import DataSpec, ScatterReader
 from hvd_linreg.data.table import aligned_empty
@@ -28,7 +35,20 @@ class _CsvSplit:
 
     rows: np.ndarray  # (rows, columns) float64
     num_lines: int  # physical lines, blank ones included: for line numbers in messages
-    problem: tuple[int, str] | None = None  # (line within the split, what is wrong)
+    # (line within the split, what is wrong, whether it is a missing value)
+    problem: tuple[int, str, bool] | None = None
+    # --missing drop: the split's rows dropped (0-based among its rows, before dropping)
+    dropped: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+class _Scattered(NamedTuple):
+    """This rank's rows of CSV files, as parsed, and what the ranks' parsing found."""
+
+    rows: np.ndarray  # float64, every column, in file order; those not used NaN
+    counts: list[int]  # every rank's rows
+    file_rows: list[int]  # every file's rows (kept)
+    file_lengths: list[int]  # every file's rows, dropped ones included
+    dropped: np.ndarray  # the rows dropped, 0-based over the files, sorted
 
 
 @dataclass(frozen=True)
@@ -62,15 +82,23 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
     chosen, t = choose_columns(names, spec.target, spec.features, files[0], spec.carried)
     carried = spec.carried
     used = [*chosen, t]  # the other columns are not parsed: an ID or a word there is no obstacle
-    rows, counts, file_rows = _scattered_rows(headers, rank, size, job, used)
-    if sum(file_rows) == 0:
+    parsed = _scattered_rows(headers, rank, size, job, used, spec.missing == "drop", HINT)
+    rows, counts, dropped = parsed.rows, parsed.counts, parsed.dropped
+    if sum(parsed.file_rows) == 0:
+        if len(dropped):
+            raise UsageError(
+                f"every row of {cfg.data} has a missing value in a column the run uses "
+                f"({column_list([names[j] for j in used])}): --missing drop leaves none"
+            )
         raise UsageError(f"{cfg.data} has a header but no data rows")
-    holdout = Holdout.of(cfg, sum(file_rows))
+    holdout = Holdout.of(cfg, sum(parsed.file_rows))
     layout = layout_for(holdout.num_train, rank, size, cfg.batch_size, batched=cfg.batched)
     table, validation = to_owners(rows, sum(counts[:rank]), holdout, layout, job)
     dtype = spec.dtype or "float64"  # decimal text: float64 keeps what it says
     labels = column_labels(names[j] for j in [*chosen, t])
-    where = RowNames(files, tuple(file_rows), labels, carried)
+    where = RowNames(
+        files, tuple(parsed.file_lengths), labels, carried, dropped if len(dropped) else None
+    )
     features = chosen[: len(chosen) - len(carried)]
     X, y, C = _columns(table, chosen, t, dtype, len(carried))
     shard = Shard(
@@ -82,6 +110,7 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
         target_name=names[t],
         carried=C,
         carried_columns=carried,
+        dropped=dropped if len(dropped) else None,
     )
     where.check_shard(shard, holdout.file_row(layout))
     if holdout.held_out:
@@ -100,33 +129,48 @@ def read_csv_split(
     1/size of the file's bytes; and every rank's number of rows. Only the columns `used` (by
     default all) are parsed; the others are NaN. The file's first problem is raised on every
     rank."""
-    rows, counts, _ = _scattered_rows([header], rank, size, job, used)
-    if sum(counts) == 0:
+    parsed = _scattered_rows([header], rank, size, job, used)
+    if sum(parsed.counts) == 0:
         raise UsageError(f"{header.path} has a header but no data rows")
-    return rows, counts
+    return parsed.rows, parsed.counts
 
 
 def _scattered_rows(
-    headers: list[CsvHeader], rank: int, size: int, job: Job | None, used: list[int] | None
-) -> tuple[np.ndarray, list[int], list[int]]:
+    headers: list[CsvHeader],
+    rank: int,
+    size: int,
+    job: Job | None,
+    used: list[int] | None,
+    drop: bool = False,
+    hint: str = "fill it",
+) -> _Scattered:
     """This rank's rows of the files (float64, every column, in file order; those not `used`
-    NaN), every rank's number of rows and every file's. The files' first problem is raised on
-    every rank."""
+    NaN), what every rank and file holds, and, with drop, the rows dropped for a missing value
+    in a column used. The files' first problem is raised on every rank (a missing value's
+    with the hint)."""
     names = headers[0].names
     texts = csv_split_texts([(h.path, h.data_start) for h in headers], rank, size)
-    splits = [(i, _parse_csv_split(text, names, used)) for i, text in texts]
-    summary = [(i, len(s.rows), s.num_lines, s.problem) for i, s in splits]
+    splits = [(i, _parse_csv_split(text, names, used, drop)) for i, text in texts]
+    summary = [(i, len(s.rows), s.num_lines, s.problem, s.dropped) for i, s in splits]
     every = job.allgather(summary) if size > 1 else [summary]
     file_rows, lines_before = [0] * len(headers), [1] * len(headers)  # 1: the header
-    for i, num_rows, num_lines, problem in (piece for pieces in every for piece in pieces):
+    lengths, dropped = [0] * len(headers), []  # (file, its rows before the split, the split's)
+    for i, num_rows, num_lines, problem, gone in (piece for pieces in every for piece in pieces):
         if problem is not None:  # the first problem in the files, on every rank
-            line = lines_before[i] + problem[0]
-            raise UsageError(f"{headers[i].path} line {line}: {problem[1]}")
+            line, (what, missing) = lines_before[i] + problem[0], problem[1:]
+            raise UsageError(f"{headers[i].path} line {line}: {what}" + f"; {hint}" * missing)
         lines_before[i] += num_lines
         file_rows[i] += num_rows
+        if len(gone):
+            dropped.append((i, lengths[i], gone))
+        lengths[i] += num_rows + len(gone)
+    starts = np.cumsum([0, *lengths])
+    ids = [starts[i] + before + gone for i, before, gone in dropped]
     rows = np.concatenate([s.rows for _, s in splits] or [np.zeros((0, len(names)))])
-    counts = [sum(n for _, n, _, _ in pieces) for pieces in every]
-    return rows, counts, file_rows
+    counts = [sum(piece[1] for piece in pieces) for pieces in every]
+    return _Scattered(
+        rows, counts, file_rows, lengths, np.concatenate([np.zeros(0, np.int64), *ids])
+    )
 
 
 def _columns(table: np.ndarray, chosen: list[int], t: int, dtype, carried: int = 0) -> tuple:
@@ -178,31 +222,72 @@ def _csv_lines(p: Path, data_start: int, begin: int, end: int) -> str:
     return text.decode("utf-8", errors="replace")
 
 
-def _parse_csv_split(text: str, names: list[str], used: list[int] | None = None) -> _CsvSplit:
-    """The lines' rows: the columns `used` (by default all) parsed as numbers, the others NaN."""
+def _parse_csv_split(
+    text: str, names: list[str], used: list[int] | None = None, drop: bool = False
+) -> _CsvSplit:
+    """The lines' rows: the columns `used` (by default all) parsed as numbers, the others NaN.
+    A missing value in a column used (missing.py) is the split's problem, or with drop its
+    row is dropped."""
     num_columns = len(names)
     keep = list(range(num_columns)) if used is None else sorted(set(used))
     rows: list[list[float]] = []
     reader = csv.reader(io.StringIO(text, newline=""))
     num_lines = text.count("\n") + (not text.endswith("\n") and bool(text))
+
+    def failed(line: int, problem: str) -> _CsvSplit:
+        # a missing value in an earlier row is the first problem
+        earlier = _first_missing(text, names, keep, np.array(rows).reshape(-1, len(keep)))
+        return _CsvSplit(np.zeros((0, num_columns)), num_lines, earlier or (line, problem, False))
+
     for cells in reader:
         if not cells or all(not c.strip() for c in cells):
             continue  # blank lines are not rows
         if len(cells) != num_columns:
-            problem = f"{len(cells)} fields, but the header has {num_columns}"
-            return _CsvSplit(np.zeros((0, num_columns)), num_lines, (reader.line_num, problem))
+            return failed(reader.line_num, f"{len(cells)} fields, but the header has {num_columns}")
         try:
             rows.append([float(cells[j]) for j in keep])
         except ValueError:
-            j = next(j for j in keep if not _is_float(cells[j]))
-            problem = f"{cells[j]!r} is not a number (column {names[j]!r})"
-            return _CsvSplit(np.zeros((0, num_columns)), num_lines, (reader.line_num, problem))
+            j = next((j for j in keep if not (_is_float(cells[j]) or is_missing(cells[j]))), None)
+            if j is None:  # only missing values: NaN, for the check below
+                rows.append([float(cells[j]) if _is_float(cells[j]) else np.nan for j in keep])
+                continue
+            return failed(reader.line_num, f"{cells[j]!r} is not a number (column {names[j]!r})")
     parsed = np.array(rows, np.float64).reshape(-1, len(keep))
+    dropped = np.zeros(0, np.int64)
+    missing = np.isnan(parsed).any(axis=1)
+    if missing.any():
+        if not drop:
+            problem = _first_missing(text, names, keep, parsed)
+            return _CsvSplit(np.zeros((0, num_columns)), num_lines, problem)
+        dropped, parsed = np.flatnonzero(missing), parsed[~missing]
     if len(keep) == num_columns:
-        return _CsvSplit(parsed, num_lines)
+        return _CsvSplit(parsed, num_lines, dropped=dropped)
     table = np.full((len(parsed), num_columns), np.nan)
     table[:, keep] = parsed
-    return _CsvSplit(table, num_lines)
+    return _CsvSplit(table, num_lines, dropped=dropped)
+
+
+def _first_missing(
+    text: str, names: list[str], keep: list[int], parsed: np.ndarray
+) -> tuple[int, str, bool] | None:
+    """(line within the split, the problem, True) of the first of the parsed rows with a missing
+    value, or None: the lines are read once more, as only a run that stops does."""
+    missing = np.isnan(parsed).any(axis=1)
+    if not missing.any():
+        return None
+    wanted, row = int(np.argmax(missing)), -1
+    reader = csv.reader(io.StringIO(text, newline=""))
+    for cells in reader:
+        if cells and any(c.strip() for c in cells):
+            row += 1
+            if row == wanted:
+                j = keep[int(np.argmax(np.isnan(parsed[wanted])))]
+                return (
+                    reader.line_num,
+                    f"a missing value ({cells[j]!r}) in column {names[j]!r}",
+                    True,
+                )
+    raise AssertionError("a parsed row is not in its text")
 
 
 def _is_float(text: str) -> bool:

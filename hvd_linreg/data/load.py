@@ -67,6 +67,11 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     reader = READERS.get(suffix)
     if isinstance(reader, ScatterReader):
         return reader.read_shard(files, cfg, rank, size, job)
+    if spec.missing == "drop":
+        raise UsageError(
+            f"--missing drop drops the rows of CSV files; a {suffix} file's nulls and NaNs "
+            "stop the run naming their row: drop those rows from it, or convert it to CSV"
+        )
     if isinstance(reader, TableReader) and not reader.named_columns:
         for flag, value in (("--target", spec.target), ("--features", spec.features)):
             if value is not None:

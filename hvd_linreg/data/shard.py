@@ -11,6 +11,7 @@ import numpy as np
 
 from hvd_linreg.config import UsageError
 from hvd_linreg.data.layout import Layout
+from hvd_linreg.data.missing import file_row
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried, Rows
 from hvd_linreg.data.table import Table
 
@@ -44,11 +45,23 @@ class Shard:
     # in the rows of X, and what each is (Carried.rows makes them the Rows' fields)
     carried: np.ndarray | None = None
     carried_columns: Carried = NOTHING_CARRIED
+    # --missing drop: the data's rows dropped for a missing value (0-based over the files,
+    # sorted); the dataset's rows are the others, in order
+    dropped: np.ndarray | None = None
 
     @property
     def num_features(self) -> int:
         """Features per row."""
         return self.X.shape[1]
+
+    @property
+    def num_dropped(self) -> int:
+        """Rows of the data dropped for a missing value (--missing drop)."""
+        return 0 if self.dropped is None else len(self.dropped)
+
+    def data_row(self, row: int) -> int:
+        """The data's own row (0-based over its files) of the dataset's row `row`."""
+        return row if self.dropped is None else file_row(row, self.dropped)
 
     @property
     def num_samples(self) -> int:
@@ -110,9 +123,14 @@ class RowNames:
     file_rows: tuple[int, ...] | None  # rows of each file, when several
     labels: list[str]  # the features', the carried columns', then the target's
     carried: Carried = NOTHING_CARRIED
+    # --missing drop: the rows dropped (0-based over the files, sorted); the global rows of
+    # the dataset are the others, in order
+    dropped: np.ndarray | None = None
 
     def locate(self, row: int) -> tuple[Path, int]:
         """global row -> (the file that holds it, its row there)."""
+        if self.dropped is not None:
+            row = file_row(row, self.dropped)
         if not self.file_rows:
             return self.files[0], row
         starts = np.cumsum([0, *self.file_rows])

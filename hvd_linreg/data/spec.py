@@ -33,12 +33,13 @@ class DataSpec:
     dtype: str | None = None  # --dtype; None: the data's own precision
     # --weights, --offset, --exposure: read as trailing columns of the features
     carried: Carried = NOTHING_CARRIED
+    missing: str = "error"  # --missing: what a missing value in a column used does
 
     @classmethod
     def of(cls, cfg: Config) -> DataSpec:
         """The reader settings of a run's Config."""
         carried = Carried(cfg.weights, cfg.offset, cfg.exposure)
-        return cls(cfg.target, cfg.feature_columns, cfg.dtype, carried)
+        return cls(cfg.target, cfg.feature_columns, cfg.dtype, carried, cfg.missing)
 
 
 def numbered_columns(num_features: int) -> list[str]:

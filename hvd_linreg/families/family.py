@@ -91,7 +91,8 @@ def check_target_values(job: Job, shard, valid, needs: str) -> None:
             bad = ~valid(y)
             if bad.any():
                 i = int(np.argmax(bad))
-                where = f"{rows} {shard.layout.global_row(at + i)} (0-based)"
+                row = shard.layout.global_row(at + i)
+                where = f"{rows} {row if shard.num_validation else shard.data_row(row)} (0-based)"
                 raise UsageError(f"{shard.source}: {where} has the target {y[i]:g}; {needs}")
             at += len(y)
         if shard.validation is not None and not valid(shard.validation.y).all():

@@ -214,7 +214,8 @@ def check_target(job: Job, shard):
     rows = "training row" if shard.num_validation else "data row"
 
     def row_name(local: int) -> str:
-        return f"{rows} {shard.layout.global_row(local)} (0-based)"
+        row = shard.layout.global_row(local)
+        return f"{rows} {row if shard.num_validation else shard.data_row(row)} (0-based)"
 
     try:
         _check_rows(shard.source, _enumerate_blocks(shard.blocks()), row_name, labels)

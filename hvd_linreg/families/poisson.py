@@ -33,6 +33,13 @@ class Poisson(Family):
     def unit_deviance(self, y, mu):
         return 2.0 * (xlogy(y, y / mu) - (y - mu))
 
+    def loss_terms_in_mean(self, y, eta, mu):
+        # the half deviance y log y - y η - y + μ under the log link, less its terms in y
+        return mu - y * eta if self.link.name == "log" else self.loss_terms(y, eta)
+
+    def loss_terms_in_target(self, y):
+        return xlogy(y, y) - y if self.link.name == "log" else 0.0
+
     def log_likelihood(self, y, eta, scale, weight):
         mu = self.link.inverse(eta)
         return float(weight @ (xlogy(y, mu) - mu - lgamma(y + 1.0)))

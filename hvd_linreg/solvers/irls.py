@@ -79,7 +79,7 @@ def optimum(job: Job, shard, family: Family, l2: float) -> Fit:
 def _optimum(job: Job, shard, family: Family, l2: float) -> Fit:
     F = shard.num_features
     # Horovod: every rank's sums
-    y_sum, weight, rows = job.allreduce_sum(_target_sums(shard), "irls_start")
+    y_sum, weight, rows, in_target = job.allreduce_sum(_target_sums(shard, family), "irls_start")
     y_mean = y_sum / weight if weight else 0.0
     theta = np.zeros(F + 1)
     start = float(family.link(np.array([family.starting_mean(y_mean)]))[0])
@@ -91,6 +91,7 @@ def _optimum(job: Job, shard, family: Family, l2: float) -> Fit:
     best, step, scale, previous = None, None, 1.0, None
     for iteration in range(1, MAX_ITERATIONS + 1):
         factor, sums, gradient = _pass(job, shard, family, theta)
+        sums["loss"] += in_target
         value = sums["loss"] / max(rows, 1) + penalty(theta, l2)
         # Worse, NaN, or a mean outside the family's domain: halve the step. Rounding lets a
         # step near the optimum raise the objective by a few ulps; that is not worse.
@@ -188,15 +189,17 @@ def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, i
     )
 
 
-def _target_sums(shard) -> list[float]:
-    """Σ w y, Σ w and the rows of weight > 0, on this rank."""
-    total, weight, count = 0.0, 0.0, 0
+def _target_sums(shard, family: Family) -> list[float]:
+    """Σ w y, Σ w, the rows of weight > 0 and Σ w (the loss's terms in y alone), on this
+    rank."""
+    total, weight, count, in_target = 0.0, 0.0, 0, 0.0
     for rows in shard.blocks():
         rows = rows.counted()
-        w = rows.weights()
-        total += float(w @ rows.y.astype(np.float64))
+        w, y = rows.weights(), rows.y.astype(np.float64)
+        total += float(w @ y)
         weight, count = weight + float(w.sum()), count + len(rows.y)
-    return [total, weight, count]
+        in_target += float(np.sum(w * family.loss_terms_in_target(y)))
+    return [total, weight, count, in_target]
 
 
 def _null_bias(job: Job, shard, family: Family, start: float) -> float:
@@ -242,21 +245,28 @@ def _pass(job: Job, shard, family: Family, theta: np.ndarray):
             mu = link.inverse(eta)
             valid = family.valid_mean(mu)
             variance, slope = family.variance_and_slope(mu)  # off the domain's edge
-            weight = np.where(valid, prior / (variance * slope * slope), 0.0)
-            residual = (y - mu) * slope
+            weight = prior / (variance * slope * slope)
+            deviation = y - mu
+            residual = deviation * slope
+            loss = family.loss_terms_in_mean(y, eta, mu)
+            pearson = deviation * deviation / variance
+            outside = len(y) - int(np.count_nonzero(valid))
+            if outside:  # a step off the domain, which IRLS halves: those rows count for nothing
+                weight, residual, loss, pearson = (
+                    np.where(valid, a, 0.0) for a in (weight, residual, loss, pearson)
+                )
             scored = weight * residual  # w (y - μ) / (V g'): the score's terms
-            prior_valid = np.where(valid, prior, 0.0)
             more = [
-                float(prior_valid @ np.where(valid, family.loss_terms(y, eta), 0.0)),
-                float(prior_valid @ np.where(valid, (y - mu) ** 2 / variance, 0.0)),
-                float(np.count_nonzero(~valid)),
+                float(prior @ loss),
+                float(prior @ pearson),
+                float(outside),
                 float(prior @ y),
                 float(prior.sum()),
                 *(-(A[:, :-1].T @ scored)),
                 -float(scored.sum()),
                 *family.iteration_counts(y, eta),
             ]
-            A[:, -1] = np.where(valid, residual, 0.0)
+            A[:, -1] = residual
             yield A, weight, np.asarray(more)
 
     factor, extra = factorise_blocks(job, blocks, k, len(names) + k, reference=theta)

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from conftest import REPO, launch, params_of
+from hvd_linreg import families
 from hvd_linreg.config import Config, UsageError
+from hvd_linreg.families import FAMILIES
 from reference import SGD, averaged, constant
 
 PROBE = (sys.executable, str(REPO / "tests" / "family_lad.py"))
@@ -90,3 +92,20 @@ def test_the_exact_solver_is_refused_for_a_family_without_one(data, tmp_path):
     assert run.returncode == 2, run.output
     assert "--model lad has no exact solver: use --solver sgd" in run.stderr
     assert "Traceback" not in run.output
+
+
+@pytest.mark.parametrize(
+    "name, link", [(n, link) for n in FAMILIES for link in families.get(n).LINKS]
+)
+def test_the_loss_that_irls_sums_in_two_parts_is_the_loss(name, link):
+    """IRLS sums loss_terms_in_target once and loss_terms_in_mean on every pass: together
+    they must be loss_terms, or its objective and step halving would follow another loss."""
+    family = families.get(name, link)
+    rng = np.random.default_rng(2)
+    y = rng.uniform(0.1, 0.9, 50) if name in ("logistic", "binomial") else rng.poisson(3.0, 50)
+    y = y + 0.5 * (name in ("gamma", "linear", "gaussian"))
+    mu = np.clip(y + rng.uniform(-0.05, 0.05, 50), 0.05, 0.95 if y.max() < 1 else None)
+    eta = family.link(mu)
+    mu = family.link.inverse(eta)
+    split = family.loss_terms_in_mean(y, eta, mu) + family.loss_terms_in_target(y)
+    np.testing.assert_allclose(split, family.loss_terms(y, eta), rtol=1e-12, atol=1e-12)

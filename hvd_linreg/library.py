@@ -24,6 +24,7 @@ NOT_FOR_FIT = {
     "weights": "pass the weights as fit(X, y, weights=w)",
     "offset": "pass the offset as fit(X, y, offset=o)",
     "exposure": "pass log(exposure) as fit(X, y, offset=np.log(exposure))",
+    "missing": "drop the rows holding NaN before fit(): it takes the rows as they are given",
     "num_samples": "the rows passed are the dataset",
     "num_features": "the rows passed are the dataset",
     "elastic": "elastic runs are the command line's (hvd-linreg --elastic)",

@@ -104,6 +104,7 @@ def test_a_bad_setting_raises_the_command_lines_message(settings, flags):
         ({"data": "rows.csv"}, "fit() does not take data=: pass the rows themselves"),
         ({"num_step": 10}, "fit() got unknown settings num_step;"),
         ({"elastic": True}, "fit() does not take elastic=:"),
+        ({"missing": "drop"}, "fit() does not take missing=: drop the rows holding NaN"),
     ],
 )
 def test_settings_that_are_not_for_fit_are_refused(settings, says):

@@ -29,10 +29,25 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
 node_state() { sinfo -h -n localhost -o %t 2>/dev/null || true; }
 running() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-# Already up with this very config: nothing to do.
+# Jobs of the tests that a killed run left behind: a srun killed by SIGKILL leaves its job
+# "running" in slurmctld, holding the node's CPUs, and every srun of the next run then waits
+# until its launch limit (seen: two repeated-launch tests failing at 180 s each). Runs on this
+# machine take turns (the suite is the only submitter), so none of these jobs is a live one.
+cancel_leftovers() {
+  local jobs
+  jobs=$(squeue -h -u root -n hvd-linreg -o %i 2>/dev/null | paste -sd' ' || true)
+  if [ -n "$jobs" ]; then
+    echo "slurm: cancelling jobs an earlier run left: $jobs"
+    # shellcheck disable=SC2086
+    scancel $jobs || true
+  fi
+}
+
+# Already up with this very config: nothing to do but the leftovers.
 if command -v sinfo >/dev/null && [ "$(cat "$conf" 2>/dev/null)" = "$config" ] &&
   node_state | grep -qxE 'idle|mix|alloc'; then
   echo "slurm: already up ($(node_state))"
+  cancel_leftovers
   exit 0
 fi
 
@@ -76,6 +91,7 @@ for _ in $(seq 60); do
   case $state in
     idle | mix | alloc)
       echo "slurm: node localhost is $state"
+      cancel_leftovers
       exit 0
       ;;
     down* | drain* | drng* | fail*) scontrol update nodename=localhost state=resume || true ;;

@@ -84,6 +84,7 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
     used = [*chosen, t]  # the other columns are not parsed: an ID or a word there is no obstacle
     parsed = _scattered_rows(headers, rank, size, job, used, spec.missing == "drop", HINT)
     rows, counts, dropped = parsed.rows, parsed.counts, parsed.dropped
+    dropped_ids = dropped if len(dropped) else None  # the shard's and the messages' mapping
     if sum(parsed.file_rows) == 0:
         if len(dropped):
             raise UsageError(
@@ -96,9 +97,7 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
     table, validation = to_owners(rows, sum(counts[:rank]), holdout, layout, job)
     dtype = spec.dtype or "float64"  # decimal text: float64 keeps what it says
     labels = column_labels(names[j] for j in [*chosen, t])
-    where = RowNames(
-        files, tuple(parsed.file_lengths), labels, carried, dropped if len(dropped) else None
-    )
+    where = RowNames(files, tuple(parsed.file_lengths), labels, carried, dropped_ids)
     features = chosen[: len(chosen) - len(carried)]
     X, y, C = _columns(table, chosen, t, dtype, len(carried))
     shard = Shard(
@@ -110,7 +109,7 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
         target_name=names[t],
         carried=C,
         carried_columns=carried,
-        dropped=dropped if len(dropped) else None,
+        dropped=dropped_ids,
     )
     where.check_shard(shard, holdout.file_row(layout))
     if holdout.held_out:

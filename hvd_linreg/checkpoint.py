@@ -36,6 +36,9 @@ class Checkpoint:
     # N_sgd, the rows in batches (layout contract): another one changes the trajectory too.
     # None in checkpoints written before it was recorded.
     batched_rows: int | None = None
+    # the features' names, a categorical column's dummies among them (None: unnamed columns,
+    # or a checkpoint written before they were recorded)
+    feature_names: list[str] | None = None
 
     @property
     def num_features(self) -> int:
@@ -70,6 +73,7 @@ def save(directory: Path, ckpt: Checkpoint, keep: int) -> Path:
             "num_features": ckpt.num_features,
             "global_batch_size": ckpt.global_batch_size,
             "batched_rows": ckpt.batched_rows,
+            "feature_names": ckpt.feature_names,
             "initial_params": ckpt.initial_params,
             "config": ckpt.config,
         }
@@ -109,6 +113,7 @@ def _load(path: Path) -> Checkpoint:
         initial_params=header["initial_params"],
         config=header["config"],
         batched_rows=header.get("batched_rows"),
+        feature_names=header.get("feature_names"),
     )
 
 
@@ -117,14 +122,28 @@ def _checkpoints(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if _NAME.match(p.name))
 
 
-def check_resumable(ckpt: Checkpoint, where: str, num_features: int, optimizer: str, slots) -> None:
-    """Refuse a checkpoint this run cannot continue: another model shape or another optimizer.
+def check_resumable(
+    ckpt: Checkpoint,
+    where: str,
+    num_features: int,
+    optimizer: str,
+    slots,
+    feature_names: list[str] | None = None,
+) -> None:
+    """Refuse a checkpoint this run cannot continue: another model shape, other features (a
+    categorical column with other levels too) or another optimizer.
 
     slots: the shapes of this run's optimizer variables."""
     if ckpt.num_features != num_features:
         raise UsageError(
             f"the checkpoint in {where} is for {ckpt.num_features} features, "
             f"this data has {num_features}; use another --checkpoint_dir"
+        )
+    if None not in (ckpt.feature_names, feature_names) and ckpt.feature_names != feature_names:
+        theirs, ours = next((a, b) for a, b in zip(ckpt.feature_names, feature_names) if a != b)
+        raise UsageError(
+            f"the checkpoint in {where} is for other features: its {theirs!r} is this data's "
+            f"{ours!r} (a categorical column's levels differ?); use another --checkpoint_dir"
         )
     # By the flag, not the state's shapes: plain SGD and momentum are one Keras class
     # with the same slots, and momentum would take SGD's last update for its velocity.

@@ -21,6 +21,7 @@ DTYPES = ("float32", "float64")
 OPTIMALITY_GAP = ("auto", "always", "never")
 COV_TYPES = ("nonrobust", "HC0", "HC1")  # solvers/sandwich.py
 MISSING = ("error", "drop")  # data/missing.py
+MAX_LEVELS = 1000  # --max_levels' default: more in one column is an ID or free text
 SYNTHETIC_SAMPLES = 1000  # the seed's dataset
 SYNTHETIC_FEATURES = 1
 
@@ -158,6 +159,19 @@ class Config:
         "rows at any number of ranks (CSV files)",
         choices=MISSING,
         check=one_of(MISSING),
+    )
+    categorical: str | None = setting(
+        None,
+        "CSV feature columns of numbers to code as levels, comma-separated (a column with a "
+        "word in it is categorical anyway): treatment dummies named column[T.level], as patsy "
+        "and R code them, the levels the same at any number of ranks",
+        "A,B,...",
+    )
+    max_levels: int = setting(
+        MAX_LEVELS,
+        "the most levels a categorical column may have; more end the run naming the column",
+        "N",
+        check=positive_int,
     )
     dtype: str | None = setting(
         None,
@@ -330,6 +344,7 @@ class Config:
             for flag, value in (
                 ("--target", self.target),
                 ("--features", self.features),
+                ("--categorical", self.categorical),
                 ("--weights", self.weights),
                 ("--offset", self.offset),
                 ("--exposure", self.exposure),
@@ -350,13 +365,13 @@ class Config:
             for other, theirs in named:
                 if other < flag and theirs == name:
                     raise UsageError(f"{other} and {flag} name the same column {name!r}")
-        if self.features is not None:
-            names = self.feature_columns if isinstance(self.features, str) else ()
-            if not names or not all(names) or len(set(names)) < len(names):
-                raise UsageError(
-                    "--features takes distinct column names separated by commas, "
-                    f"got {self.features!r}"
-                )
+        for flag, value in (("--features", self.features), ("--categorical", self.categorical)):
+            if value is not None:
+                names = _names(value) if isinstance(value, str) else ()
+                if not names or not all(names) or len(set(names)) < len(names):
+                    raise UsageError(
+                        f"{flag} takes distinct column names separated by commas, got {value!r}"
+                    )
 
     def _check_elastic(self) -> None:
         """What a reset cannot carry over: a rate scaled by the rank count, gradients
@@ -381,9 +396,12 @@ class Config:
     @property
     def feature_columns(self) -> tuple[str, ...] | None:
         """--features as column names, in its order."""
-        if self.features is None:
-            return None
-        return tuple(name.strip() for name in self.features.split(","))
+        return None if self.features is None else _names(self.features)
+
+    @property
+    def categorical_columns(self) -> tuple[str, ...]:
+        """--categorical as column names."""
+        return () if self.categorical is None else _names(self.categorical)
 
     @property
     def batched(self) -> bool:
@@ -400,6 +418,11 @@ class Config:
 
 def field_names() -> list[str]:
     return [f.name for f in fields(Config)]
+
+
+def _names(value: str) -> tuple[str, ...]:
+    """A comma-separated list of column names."""
+    return tuple(name.strip() for name in value.split(","))
 
 
 def _is_int(value: object) -> bool:

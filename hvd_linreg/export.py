@@ -40,6 +40,10 @@ class ExportedModel:
     # --weights, --offset, --exposure: the columns it was fitted with (predict adds the
     # offset and the exposure's log to each row's linear predictor; evaluate weighs rows)
     carried: Carried = NOTHING_CARRIED
+    # categorical columns: each one's name -> its levels (data/categorical.py); columns: the
+    # data's columns the features come from, each categorical one giving its dummies
+    levels: dict[str, list] | None = None
+    columns: tuple[str, ...] | None = None
 
     @property
     def num_features(self) -> int:
@@ -81,6 +85,9 @@ def save(cfg: Config, family, shard: Shard, theta: np.ndarray, metrics: dict[str
         "b": float(theta[-1]),
         "feature_names": None if shard.feature_names is None else list(shard.feature_names),
         "target_name": shard.target_name,
+        "columns": None if shard.columns is None else list(shard.columns),
+        "levels": shard.levels or None,
+        "missing": cfg.missing,
         # the carried columns by the names a data file gives them (the shard's: hvd_linreg.fit
         # names its arrays weights and offset)
         "weights": shard.carried_columns.weight,
@@ -131,6 +138,8 @@ def load(path: str) -> ExportedModel:
             meta.get("link"),
             meta.get("power"),
             Carried(meta.get("weights"), meta.get("offset"), meta.get("exposure")),
+            meta.get("levels"),
+            None if meta.get("columns") is None else tuple(meta["columns"]),
         )
     except KeyError as e:
         raise UsageError(f"cannot read --model {path}'s metadata ({METADATA}): no {e}") from None

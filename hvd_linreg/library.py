@@ -25,6 +25,8 @@ NOT_FOR_FIT = {
     "offset": "pass the offset as fit(X, y, offset=o)",
     "exposure": "pass log(exposure) as fit(X, y, offset=np.log(exposure))",
     "missing": "drop the rows holding NaN before fit(): it takes the rows as they are given",
+    "categorical": "pass the dummies as columns of X (pandas.get_dummies(drop_first=True))",
+    "max_levels": "pass the dummies as columns of X (pandas.get_dummies(drop_first=True))",
     "num_samples": "the rows passed are the dataset",
     "num_features": "the rows passed are the dataset",
     "elastic": "elastic runs are the command line's (hvd-linreg --elastic)",

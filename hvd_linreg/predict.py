@@ -24,6 +24,7 @@ from hvd_linreg.data import (
     open_table,
     read_csv_split,
 )
+from hvd_linreg.data.categorical import Levels, expand
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
 from hvd_linreg.export import ExportedModel, load
 from hvd_linreg.ranks import Job
@@ -114,6 +115,12 @@ class Columns:
     # their Carried: the model's, less a weight column the file does not have
     carried: list[int] = field(default_factory=list)
     carried_columns: Carried = NOTHING_CARRIED
+    levels: Levels = field(default_factory=dict)  # the categorical columns' (the model's)
+
+    @property
+    def num_features(self) -> int:
+        """The model's features: a categorical column gives one per level but the first."""
+        return sum(len(self.levels[j]) - 1 if j in self.levels else 1 for j in self.features)
 
     @property
     def used(self) -> list[int]:
@@ -126,6 +133,11 @@ def match_columns(data: DataFile, model: ExportedModel) -> Columns:
     A model fitted with an offset or an exposure needs that column, by name."""
     if data.names is not None and model.feature_names is not None:
         return _match_names(data, model)
+    if model.levels:
+        raise UsageError(
+            f"the model {model.path} codes the column {', '.join(model.levels)} as levels: "
+            f"{data.path} must name its columns, as a CSV file with a header does"
+        )
     carried = model.carried
     if carried.offset_given:
         flag, name = next((f, n) for f, n in zip(carried.roles, carried.names) if f != "--weights")
@@ -149,7 +161,7 @@ def match_columns(data: DataFile, model: ExportedModel) -> Columns:
 
 
 def _match_names(data: DataFile, model: ExportedModel) -> Columns:
-    names, features = data.names, model.feature_names
+    names, features = data.names, model.columns or model.feature_names
     missing = [n for n in features if n not in names]
     if missing:
         raise UsageError(
@@ -175,7 +187,8 @@ def _match_names(data: DataFile, model: ExportedModel) -> Columns:
         )
     target = names.index(model.target_name) if model.target_name in names else None
     chosen = [names.index(n) for n in carried.names]
-    return Columns([names.index(n) for n in features], target, chosen, carried)
+    levels = {names.index(n): levels for n, levels in (model.levels or {}).items()}
+    return Columns([names.index(n) for n in features], target, chosen, carried, levels)
 
 
 @dataclass(frozen=True)
@@ -232,7 +245,8 @@ class Request:
                     f"{block[local, columns.carried[j]]:g} in column "
                     f"{columns.carried_columns.names[j]!r}; {what}"
                 )
-            X = block[:, columns.features]
+            X = np.empty((len(block), columns.num_features))
+            expand(block, columns.features, columns.levels, X)
             y = block[:, columns.target] if columns.target is not None else block[:, :0]
             rows = columns.carried_columns.rows(X, y, block[:, columns.carried])
         except UsageError as e:
@@ -245,7 +259,10 @@ class Request:
         first row's number in the file."""
         data = self.data
         if data.header is not None:  # a CSV file: the lines that start in this rank's bytes
-            rows, counts = read_csv_split(data.header, job.rank, job.size, job, self.columns.used)
+            columns = self.columns
+            rows, counts = read_csv_split(
+                data.header, job.rank, job.size, job, columns.used, columns.levels
+            )
             return rows, sum(counts[: job.rank])
         n = data.table.num_rows
         start, stop = job.rank * n // job.size, (job.rank + 1) * n // job.size

@@ -205,7 +205,8 @@ def test_csv_errors_name_the_file_line_counting_blank_lines(tmp_path):
 
 def test_csv_columns_the_run_does_not_use_are_not_parsed(tmp_path):
     """An ID and a free-text column (quoted, with a comma) beside the features: only the
-    columns the run uses are parsed, and a word in one of those still stops it, named."""
+    columns the run uses are parsed, and a word in the target still stops it, named (in a
+    feature it is a level: test_categorical.py)."""
     path = tmp_path / "d.csv"
     path.write_text('id,x,note,z,y\nr1,1,"Doe, J.",2,3\nr2,4,n/a,5,6\nr3,7,,8,9\n')
     cfg = Config(data=str(path), target="y", features="x,z", batch_size=1)
@@ -216,7 +217,7 @@ def test_csv_columns_the_run_does_not_use_are_not_parsed(tmp_path):
     with pytest.raises(
         UsageError, match=re.escape(f"{path} line 2: 'r1' is not a number (column 'id')")
     ):
-        load_shard(Config(data=str(path), target="y", features="id,x", batch_size=1), 0, 1)
+        load_shard(Config(data=str(path), target="id", features="x,z", batch_size=1), 0, 1)
 
 
 def _rchar() -> int:

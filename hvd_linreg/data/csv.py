@@ -14,6 +14,16 @@ from typing import NamedTuple
 import numpy as np
 
 from hvd_linreg.config import Config, UsageError
+from hvd_linreg.data.categorical import (
+    Levels,
+    agree_levels,
+    codes,
+    expand,
+    expanded_names,
+    level_name,
+    named_columns,
+    sources,
+)
 from hvd_linreg.data.columns import (
     check_same_columns,
     choose_columns,
@@ -39,6 +49,20 @@ class _CsvSplit:
     problem: tuple[int, str, bool] | None = None
     # --missing drop: the split's rows dropped (0-based among its rows, before dropping)
     dropped: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # the kept rows' stripped text (None where missing) of the columns read as text
+    words: dict[int, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Kinds:
+    """How a split's columns are read beside numbers (data/categorical.py)."""
+
+    words: frozenset[int] = frozenset()  # a word here makes the column categorical
+    as_text: frozenset[int] = frozenset()  # read as text, numbers too: categorical by words
+    given: Levels = field(default_factory=dict)  # encoded now by these levels (a model's)
+
+
+NO_WORDS = _Kinds()
 
 
 class _Scattered(NamedTuple):
@@ -49,6 +73,7 @@ class _Scattered(NamedTuple):
     file_rows: list[int]  # every file's rows (kept)
     file_lengths: list[int]  # every file's rows, dropped ones included
     dropped: np.ndarray  # the rows dropped, 0-based over the files, sorted
+    levels: Levels  # the categorical columns' levels; their cells in rows are level codes
 
 
 @dataclass(frozen=True)
@@ -82,8 +107,12 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
     chosen, t = choose_columns(names, spec.target, spec.features, files[0], spec.carried)
     carried = spec.carried
     used = [*chosen, t]  # the other columns are not parsed: an ID or a word there is no obstacle
-    parsed = _scattered_rows(headers, rank, size, job, used, spec.missing == "drop", HINT)
-    rows, counts, dropped = parsed.rows, parsed.counts, parsed.dropped
+    features = chosen[: len(chosen) - len(carried)]
+    named = named_columns(spec.categorical, names, features, files[0])
+    categorical = Categorical(frozenset(features), named, spec.max_levels)
+    drop = spec.missing == "drop"
+    parsed = _scattered_rows(headers, rank, size, job, used, drop, HINT, None, categorical)
+    rows, counts, dropped, levels = parsed.rows, parsed.counts, parsed.dropped, parsed.levels
     dropped_ids = dropped if len(dropped) else None  # the shard's and the messages' mapping
     if sum(parsed.file_rows) == 0:
         if len(dropped):
@@ -96,24 +125,28 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
     layout = layout_for(holdout.num_train, rank, size, cfg.batch_size, batched=cfg.batched)
     table, validation = to_owners(rows, sum(counts[:rank]), holdout, layout, job)
     dtype = spec.dtype or "float64"  # decimal text: float64 keeps what it says
-    labels = column_labels(names[j] for j in [*chosen, t])
+    feature_names = expanded_names(names, features, levels)
+    labels = column_labels(
+        [*sources(names, features, levels), *(names[j] for j in used[len(features) :])]
+    )
     where = RowNames(files, tuple(parsed.file_lengths), labels, carried, dropped_ids)
-    features = chosen[: len(chosen) - len(carried)]
-    X, y, C = _columns(table, chosen, t, dtype, len(carried))
+    X, y, C = _columns(table, chosen, t, dtype, len(carried), levels)
     shard = Shard(
         X,
         y,
         layout,
         cfg.data,
-        feature_names=tuple(names[j] for j in features),
+        feature_names=tuple(feature_names),
         target_name=names[t],
+        levels={names[j]: levels[j] for j in features if j in levels},
+        columns=tuple(names[j] for j in features),
         carried=C,
         carried_columns=carried,
         dropped=dropped_ids,
     )
     where.check_shard(shard, holdout.file_row(layout))
     if holdout.held_out:
-        X, y, C = _columns(validation, chosen, t, dtype, len(carried))
+        X, y, C = _columns(validation, chosen, t, dtype, len(carried), levels)
         shard = with_validation(shard, holdout, holdout.piece(rank, size), X, y, where, C)
     return shard
 
@@ -122,16 +155,31 @@ CSV = ScatterReader(read_csv_shard, note="(with a header line)")
 
 
 def read_csv_split(
-    header: CsvHeader, rank: int, size: int, job: Job | None, used: list[int] | None = None
+    header: CsvHeader,
+    rank: int,
+    size: int,
+    job: Job | None,
+    used: list[int] | None = None,
+    levels: Levels | None = None,
 ) -> tuple[np.ndarray, list[int]]:
     """This rank's rows (float64, every column, in file order): the lines that start in its
     1/size of the file's bytes; and every rank's number of rows. Only the columns `used` (by
-    default all) are parsed; the others are NaN. The file's first problem is raised on every
-    rank."""
-    parsed = _scattered_rows([header], rank, size, job, used)
+    default all) are parsed; the others are NaN. The categorical columns `levels` (a model's)
+    hold their level codes. The file's first problem (a level not among the model's too) is
+    raised on every rank."""
+    parsed = _scattered_rows([header], rank, size, job, used, given=levels)
     if sum(parsed.counts) == 0:
         raise UsageError(f"{header.path} has a header but no data rows")
     return parsed.rows, parsed.counts
+
+
+class Categorical(NamedTuple):
+    """A training run's categorical columns (data/categorical.py): those --categorical names,
+    and those of the features a word turns up in."""
+
+    features: frozenset[int]  # the columns that may hold words: the features
+    named: frozenset[int]  # --categorical's: categorical even when they hold numbers only
+    max_levels: int
 
 
 def _scattered_rows(
@@ -142,19 +190,29 @@ def _scattered_rows(
     used: list[int] | None,
     drop: bool = False,
     hint: str = "fill it",
+    given: Levels | None = None,
+    categorical: Categorical | None = None,
 ) -> _Scattered:
     """This rank's rows of the files (float64, every column, in file order; those not `used`
-    NaN), what every rank and file holds, and, with drop, the rows dropped for a missing value
-    in a column used. The files' first problem is raised on every rank (a missing value's
-    with the hint)."""
+    NaN; a categorical column's cells its level codes), what every rank and file holds, and,
+    with drop, the rows dropped for a missing value in a column used. The levels are given
+    (a model's: a level it does not know is a problem), or with categorical agreed by the
+    ranks. The files' first problem is raised on every rank (a missing value's with the
+    hint)."""
     names = headers[0].names
+    given = given or {}
+    as_text = frozenset(j for j, levels in given.items() if levels and isinstance(levels[0], str))
+    kinds = _Kinds(categorical.features if categorical else frozenset(), as_text, given)
     texts = csv_split_texts([(h.path, h.data_start) for h in headers], rank, size)
-    splits = [(i, _parse_csv_split(text, names, used, drop)) for i, text in texts]
-    summary = [(i, len(s.rows), s.num_lines, s.problem, s.dropped) for i, s in splits]
+    splits = [_parse_csv_split(text, names, used, drop, kinds) for _, text in texts]
+    summary = [
+        (i, len(s.rows), s.num_lines, s.problem, s.dropped, sorted(s.words))
+        for (i, _), s in zip(texts, splits)
+    ]
     every = job.allgather(summary) if size > 1 else [summary]
     file_rows, lines_before = [0] * len(headers), [1] * len(headers)  # 1: the header
     lengths, dropped = [0] * len(headers), []  # (file, its rows before the split, the split's)
-    for i, num_rows, num_lines, problem, gone in (piece for pieces in every for piece in pieces):
+    for i, num_rows, num_lines, problem, gone, _ in (p for pieces in every for p in pieces):
         if problem is not None:  # the first problem in the files, on every rank
             line, (what, missing) = lines_before[i] + problem[0], problem[1:]
             raise UsageError(f"{headers[i].path} line {line}: {what}" + f"; {hint}" * missing)
@@ -163,21 +221,58 @@ def _scattered_rows(
         if len(gone):
             dropped.append((i, lengths[i], gone))
         lengths[i] += num_rows + len(gone)
+    levels = dict(given)
+    if categorical is not None:
+        worded = frozenset(j for pieces in every for piece in pieces for j in piece[5])
+        splits = [
+            s
+            if worded <= s.words.keys()
+            else _parse_csv_split(text, names, used, drop, _Kinds(as_text=worded))
+            for (_, text), s in zip(texts, splits)
+        ]
+        levels = _agreed_levels(splits, names, worded, categorical, job)
     starts = np.cumsum([0, *lengths])
     ids = [starts[i] + before + gone for i, before, gone in dropped]
-    rows = np.concatenate([s.rows for _, s in splits] or [np.zeros((0, len(names)))])
+    rows = np.concatenate([s.rows for s in splits] or [np.zeros((0, len(names)))])
     counts = [sum(piece[1] for piece in pieces) for pieces in every]
     return _Scattered(
-        rows, counts, file_rows, lengths, np.concatenate([np.zeros(0, np.int64), *ids])
+        rows, counts, file_rows, lengths, np.concatenate([np.zeros(0, np.int64), *ids]), levels
     )
 
 
-def _columns(table: np.ndarray, chosen: list[int], t: int, dtype, carried: int = 0) -> tuple:
-    """The chosen columns of a CSV's rows as the features, column t as the target, and the
-    chosen's last `carried` as the carried columns (float64; None when there are none)."""
+def _agreed_levels(
+    splits: list[_CsvSplit],
+    names: list[str],
+    worded: frozenset[int],
+    categorical: Categorical,
+    job: Job | None,
+) -> Levels:
+    """The levels of the categorical columns (those with a word on any rank, and those
+    --categorical names), agreed by the ranks; each split's cells in them become level codes."""
+    columns = sorted(worded | categorical.named)
+    if not columns:
+        return {}
+    local: dict[int, set] = {j: set() for j in columns}
+    for s in splits:
+        for j in columns:
+            local[j].update(s.words[j] if j in worded else np.unique(s.rows[:, j]).tolist())
+    levels = agree_levels(local, names, categorical.max_levels, job)
+    for s in splits:
+        for j in columns:
+            s.rows[:, j] = codes(s.words[j] if j in worded else s.rows[:, j], levels[j])
+    return levels
+
+
+def _columns(
+    table: np.ndarray, chosen: list[int], t: int, dtype, carried: int, levels: Levels
+) -> tuple:
+    """The chosen columns of a CSV's rows as the features (a categorical one as its dummies),
+    column t as the target, and the chosen's last `carried` as the carried columns (float64;
+    None when there are none)."""
     features = chosen[: len(chosen) - carried]
-    X = aligned_empty((len(table), len(features)), dtype)
-    X[...] = table[:, features]
+    width = sum(len(levels[j]) - 1 if j in levels else 1 for j in features)
+    X = aligned_empty((len(table), width), dtype)
+    expand(table, features, levels, X)
     y = aligned_empty((len(table),), dtype)
     y[...] = table[:, t]
     C = table[:, chosen[len(features) :]] if carried else None
@@ -222,70 +317,106 @@ def _csv_lines(p: Path, data_start: int, begin: int, end: int) -> str:
 
 
 def _parse_csv_split(
-    text: str, names: list[str], used: list[int] | None = None, drop: bool = False
+    text: str,
+    names: list[str],
+    used: list[int] | None = None,
+    drop: bool = False,
+    kinds: _Kinds = NO_WORDS,
 ) -> _CsvSplit:
     """The lines' rows: the columns `used` (by default all) parsed as numbers, the others NaN.
-    A missing value in a column used (missing.py) is the split's problem, or with drop its
-    row is dropped."""
+    A word in a column kinds.words may hold makes the column's text the split's words; kinds.as_text
+    columns are read as text; kinds.given columns are encoded with those levels. The first
+    problem by row (a word where a number belongs, a missing value, an unknown level, a line
+    with too many fields) is the split's, except that with drop a missing value drops its row."""
     num_columns = len(names)
     keep = list(range(num_columns)) if used is None else sorted(set(used))
-    rows: list[list[float]] = []
+    records: list[list[str]] = []
     reader = csv.reader(io.StringIO(text, newline=""))
     num_lines = text.count("\n") + (not text.endswith("\n") and bool(text))
-
-    def failed(line: int, problem: str) -> _CsvSplit:
-        # a missing value in an earlier row is the first problem
-        earlier = _first_missing(text, names, keep, np.array(rows).reshape(-1, len(keep)))
-        return _CsvSplit(np.zeros((0, num_columns)), num_lines, earlier or (line, problem, False))
-
+    problems: list[tuple[int, str, bool, int | None]] = []  # (row, what, missing, line)
     for cells in reader:
         if not cells or all(not c.strip() for c in cells):
             continue  # blank lines are not rows
         if len(cells) != num_columns:
-            return failed(reader.line_num, f"{len(cells)} fields, but the header has {num_columns}")
+            what = f"{len(cells)} fields, but the header has {num_columns}"
+            problems.append((len(records), what, False, reader.line_num))
+            break
+        records.append([cells[j] for j in keep])
+    table = np.full((len(records), num_columns), np.nan)
+    words: dict[int, np.ndarray] = {}
+    for j, cells in zip(keep, zip(*records) if records else [()] * len(keep)):
+        values, text_of, bad = _parse_column(cells, j in kinds.words, j in kinds.as_text)
+        table[:, j] = values
+        if bad is not None:
+            problems.append(
+                (bad, f"{cells[bad]!r} is not a number (column {names[j]!r})", False, None)
+            )
+        if j in kinds.given:
+            found = codes(text_of if text_of is not None else values, kinds.given[j])
+            unknown = _first(~np.isnan(values) & (found < 0))
+            if unknown is not None:
+                level = cells[unknown].strip()
+                what = (
+                    f"{level!r} in column {names[j]!r} is not one of the levels the model was "
+                    f"fitted with ({column_list([level_name(v) for v in kinds.given[j]])})"
+                )
+                problems.append((unknown, what, False, None))
+            table[:, j] = np.where(np.isnan(values), np.nan, found)
+        elif text_of is not None:
+            words[j] = text_of
+    missing = np.isnan(table[:, keep]).any(axis=1)
+    if missing.any() and not drop:
+        row = int(np.argmax(missing))
+        j = keep[int(np.argmax(np.isnan(table[row, keep])))]
+        cell = records[row][keep.index(j)]
+        problems.append((row, f"a missing value ({cell!r}) in column {names[j]!r}", True, None))
+    if problems:
+        row, what, is_missing, line = min(problems, key=lambda p: p[0])
+        line = line if line is not None else _line_of(text, row)
+        return _CsvSplit(np.zeros((0, num_columns)), num_lines, (line, what, is_missing))
+    dropped = np.flatnonzero(missing)
+    if len(dropped):
+        table = table[~missing]
+        words = {j: w[~missing] for j, w in words.items()}
+    return _CsvSplit(table, num_lines, dropped=dropped, words=words)
+
+
+def _parse_column(
+    cells: tuple[str, ...], words_allowed: bool, as_text: bool
+) -> tuple[np.ndarray, np.ndarray | None, int | None]:
+    """A column's cells: their values (float64; NaN where missing), their stripped text when the
+    column is read as text (as_text, or words_allowed and a word is among them; None where
+    missing), and the first cell that is neither a number nor missing where no word is allowed."""
+    if not as_text:
         try:
-            rows.append([float(cells[j]) for j in keep])
+            return np.array(cells, np.float64), None, None
         except ValueError:
-            j = next((j for j in keep if not (_is_float(cells[j]) or is_missing(cells[j]))), None)
-            if j is None:  # only missing values: NaN, for the check below
-                rows.append([float(cells[j]) if _is_float(cells[j]) else np.nan for j in keep])
-                continue
-            return failed(reader.line_num, f"{cells[j]!r} is not a number (column {names[j]!r})")
-    parsed = np.array(rows, np.float64).reshape(-1, len(keep))
-    dropped = np.zeros(0, np.int64)
-    missing = np.isnan(parsed).any(axis=1)
-    if missing.any():
-        if not drop:
-            problem = _first_missing(text, names, keep, parsed)
-            return _CsvSplit(np.zeros((0, num_columns)), num_lines, problem)
-        dropped, parsed = np.flatnonzero(missing), parsed[~missing]
-    if len(keep) == num_columns:
-        return _CsvSplit(parsed, num_lines, dropped=dropped)
-    table = np.full((len(parsed), num_columns), np.nan)
-    table[:, keep] = parsed
-    return _CsvSplit(table, num_lines, dropped=dropped)
+            pass
+    missing = np.fromiter(map(is_missing, cells), bool, len(cells))
+    number = missing | np.fromiter(map(_is_float, cells), bool, len(cells))
+    if not as_text and number.all():
+        values = [np.nan if m else float(c) for c, m in zip(cells, missing)]
+        return np.array(values, np.float64), None, None
+    if not as_text and not words_allowed:
+        return np.where(missing, np.nan, 0.0), None, int(np.argmax(~number))
+    text = np.array([None if m else c.strip() for c, m in zip(cells, missing)], object)
+    return np.where(missing, np.nan, 0.0), text, None
 
 
-def _first_missing(
-    text: str, names: list[str], keep: list[int], parsed: np.ndarray
-) -> tuple[int, str, bool] | None:
-    """(line within the split, the problem, True) of the first of the parsed rows with a missing
-    value, or None: the lines are read once more, as only a run that stops does."""
-    missing = np.isnan(parsed).any(axis=1)
-    if not missing.any():
-        return None
-    wanted, row = int(np.argmax(missing)), -1
+def _first(mask: np.ndarray) -> int | None:
+    return int(np.argmax(mask)) if mask.any() else None
+
+
+def _line_of(text: str, wanted: int) -> int:
+    """The line (within the split) of its row `wanted`: the lines are read once more, as only
+    a run that stops does."""
+    row = -1
     reader = csv.reader(io.StringIO(text, newline=""))
     for cells in reader:
         if cells and any(c.strip() for c in cells):
             row += 1
             if row == wanted:
-                j = keep[int(np.argmax(np.isnan(parsed[wanted])))]
-                return (
-                    reader.line_num,
-                    f"a missing value ({cells[j]!r}) in column {names[j]!r}",
-                    True,
-                )
+                return reader.line_num
     raise AssertionError("a parsed row is not in its text")
 
 

@@ -67,6 +67,11 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     reader = READERS.get(suffix)
     if isinstance(reader, ScatterReader):
         return reader.read_shard(files, cfg, rank, size, job)
+    if spec.categorical:
+        raise UsageError(
+            f"--categorical codes the columns of CSV files as levels; a {suffix} file's "
+            "columns are read as numbers: convert it to CSV, or pass the dummies as columns"
+        )
     if spec.missing == "drop":
         raise UsageError(
             f"--missing drop drops the rows of CSV files; a {suffix} file's nulls and NaNs "

@@ -48,6 +48,10 @@ class Shard:
     # --missing drop: the data's rows dropped for a missing value (0-based over the files,
     # sorted); the dataset's rows are the others, in order
     dropped: np.ndarray | None = None
+    # categorical columns (data/categorical.py): each one's name -> its levels, sorted; the
+    # features hold their dummies. columns: the data's columns the features come from.
+    levels: dict[str, list] | None = None
+    columns: tuple[str, ...] | None = None
 
     @property
     def num_features(self) -> int:

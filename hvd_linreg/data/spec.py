@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hvd_linreg.config import MAX_LEVELS
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
 
 if TYPE_CHECKING:
@@ -34,12 +35,22 @@ class DataSpec:
     # --weights, --offset, --exposure: read as trailing columns of the features
     carried: Carried = NOTHING_CARRIED
     missing: str = "error"  # --missing: what a missing value in a column used does
+    categorical: tuple[str, ...] = ()  # --categorical: columns of numbers used as codes
+    max_levels: int = MAX_LEVELS  # --max_levels: the most levels a categorical column may have
 
     @classmethod
     def of(cls, cfg: Config) -> DataSpec:
         """The reader settings of a run's Config."""
         carried = Carried(cfg.weights, cfg.offset, cfg.exposure)
-        return cls(cfg.target, cfg.feature_columns, cfg.dtype, carried, cfg.missing)
+        return cls(
+            cfg.target,
+            cfg.feature_columns,
+            cfg.dtype,
+            carried,
+            cfg.missing,
+            cfg.categorical_columns,
+            cfg.max_levels,
+        )
 
 
 def numbered_columns(num_features: int) -> list[str]:

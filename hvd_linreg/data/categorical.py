@@ -1,0 +1,120 @@
+"""Categorical columns: a column of words (a region, a firm, a yes/no answer), or of numbers
+named by --categorical, enters the model as treatment-coded dummies, as R and patsy code it.
+
+A column's levels are the values it holds over the whole dataset: the union of every rank's
+levels, agreed in one collective, then sorted as patsy sorts them (numbers by value, words as
+Python sorts strings). So the dummies are the same, in the same order, at any rank count. The
+first level is the reference; each other level is a 0/1 column named as patsy names it,
+`firm[T.General Motors]`. An exported model stores its levels, and predict and evaluate encode
+new rows with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from hvd_linreg.config import UsageError
+
+Level = str | float
+# Levels: a categorical column's index among the data's columns -> its levels, sorted
+Levels = dict[int, list[Level]]
+
+
+def sorted_levels(values: Iterable[Level]) -> list[Level]:
+    """Levels in patsy's order: numbers by value, words as Python sorts strings."""
+    return sorted(set(values))
+
+
+def level_name(level: Level) -> str:
+    """A level as a coefficient's name shows it: a word as it is, a whole number without '.0'."""
+    if isinstance(level, str):
+        return level
+    return str(int(level)) if float(level).is_integer() else repr(float(level))
+
+
+def dummy_names(column: str, levels: Sequence[Level]) -> list[str]:
+    """The names of a column's dummies: one per level but the first (the reference)."""
+    return [f"{column}[T.{level_name(level)}]" for level in levels[1:]]
+
+
+def expanded_names(names: Sequence[str], columns: Sequence[int], levels: Levels) -> list[str]:
+    """The feature names of the data's columns `columns`, each categorical one as its dummies."""
+    out: list[str] = []
+    for j in columns:
+        out += dummy_names(names[j], levels[j]) if j in levels else [names[j]]
+    return out
+
+
+def named_columns(
+    named: Sequence[str], names: Sequence[str], features: Sequence[int], p
+) -> frozenset[int]:
+    """The columns --categorical names (numbers used as codes), each one of the features."""
+    for name in named:
+        if name not in names:
+            raise UsageError(
+                f"--categorical {name!r} is not a column of {p}; columns: {', '.join(names[:20])}"
+            )
+        if names.index(name) not in features:
+            raise UsageError(
+                f"--categorical {name!r} is not one of the run's features; only features are "
+                "coded as levels"
+            )
+    return frozenset(names.index(name) for name in named)
+
+
+def sources(names: Sequence[str], columns: Sequence[int], levels: Levels) -> list[str]:
+    """The data column each expanded feature comes from: a categorical one's for each dummy."""
+    return [names[j] for j in columns for _ in range(len(levels[j]) - 1 if j in levels else 1)]
+
+
+def agree_levels(
+    local: dict[int, set[Level]], names: Sequence[str], max_levels: int, job
+) -> Levels:
+    """Every rank's levels of each categorical column, joined in one collective and sorted;
+    more than max_levels in a column ends the run, on every rank."""
+    mine = {j: (sorted(v) if len(v) <= max_levels else len(v)) for j, v in local.items()}
+    every = job.allgather(mine) if job is not None and job.size > 1 else [mine]
+    levels: Levels = {}
+    for j in sorted(local):
+        parts = [theirs[j] for theirs in every]
+        counts = [part for part in parts if isinstance(part, int)]
+        union = set().union(*(part for part in parts if not isinstance(part, int)))
+        if counts or len(union) > max_levels:
+            count = max([len(union), *counts])
+            more = "at least " if counts and len(parts) > 1 else ""
+            raise UsageError(
+                f"column {names[j]!r} has {more}{count} levels, more than --max_levels "
+                f"{max_levels}: is it an ID or free text? Leave it out of --features, or raise "
+                "--max_levels"
+            )
+        levels[j] = sorted_levels(union)
+    return levels
+
+
+def codes(values: np.ndarray, levels: Sequence[Level]) -> np.ndarray:
+    """Each value's index among the levels, in float64 to travel with the numeric columns; -1
+    where it is not one of them."""
+    if len(levels) and not isinstance(levels[0], str):
+        if values.dtype == object:  # text where numbers are the levels: none of them
+            return np.full(len(values), -1.0)
+        at = np.asarray(levels, np.float64)
+        found = np.minimum(np.searchsorted(at, values), len(levels) - 1)
+        return np.where(at[found] == values, found, -1).astype(np.float64)
+    index = {level: i for i, level in enumerate(levels)}
+    return np.fromiter((index.get(v, -1) for v in values), np.float64, len(values))
+
+
+def expand(table: np.ndarray, columns: Sequence[int], levels: Levels, out: np.ndarray) -> None:
+    """out[:] = the table's columns `columns`, each categorical one (its level codes) as its
+    treatment dummies."""
+    at = 0
+    for j in columns:
+        if j not in levels:
+            out[:, at] = table[:, j]
+            at += 1
+            continue
+        k = len(levels[j]) - 1
+        out[:, at : at + k] = table[:, j, None] == np.arange(1, k + 1)
+        at += k

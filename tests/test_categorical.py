@@ -1,0 +1,272 @@
+"""Categorical columns (data/categorical.py): a CSV column with words in it, or one that
+--categorical names, enters the model as treatment dummies named as patsy names them, with the
+same levels at any rank count, and the fit equals statsmodels' formula fit with C(...)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from conftest import launch, read_metrics
+from hvd_linreg.cli import main
+
+
+@pytest.fixture(scope="module")
+def grunfeld(tmp_path_factory):
+    """statsmodels' Grunfeld investment data: 11 firms by name, 20 years, as pandas writes it.
+    Its rows are sorted by firm, so at 2 and 3 ranks each rank parses only some firms."""
+    import statsmodels.api as sm
+
+    df = sm.datasets.grunfeld.load_pandas().data
+    df["year"] = df["year"].astype(int)
+    path = tmp_path_factory.mktemp("categorical") / "grunfeld.csv"
+    df[["firm", "year", "value", "capital", "invest"]].to_csv(path, index=False)
+    return path, df
+
+
+@pytest.fixture(scope="module")
+def affairs(tmp_path_factory):
+    """statsmodels' fair data with its occupation code turned into words and a binary target
+    (any time in affairs), as a pandas category column written to CSV."""
+    import statsmodels.api as sm
+
+    df = sm.datasets.fair.load_pandas().data
+    words = {1: "student", 2: "farming", 3: "white collar", 4: "teacher", 5: "manager", 6: "pro"}
+    df["occupation"] = df["occupation"].astype(int).map(words).astype("category")
+    df["rate_marriage"] = df["rate_marriage"].astype(int)
+    df["affair"] = (df["affairs"] > 0).astype(int)
+    path = tmp_path_factory.mktemp("categorical") / "affairs.csv"
+    columns = ["age", "yrs_married", "occupation", "rate_marriage", "affair"]
+    df[columns].to_csv(path, index=False)
+    return path, df
+
+
+GRUNFELD_ARGS = ["--features", "value,capital,firm,year", "--categorical", "year"]
+
+
+def by_name(metrics: dict) -> dict[str, tuple[float, float]]:
+    """The fit's coefficients by name, statsmodels' way: the intercept is 'Intercept'."""
+    return {
+        "Intercept" if c["name"] == "b" else c["name"]: (c["estimate"], c["std_error"])
+        for c in metrics["statistics"]["coefficients"]
+    }
+
+
+def assert_statsmodels(metrics: dict, ref, rtol: float = 1e-8) -> None:
+    """The same coefficients and standard errors by name; patsy's C(year) is our year."""
+    ours = by_name(metrics)
+    names = [re.sub(r"^C\((\w+)\)", r"\1", n) for n in ref.params.index]
+    assert sorted(ours) == sorted(names)
+    for name, estimate, se in zip(names, ref.params, ref.bse):
+        np.testing.assert_allclose(ours[name], (estimate, se), rtol=rtol, err_msg=name)
+
+
+def statsmodels_grunfeld(df):
+    import statsmodels.formula.api as smf
+
+    return smf.ols("invest ~ value + capital + firm + C(year)", df).fit()
+
+
+def test_ols_with_words_and_codes_equals_statsmodels_formula(grunfeld, tmp_path, capsys):
+    path, df = grunfeld
+    out = tmp_path / "m.json"
+    args = ["--data", str(path), *GRUNFELD_ARGS, "--solver", "exact", "--metrics_json", str(out)]
+    assert main(args) == 0
+    m = read_metrics(out)
+    assert_statsmodels(m, statsmodels_grunfeld(df))
+    assert m["features"][:4] == [
+        "value",
+        "capital",
+        "firm[T.Atlantic Refining]",
+        "firm[T.Chrysler]",
+    ]  # the reference level, American Steel, has no column
+    assert m["features"][-1] == "year[T.1954]" and len(m["features"]) == 2 + 10 + 19
+    assert "220 samples x 31 features" in capsys.readouterr().out
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("size", [2, 3])
+def test_every_rank_count_gives_the_same_dummies(grunfeld, tmp_path, size):
+    """Sorted by firm, the file gives each rank only some firms: the agreed levels are still
+    all of them, in the same order."""
+    path, df = grunfeld
+    run = launch(
+        "mpirun", size, ["--data", str(path), *GRUNFELD_ARGS, "--solver", "exact"], tmp_path
+    )
+    assert run.returncode == 0, run.output
+    assert_statsmodels(run.metrics, statsmodels_grunfeld(df))
+
+
+def test_logit_with_a_category_column_equals_statsmodels(affairs, tmp_path):
+    import statsmodels.formula.api as smf
+
+    path, df = affairs
+    out = tmp_path / "m.json"
+    args = ["--data", str(path), "--model", "logistic", "--categorical", "rate_marriage"]
+    assert main([*args, "--solver", "exact", "--metrics_json", str(out)]) == 0
+    formula = "affair ~ age + yrs_married + occupation + C(rate_marriage)"
+    ref = smf.logit(formula, df).fit(disp=0, tol=1e-12)
+    assert_statsmodels(read_metrics(out), ref, rtol=1e-6)
+
+
+@pytest.mark.multiprocess
+def test_logit_sgd_on_three_ranks_trains_on_the_dummies(affairs, tmp_path):
+    """SGD sees the dummies as features too: its model has them, by name."""
+    path, _ = affairs
+    args = ["--data", str(path), "--model", "logistic", "--num_steps", "20", "--quiet"]
+    run = launch("mpirun", 3, args, tmp_path)
+    assert run.returncode == 0, run.output
+    assert run.metrics["features"] == [
+        "age",
+        "yrs_married",
+        *(f"occupation[T.{w}]" for w in ["manager", "pro", "student", "teacher", "white collar"]),
+        "rate_marriage",
+    ]
+
+
+@pytest.fixture
+def late_word(tmp_path):
+    """A column of numbers until its last row, which holds a word: on 3 ranks the first ranks
+    see numbers only, and must still code the column's numbers as words ('1', not 1.0)."""
+    rng = np.random.default_rng(5)
+    n = 90
+    g = rng.integers(1, 4, n).astype(str).astype(object)
+    g[-1] = "other"
+    x = rng.standard_normal(n)
+    y = 2 * x + (g == "2") + 3 * (g == "other") + 0.1 * rng.standard_normal(n)
+    path = tmp_path / "late.csv"
+    path.write_text(
+        "x,g,y\n" + "".join(f"{a!r},{b},{c!r}\n" for a, b, c in zip(x.tolist(), g, y.tolist()))
+    )
+    return path
+
+
+@pytest.mark.multiprocess
+def test_a_word_on_one_rank_only_makes_the_column_categorical_on_all(late_word, tmp_path):
+    one = tmp_path / "one.json"
+    assert main(["--data", str(late_word), "--solver", "exact", "--metrics_json", str(one)]) == 0
+    run = launch("mpirun", 3, ["--data", str(late_word), "--solver", "exact"], tmp_path)
+    assert run.returncode == 0, run.output
+    names = ["x", "g[T.2]", "g[T.3]", "g[T.other]"]
+    assert read_metrics(one)["features"] == run.metrics["features"] == names
+    np.testing.assert_allclose(run.metrics["w"], read_metrics(one)["w"], rtol=1e-10)
+
+
+def test_predict_and_evaluate_code_new_rows_with_the_models_levels(grunfeld, tmp_path, capsys):
+    path, df = grunfeld
+    model = tmp_path / "model"
+    args = ["--data", str(path), *GRUNFELD_ARGS, "--solver", "exact", "--export", str(model)]
+    assert main([*args, "--quiet"]) == 0
+    meta = json.loads((model / "assets.extra" / "hvd_linreg.json").read_text())
+    assert meta["levels"]["firm"][0] == "American Steel" and len(meta["levels"]["firm"]) == 11
+    assert meta["levels"]["year"] == list(range(1935, 1955))
+    assert meta["columns"] == ["value", "capital", "firm", "year"]
+    assert meta["missing"] == "error"
+    # a few rows, two firms only, columns in another order: coded by the model's levels
+    new = df.iloc[[5, 30, 31, 200]]
+    data = tmp_path / "new.csv"
+    new[["year", "firm", "capital", "value", "invest"]].to_csv(data, index=False)
+    out = tmp_path / "p.csv"
+    assert main(["predict", "--model", str(model), "--data", str(data), "--out", str(out)]) == 0
+    predicted = np.loadtxt(out, skiprows=1)
+    np.testing.assert_allclose(predicted, statsmodels_grunfeld(df).predict(new), rtol=1e-9)
+    # a level the model never saw
+    bad = new.copy()
+    bad.iloc[2, bad.columns.get_loc("firm")] = "Ford"
+    bad[["year", "firm", "capital", "value", "invest"]].to_csv(data, index=False)
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(model), "--data", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert f"{data} line 4: 'Ford' in column 'firm' is not one of the levels the model was " in err
+    assert "Traceback" not in err
+
+
+def test_a_column_with_too_many_levels_is_refused_naming_it(tmp_path, capsys):
+    path = tmp_path / "ids.csv"
+    path.write_text("id,x,y\n" + "".join(f"c{i},{i},{i % 3}\n" for i in range(30)))
+    assert main(["--data", str(path), "--max_levels", "20"]) == 2
+    err = capsys.readouterr().err
+    assert "column 'id' has 30 levels, more than --max_levels 20" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.multiprocess
+def test_too_many_levels_stop_every_rank(tmp_path):
+    path = tmp_path / "ids.csv"
+    path.write_text("id,x,y\n" + "".join(f"c{i},{i},{i % 3}\n" for i in range(300)))
+    run = launch("mpirun", 2, ["--data", str(path), "--max_levels", "100"], tmp_path, metrics=False)
+    assert run.returncode == 2, run.output
+    assert "column 'id' has at least 1" in run.stderr and "more than --max_levels 100" in run.stderr
+    assert "Traceback" not in run.output
+
+
+def test_unused_columns_are_not_read(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text('note,x,y\n"free, text",1,2\n,2,3.9\nmore words,3,6.1\n')
+    out = tmp_path / "m.json"
+    args = ["--data", str(path), "--features", "x", "--batch_size", "3"]
+    assert main([*args, "--metrics_json", str(out)]) == 0
+    assert read_metrics(out)["features"] == ["x"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--categorical", "z"], "--categorical 'z' is not a column of "),
+        (["--categorical", "y"], "--categorical 'y' is not one of the run's features"),
+        (["--categorical", "g,g"], "--categorical takes distinct column names"),
+        (["--max_levels", "0"], "--max_levels must be a positive whole number"),
+    ],
+)
+def test_categorical_settings_that_cannot_apply_are_refused(args, message, tmp_path, capsys):
+    path = tmp_path / "d.csv"
+    path.write_text("x,g,y\n1,a,2\n2,b,3\n3,a,5\n")
+    assert main(["--data", str(path), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_categorical_needs_a_csv_file(tmp_path, capsys):
+    assert main(["--categorical", "g"]) == 2
+    assert "--categorical names columns of a CSV or Parquet file, so it needs --data" in (
+        capsys.readouterr().err
+    )
+    np.savez(tmp_path / "d.npz", X=np.ones((4, 1)), y=np.ones(4))
+    assert main(["--data", str(tmp_path / "d.npz"), "--categorical", "g"]) == 2
+    assert "--categorical codes the columns of CSV files as levels" in capsys.readouterr().err
+
+
+def test_a_word_in_the_target_is_not_a_level(tmp_path, capsys):
+    path = tmp_path / "d.csv"
+    path.write_text("x,g,y\n1,a,2\n2,b,yes\n")
+    assert main(["--data", str(path)]) == 2
+    assert f"{path} line 3: 'yes' is not a number (column 'y')" in capsys.readouterr().err
+
+
+def test_missing_levels_stop_the_run_or_drop_their_rows(tmp_path, capsys):
+    path = tmp_path / "d.csv"
+    path.write_text("x,g,y\n1,a,2\n2,NA,3\n3,b,5\n4,a,6\n5,,7\n6,c,8\n")
+    assert main(["--data", str(path)]) == 2
+    assert f"{path} line 3: a missing value ('NA') in column 'g'" in capsys.readouterr().err
+    out = tmp_path / "m.json"
+    args = ["--data", str(path), "--missing", "drop", "--solver", "exact"]
+    assert main([*args, "--metrics_json", str(out)]) == 0
+    m = read_metrics(out)
+    assert (m["num_samples"], m["rows_dropped_missing"]) == (4, 2)
+    assert m["features"] == ["x", "g[T.b]", "g[T.c]"]
+
+
+def test_a_resume_with_other_levels_is_refused(tmp_path, capsys):
+    ckpt = tmp_path / "ckpt"
+    path = tmp_path / "d.csv"
+    path.write_text("x,g,y\n" + "".join(f"{i},{'ab'[i % 2]},{i}\n" for i in range(20)))
+    args = ["--batch_size", "4", "--checkpoint_every", "10", "--checkpoint_dir", str(ckpt)]
+    assert main(["--data", str(path), *args, "--num_steps", "10", "--quiet"]) == 0
+    path.write_text("x,g,y\n" + "".join(f"{i},{'ac'[i % 2]},{i}\n" for i in range(20)))
+    capsys.readouterr()
+    assert main(["--data", str(path), *args, "--num_steps", "20", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"the checkpoint in {ckpt} is for other features: its 'g[T.b]' is this data's " in err

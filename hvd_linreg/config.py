@@ -162,9 +162,10 @@ class Config:
     )
     categorical: str | None = setting(
         None,
-        "CSV feature columns of numbers to code as levels, comma-separated (a column with a "
-        "word in it is categorical anyway): treatment dummies named column[T.level], as patsy "
-        "and R code them, the levels the same at any number of ranks",
+        "CSV or Parquet feature columns of numbers to code as levels, comma-separated (a "
+        "column of words, a Parquet category or boolean column is categorical anyway): "
+        "treatment dummies named column[T.level], as patsy and R code them, the levels the "
+        "same at any number of ranks",
         "A,B,...",
     )
     max_levels: int = setting(

@@ -236,7 +236,9 @@ def test_categorical_needs_a_csv_file(tmp_path, capsys):
     )
     np.savez(tmp_path / "d.npz", X=np.ones((4, 1)), y=np.ones(4))
     assert main(["--data", str(tmp_path / "d.npz"), "--categorical", "g"]) == 2
-    assert "--categorical codes the columns of CSV files as levels" in capsys.readouterr().err
+    assert "--categorical codes the named columns of CSV and Parquet files as levels" in (
+        capsys.readouterr().err
+    )
 
 
 def test_a_word_in_the_target_is_not_a_level(tmp_path, capsys):
@@ -270,3 +272,43 @@ def test_a_resume_with_other_levels_is_refused(tmp_path, capsys):
     assert main(["--data", str(path), *args, "--num_steps", "20", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert f"the checkpoint in {ckpt} is for other features: its 'g[T.b]' is this data's " in err
+
+
+@pytest.fixture(scope="module")
+def grunfeld_parquet(grunfeld):
+    """The same rows as Parquet, as pandas writes it: firm a category (dictionary) column, a
+    boolean column, and row groups of 50 rows."""
+    path, df = grunfeld
+    df = df.assign(firm=df["firm"].astype("category"), large=df["value"] > 1000)
+    out = path.with_suffix(".parquet")
+    df[["firm", "year", "large", "value", "capital", "invest"]].to_parquet(
+        out, index=False, row_group_size=50
+    )
+    return out, df
+
+
+@pytest.mark.parametrize("size", [1, 3])
+@pytest.mark.multiprocess
+def test_parquet_category_string_and_boolean_columns_equal_statsmodels(
+    grunfeld_parquet, tmp_path, size
+):
+    import statsmodels.formula.api as smf
+
+    path, df = grunfeld_parquet
+    args = ["--data", str(path), "--target", "invest", "--categorical", "year", "--solver", "exact"]
+    run = launch("mpirun", size, args, tmp_path)
+    assert run.returncode == 0, run.output
+    ref = smf.ols("invest ~ firm + C(year) + large + value + capital", df).fit()
+    assert_statsmodels(run.metrics, ref)
+    assert "large[T.True]" in run.metrics["features"]
+
+
+def test_a_parquet_column_with_too_many_levels_is_refused_naming_it(tmp_path, capsys):
+    import pandas as pd
+
+    path = tmp_path / "ids.parquet"
+    pd.DataFrame({"id": [f"c{i}" for i in range(30)], "y": np.arange(30.0)}).to_parquet(path)
+    assert main(["--data", str(path), "--max_levels", "20"]) == 2
+    err = capsys.readouterr().err
+    assert "column 'id' has 30 levels, more than --max_levels 20" in err
+    assert "Traceback" not in err

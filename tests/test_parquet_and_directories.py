@@ -275,8 +275,8 @@ BAD_INPUT = [
         "--features names 'y', the target column of {t}/d.parquet",
     ),
     (
-        "parquet: non-numeric column",
-        lambda t: ["--data", _parquet(t / "d.parquet", s=["a", "b", "c"], **GOOD)],
+        "parquet: non-numeric target",  # a feature of words is categorical
+        lambda t: ["--data", _parquet(t / "d.parquet", x=[1.0, 2.0, 3.0], s=["a", "b", "c"])],
         "{t}/d.parquet: column 's' is string, not numbers",
     ),
     (

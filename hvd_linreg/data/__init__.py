@@ -6,6 +6,8 @@ The modules, in the order the data flows through them:
   npy        .npy and .npz files, read by ranges of rows
   parquet    Parquet files, read by row groups (pyarrow is imported only to read one)
   csv        CSV files, each rank parsing its byte range, rows sent to their ranks
+  missing    which cells are missing (--missing), and the file rows of the rows kept
+  categorical  columns of words or codes as treatment dummies, levels agreed by the ranks
   columns    choosing named columns (--target, --features)
   table      Table: a dataset read by ranges of rows, and what its readers share
   holdout    the held-out validation rows (--validation_fraction)

@@ -29,8 +29,8 @@ def sorted_levels(values: Iterable[Level]) -> list[Level]:
 
 def level_name(level: Level) -> str:
     """A level as a coefficient's name shows it: a word as it is, a whole number without '.0'."""
-    if isinstance(level, str):
-        return level
+    if isinstance(level, (str, bool)):
+        return str(level)
     return str(int(level)) if float(level).is_integer() else repr(float(level))
 
 
@@ -83,20 +83,24 @@ def agree_levels(
         union = set().union(*(part for part in parts if not isinstance(part, int)))
         if counts or len(union) > max_levels:
             count = max([len(union), *counts])
-            more = "at least " if counts and len(parts) > 1 else ""
-            raise UsageError(
-                f"column {names[j]!r} has {more}{count} levels, more than --max_levels "
-                f"{max_levels}: is it an ID or free text? Leave it out of --features, or raise "
-                "--max_levels"
-            )
+            raise too_many_levels(names[j], count, max_levels, bool(counts) and len(parts) > 1)
         levels[j] = sorted_levels(union)
     return levels
+
+
+def too_many_levels(name: str, count: int, max_levels: int, at_least: bool = False):
+    """The error of a column with more than --max_levels levels."""
+    return UsageError(
+        f"column {name!r} has {'at least ' * at_least}{count} levels, more than --max_levels "
+        f"{max_levels}: is it an ID or free text? Leave it out of --features, or raise "
+        "--max_levels"
+    )
 
 
 def codes(values: np.ndarray, levels: Sequence[Level]) -> np.ndarray:
     """Each value's index among the levels, in float64 to travel with the numeric columns; -1
     where it is not one of them."""
-    if len(levels) and not isinstance(levels[0], str):
+    if len(levels) and not isinstance(levels[0], (str, bool)):
         if values.dtype == object:  # text where numbers are the levels: none of them
             return np.full(len(values), -1.0)
         at = np.asarray(levels, np.float64)

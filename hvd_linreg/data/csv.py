@@ -200,7 +200,10 @@ def _scattered_rows(
     ranks. The files' first problem is raised on every rank (a missing value's with the
     hint)."""
     names = headers[0].names
-    given = given or {}
+    # a Parquet file's booleans as CSV writes them: True, False
+    given = {
+        j: [str(v) if isinstance(v, bool) else v for v in vs] for j, vs in (given or {}).items()
+    }
     as_text = frozenset(j for j, levels in given.items() if levels and isinstance(levels[0], str))
     kinds = _Kinds(categorical.features if categorical else frozenset(), as_text, given)
     texts = csv_split_texts([(h.path, h.data_start) for h in headers], rank, size)

@@ -67,10 +67,10 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     reader = READERS.get(suffix)
     if isinstance(reader, ScatterReader):
         return reader.read_shard(files, cfg, rank, size, job)
-    if spec.categorical:
+    if spec.categorical and not (isinstance(reader, TableReader) and reader.named_columns):
         raise UsageError(
-            f"--categorical codes the columns of CSV files as levels; a {suffix} file's "
-            "columns are read as numbers: convert it to CSV, or pass the dummies as columns"
+            f"--categorical codes the named columns of CSV and Parquet files as levels; a "
+            f"{suffix} file's columns are unnamed numbers: pass the dummies as its columns"
         )
     if spec.missing == "drop":
         raise UsageError(
@@ -131,7 +131,13 @@ def _table_shard(
     p, k = table.num_features - len(carried), len(carried)
     names = table.columns[:p] if table.columns else None
     target_name = table.columns[-1] if table.columns else None
-    described = {"feature_names": names, "target_name": target_name, "carried_columns": carried}
+    described = {
+        "feature_names": names,
+        "target_name": target_name,
+        "carried_columns": carried,
+        "levels": table.levels,
+        "columns": table.sources,
+    }
     if shard_bytes > memory_per_rank() * _SHARD_SHARE:
         X, y, C = layout.take(training, dtype, range(layout.run_length), k)
         shard = Shard(X, y, layout, source, table=training, carried=C, **described)

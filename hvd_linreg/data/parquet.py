@@ -13,6 +13,15 @@ from pathlib import Path
 import numpy as np
 
 from hvd_linreg.config import UsageError
+from hvd_linreg.data.categorical import (
+    Levels,
+    codes,
+    expand,
+    expanded_names,
+    named_columns,
+    sorted_levels,
+    too_many_levels,
+)
 from hvd_linreg.data.columns import check_same_columns, choose_columns
 from hvd_linreg.data.spec import DataSpec, TableReader
 from hvd_linreg.data.table import Table, open_without_readahead, own_dtype, read_across
@@ -29,28 +38,71 @@ def parquet_table(files: list[Path], spec: DataSpec) -> Table:
     names = schema.names
     chosen, t = choose_columns(names, spec.target, spec.features, files[0], spec.carried)
     columns = [names[j] for j in [*chosen, t]]
-    dtype = own_dtype(*(_numpy_type(files[0], schema.field(name)) for name in columns))
+    features = chosen[: len(chosen) - len(spec.carried)]
+    named = named_columns(spec.categorical, names, features, files[0])
+    categorical = [j for j in features if j in named or _holds_levels(schema.field(names[j]).type)]
+    numeric = [name for name in columns if names.index(name) not in categorical]
+    dtype = own_dtype(*(_numpy_type(files[0], schema.field(name)) for name in numeric))
     groups = [(p, m, g) for p, m in zip(files, metadata) for g in range(m.num_row_groups)]
     starts = np.cumsum([0] + [m.row_group(g).num_rows for _, m, g in groups])
+    # by the columns' positions among those read
+    levels = {
+        columns.index(names[j]): _levels(pq, files, metadata, names[j], spec) for j in categorical
+    }
+    at = list(range(len(columns) - 1))
+    expanded = [*expanded_names(columns, at, levels), columns[-1]]
     last = {}  # the row group read last: the next read usually starts in it
 
     def read_group(i: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         if last.get("group") != i:
             last.clear()
-            last["group"], last["rows"] = i, _read_group(pq, *groups[i], columns, dtype)
+            rows = _read_group(pq, *groups[i], columns, dtype, levels, len(expanded) - 1)
+            last["group"], last["rows"] = i, rows
         X, y = last["rows"]
         return X[lo:hi], y[lo:hi]
 
     return Table(
-        read_across(starts, read_group, len(chosen), dtype),
+        read_across(starts, read_group, len(expanded) - 1, dtype),
         int(starts[-1]),
-        len(chosen),
-        len(columns) * dtype.itemsize,  # as decoded: what a part of a read holds in memory
+        len(expanded) - 1,
+        len(expanded) * dtype.itemsize,  # as decoded: what a part of a read holds in memory
         dtype,
-        tuple(columns),
+        tuple(expanded),
         tuple(m.num_rows for m in metadata),
         whole_rows=int(np.diff(starts).max(initial=0)),
+        levels={columns[j]: values for j, values in levels.items()} if levels else None,
+        sources=tuple(names[j] for j in features) if levels else None,
     )
+
+
+def _holds_levels(arrow_type) -> bool:
+    """A Parquet column of words, a dictionary or booleans: categorical (data/categorical.py)."""
+    import pyarrow as pa
+
+    return (
+        pa.types.is_string(arrow_type)
+        or pa.types.is_large_string(arrow_type)
+        or pa.types.is_dictionary(arrow_type)
+        or pa.types.is_boolean(arrow_type)
+    )
+
+
+def _levels(pq, files: list[Path], metadata, name: str, spec: DataSpec) -> list:
+    """A categorical column's levels over all the files, sorted: every rank reads the column
+    whole (one column, decoded by pyarrow), so every rank finds the same levels."""
+    import pyarrow as pa
+
+    found: set = set()
+    for p, m in zip(files, metadata):
+        try:
+            with open_without_readahead(p) as f:
+                column = pq.ParquetFile(f, metadata=m).read(columns=[name]).column(0)
+        except (OSError, pa.ArrowException) as e:
+            raise UsageError(f"cannot read {p}: {e}") from None
+        found.update(v for v in column.unique().to_pylist() if v is not None)
+    if len(found) > spec.max_levels:
+        raise too_many_levels(name, len(found), spec.max_levels)
+    return sorted_levels(found)
 
 
 PARQUET = TableReader(parquet_table, named_columns=True, whole_batches=True)
@@ -103,8 +155,18 @@ def _numpy_type(p: Path, field) -> np.dtype:
     return np.dtype(field.type.to_pandas_dtype())
 
 
-def _read_group(pq, p: Path, metadata, group: int, columns: list[str], dtype: np.dtype):
-    """One row group's chosen columns as X (rows, features) and y, in dtype."""
+def _read_group(
+    pq,
+    p: Path,
+    metadata,
+    group: int,
+    columns: list[str],
+    dtype: np.dtype,
+    levels: Levels,
+    width: int,
+):
+    """One row group's chosen columns as X (rows, width features: a categorical column, by
+    its position in levels, as its dummies) and y, in dtype."""
     import pyarrow as pa
 
     try:
@@ -113,8 +175,11 @@ def _read_group(pq, p: Path, metadata, group: int, columns: list[str], dtype: np
             rows = pq.ParquetFile(f, metadata=metadata).read_row_group(group, columns=columns)
     except (OSError, pa.ArrowException) as e:
         raise UsageError(f"cannot read {p}: {e}") from None
-    X = np.empty((rows.num_rows, len(columns) - 1), dtype)
+    X = np.empty((rows.num_rows, width), dtype)
     y = np.empty(rows.num_rows, dtype)
+    if levels:  # the level codes beside the numbers, then the dummies
+        block = np.empty((rows.num_rows, len(columns)))
+        X, dummies = block[:, :-1], X
     for j, name in enumerate(columns):
         column = rows.column(name)
         if column.null_count:
@@ -123,5 +188,12 @@ def _read_group(pq, p: Path, metadata, group: int, columns: list[str], dtype: np
             raise UsageError(
                 f"{p}: column {name!r} is null in data row {row} (0-based); fill or drop such rows"
             )
+        if j in levels:
+            words = bool(levels[j]) and isinstance(levels[j][0], (str, bool))
+            values = np.array(column.to_pylist(), object if words else np.float64)
+            column = pa.array(codes(values, levels[j]))
         (X[:, j] if j < len(columns) - 1 else y)[...] = column.to_numpy()
+    if levels:
+        expand(block, range(len(columns) - 1), levels, dummies)
+        return dummies, y
     return X, y

@@ -27,6 +27,10 @@ class Table:
     columns: tuple[str, ...] | None = None  # the features' names then the target's, if named
     file_rows: tuple[int, ...] | None = None  # rows of each file, in order, when several
     whole_rows: int = 0  # the most rows read whole to read any of them: a Parquet row group
+    # categorical columns (data/categorical.py): each one's name -> its levels; the features
+    # are then their dummies, and sources the data's columns they come from
+    levels: dict[str, list] | None = None
+    sources: tuple[str, ...] | None = None
 
     def parts(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Rows start .. stop - 1, in reads of at most PART_BYTES."""

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
@@ -333,21 +335,17 @@ def _parse_csv_split(
     with too many fields) is the split's, except that with drop a missing value drops its row."""
     num_columns = len(names)
     keep = list(range(num_columns)) if used is None else sorted(set(used))
-    records: list[list[str]] = []
-    reader = csv.reader(io.StringIO(text, newline=""))
     num_lines = text.count("\n") + (not text.endswith("\n") and bool(text))
-    problems: list[tuple[int, str, bool, int | None]] = []  # (row, what, missing, line)
-    for cells in reader:
-        if not cells or all(not c.strip() for c in cells):
-            continue  # blank lines are not rows
-        if len(cells) != num_columns:
-            what = f"{len(cells)} fields, but the header has {num_columns}"
-            problems.append((len(records), what, False, reader.line_num))
-            break
-        records.append([cells[j] for j in keep])
+    records, problem = _records(text, num_columns, keep)
+    # (row, what, whether a missing value, its line if known)
+    problems: list[tuple[int, str, bool, int | None]] = [problem] if problem else []
     table = np.full((len(records), num_columns), np.nan)
     words: dict[int, np.ndarray] = {}
-    for j, cells in zip(keep, zip(*records) if records else [()] * len(keep)):
+    special = kinds.as_text | kinds.given.keys()
+    numbers = None if special & set(keep) else _numbers(records, len(keep))
+    if numbers is not None:  # the common case: every cell used a number, or NaN
+        table[:, keep] = numbers
+    for j, cells in zip(keep, zip(*records) if records and numbers is None else []):
         values, text_of, bad = _parse_column(cells, j in kinds.words, j in kinds.as_text)
         table[:, j] = values
         if bad is not None:
@@ -382,6 +380,35 @@ def _parse_csv_split(
         table = table[~missing]
         words = {j: w[~missing] for j, w in words.items()}
     return _CsvSplit(table, num_lines, dropped=dropped, words=words)
+
+
+def _records(
+    text: str, num_columns: int, keep: list[int]
+) -> tuple[list[Sequence[str]], tuple[int, str, bool, int] | None]:
+    """The cells `keep` of each row of the lines (blank lines are not rows), and the problem
+    of a line with another number of fields (where reading stopped), or None."""
+    take = itemgetter(*keep) if len(keep) > 1 else (lambda cells: [cells[j] for j in keep])
+    records = []
+    reader = csv.reader(io.StringIO(text, newline=""))
+    for cells in reader:
+        if len(cells) == num_columns and cells[0].strip():  # most rows: no blank check
+            records.append(take(cells))
+        elif not cells or all(not c.strip() for c in cells):
+            continue  # blank lines are not rows
+        elif len(cells) != num_columns:
+            what = f"{len(cells)} fields, but the header has {num_columns}"
+            return records, (len(records), what, False, reader.line_num)
+        else:
+            records.append(take(cells))
+    return records, None
+
+
+def _numbers(records: list[Sequence[str]], width: int) -> np.ndarray | None:
+    """The records' cells as float64 (NaN spelled nan or NaN), or None if one is not a number."""
+    try:
+        return np.array(records, np.float64).reshape(-1, width)
+    except ValueError:
+        return None
 
 
 def _parse_column(

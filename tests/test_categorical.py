@@ -4,6 +4,8 @@ same levels at any rank count, and the fit equals statsmodels' formula fit with 
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 
@@ -312,3 +314,63 @@ def test_a_parquet_column_with_too_many_levels_is_refused_naming_it(tmp_path, ca
     err = capsys.readouterr().err
     assert "column 'id' has 30 levels, more than --max_levels 20" in err
     assert "Traceback" not in err
+
+
+@pytest.fixture
+def quoted(tmp_path):
+    """CSV as RFC 4180 writes it (Python's csv module): a firm with a comma and quotes in its
+    name, and a note of free text with line breaks, commas and quotes, which byte ranges at
+    any rank count cut through."""
+    rng = np.random.default_rng(8)
+    firms = ["Smith, Jones & Co", 'The "Best" Ltd', "Plain"]
+    path = tmp_path / "quoted.csv"
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["note", "firm", "x", "y"])
+        for i in range(200):
+            note = f'line one of {i}\nline "two", with a comma\n' * (i % 3)
+            x = float(rng.standard_normal())
+            out.writerow([note, firms[i % 3], x, 2 * x + i % 3 + float(rng.standard_normal())])
+    return path
+
+
+@pytest.mark.parametrize("size", [2, 3, 4, 5, 7])
+def test_quoted_line_breaks_stay_inside_their_record_at_any_rank_count(quoted, size):
+    """Given the quotes ahead of each rank's bytes (split_quotes' sum), the ranks' texts are
+    the file's records, each once, in order, wherever a range starts inside a quoted field."""
+    from hvd_linreg.data.csv import csv_header, csv_split_texts
+
+    header = csv_header(quoted)
+    data = quoted.read_bytes()[header.data_start :]
+    texts = []
+    for rank in range(size):
+        before = data[: rank * len(data) // size].count(b'"')
+        texts += [
+            t for _, t in csv_split_texts([(quoted, header.data_start)], rank, size, {0: before})
+        ]
+    assert "".join(texts) == data.decode()
+    records = [list(csv.reader(io.StringIO(t, newline=""))) for t in texts]
+    assert [r for part in records for r in part] == list(
+        csv.reader(io.StringIO(data.decode(), newline=""))
+    )
+
+
+@pytest.mark.multiprocess
+def test_quoted_fields_give_the_same_rows_on_three_ranks(quoted, tmp_path):
+    one = tmp_path / "one.json"
+    args = ["--data", str(quoted), "--features", "firm,x", "--solver", "exact"]
+    assert main([*args, "--metrics_json", str(one)]) == 0
+    run = launch("mpirun", 3, args, tmp_path)
+    assert run.returncode == 0, run.output
+    ones = read_metrics(one)
+    assert (
+        run.metrics["features"]
+        == ones["features"]
+        == [
+            "firm[T.Smith, Jones & Co]",
+            'firm[T.The "Best" Ltd]',
+            "x",
+        ]
+    )
+    assert run.metrics["num_samples"] == 200
+    np.testing.assert_allclose(run.metrics["w"], ones["w"], rtol=1e-10)

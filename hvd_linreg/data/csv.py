@@ -208,7 +208,8 @@ def _scattered_rows(
     }
     as_text = frozenset(j for j, levels in given.items() if levels and isinstance(levels[0], str))
     kinds = _Kinds(categorical.features if categorical else frozenset(), as_text, given)
-    texts = csv_split_texts([(h.path, h.data_start) for h in headers], rank, size)
+    files = [(h.path, h.data_start) for h in headers]
+    texts = csv_split_texts(files, rank, size, split_quotes(files, rank, size, job))
     splits = [_parse_csv_split(text, names, used, drop, kinds) for _, text in texts]
     summary = [
         (i, len(s.rows), s.num_lines, s.problem, s.dropped, sorted(s.words))
@@ -292,19 +293,50 @@ def csv_split_text(p: Path, data_start: int, rank: int, size: int) -> str:
     return "".join(text for _, text in csv_split_texts([(p, data_start)], rank, size))
 
 
-def csv_split_texts(files: list[tuple[Path, int]], rank: int, size: int) -> list[tuple[int, str]]:
+def csv_split_texts(
+    files: list[tuple[Path, int]], rank: int, size: int, quotes: dict[int, int] | None = None
+) -> list[tuple[int, str]]:
     """This rank's lines of CSV files (path, header length) read one after another: the data
     bytes of all the files are cut in size ranges, and each file's part of this rank's range
-    is cut at lines as csv_split_text cuts one file. (file index, its lines), by file."""
+    is cut at lines as csv_split_text cuts one file. (file index, its lines), by file.
+
+    quotes: for each file that holds a double quote, the quotes in its bytes before this
+    rank's part (split_quotes): its parts are then cut at the line breaks outside quoted
+    fields (RFC 4180: a quoted field may hold line breaks)."""
+    texts = []
+    for i, (p, data_start), lo, hi in _pieces(files, rank, size):
+        begin, end = data_start + lo, data_start + hi
+        if quotes is not None and i in quotes:
+            texts.append((i, _quoted_csv_lines(p, data_start, begin, end, quotes[i])))
+        else:
+            texts.append((i, _csv_lines(p, data_start, begin, end)))
+    return texts
+
+
+def split_quotes(
+    files: list[tuple[Path, int]], rank: int, size: int, job: Job | None
+) -> dict[int, int]:
+    """For each file with a double quote in it, the quotes before this rank's part of it: every
+    rank counts those of its own part (one more read of it) and one allgather sums them."""
+    mine = {
+        i: _count_quotes(p, data_start + lo, data_start + hi)
+        for i, (p, data_start), lo, hi in _pieces(files, rank, size)
+    }
+    every = job.allgather(mine) if size > 1 else [mine]
+    quoted = {i for counts in every for i, n in counts.items() if n}
+    return {i: sum(counts.get(i, 0) for counts in every[:rank]) for i in quoted}
+
+
+def _pieces(files: list[tuple[Path, int]], rank: int, size: int):
+    """(file index, (path, header length), lo, hi): the data bytes lo .. hi - 1 of each file
+    in this rank's range of all the files' data bytes."""
     lengths = [p.stat().st_size - data_start for p, data_start in files]
     offsets = np.cumsum([0, *lengths])
     begin, end = rank * int(offsets[-1]) // size, (rank + 1) * int(offsets[-1]) // size
-    texts = []
-    for i, (p, data_start) in enumerate(files):
+    for i, file in enumerate(files):
         lo, hi = max(begin, offsets[i]) - offsets[i], min(end, offsets[i + 1]) - offsets[i]
         if lo < hi:
-            texts.append((i, _csv_lines(p, data_start, data_start + int(lo), data_start + int(hi))))
-    return texts
+            yield i, file, int(lo), int(hi)
 
 
 def _csv_lines(p: Path, data_start: int, begin: int, end: int) -> str:
@@ -319,6 +351,54 @@ def _csv_lines(p: Path, data_start: int, begin: int, end: int) -> str:
         if text and not text.endswith(b"\n"):
             text += f.readline()  # the line that runs past the end
     return text.decode("utf-8", errors="replace")
+
+
+def _quoted_csv_lines(p: Path, data_start: int, begin: int, end: int, before: int) -> str:
+    """The records of p that start in its bytes begin .. end - 1, a record ending at a line
+    break outside quotes: after an even number of double quotes since the data's start
+    (before: the quotes ahead of begin)."""
+    inside = _count_quotes(p, begin, end)
+    with open(p, "rb", buffering=0) as f:
+        start = begin
+        if begin > data_start:  # past the end of the record that began before the range
+            f.seek(begin - 1)
+            start = _record_end(f, begin - 1, (before - (f.read(1) == b'"')) % 2)
+        if start >= end:
+            return ""  # no record starts in the range: a quoted field spans it
+        f.seek(end - 1)
+        last = f.read(1) == b'"'
+        stop = _record_end(f, end - 1, (before + inside - last) % 2)
+        f.seek(start)
+        text = f.read(stop - start)
+    return text.decode("utf-8", errors="replace")
+
+
+def _record_end(f, at: int, odd: int) -> int:
+    """Where the first record end at or after byte `at` of f is: just past a line break that
+    follows an even number of quotes (odd: whether the quotes before `at` are odd); or the
+    file's end."""
+    f.seek(at)
+    while chunk := f.read(1 << 20):
+        k = 0
+        while (line_break := chunk.find(b"\n", k)) >= 0:
+            odd ^= chunk.count(b'"', k, line_break) & 1
+            if not odd:
+                return at + line_break + 1
+            k = line_break + 1
+        odd ^= chunk.count(b'"', k) & 1
+        at += len(chunk)
+    return at
+
+
+def _count_quotes(p: Path, begin: int, end: int) -> int:
+    """The double quotes in p's bytes begin .. end - 1."""
+    count = 0
+    with open(p, "rb", buffering=0) as f:
+        f.seek(begin)
+        while begin < end and (chunk := f.read(min(8 << 20, end - begin))):
+            count += chunk.count(b'"')
+            begin += len(chunk)
+    return count
 
 
 def _parse_csv_split(

@@ -374,3 +374,31 @@ def test_quoted_fields_give_the_same_rows_on_three_ranks(quoted, tmp_path):
     )
     assert run.metrics["num_samples"] == 200
     np.testing.assert_allclose(run.metrics["w"], ones["w"], rtol=1e-10)
+
+
+def test_rows_parsed_in_parts_give_the_same_shard(late_word, tmp_path, monkeypatch, capsys):
+    """A split is parsed PARSE_ROWS rows at a time: with parts of 7 rows, the word in the
+    last part still makes the whole column categorical, and rows dropped or refused in later
+    parts are named by their own lines."""
+    from hvd_linreg.data import csv as csv_reader
+
+    whole = tmp_path / "whole.json"
+    assert main(["--data", str(late_word), "--solver", "exact", "--metrics_json", str(whole)]) == 0
+    monkeypatch.setattr(csv_reader, "PARSE_ROWS", 7)
+    parts = tmp_path / "parts.json"
+    assert main(["--data", str(late_word), "--solver", "exact", "--metrics_json", str(parts)]) == 0
+    assert read_metrics(parts)["features"] == read_metrics(whole)["features"]
+    np.testing.assert_allclose(read_metrics(parts)["w"], read_metrics(whole)["w"], rtol=1e-12)
+    lines = late_word.read_text().splitlines()
+    for line in (20, 40):  # x empty on the file's lines 21 and 41 (parts 3 and 6)
+        lines[line] = "," + lines[line].split(",", 1)[1]
+    late_word.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["--data", str(late_word), "--solver", "exact"]) == 2
+    assert f"{late_word} line 21: a missing value ('') in column 'x'" in capsys.readouterr().err
+    args = ["--data", str(late_word), "--solver", "exact", "--missing", "drop"]
+    assert main([*args, "--metrics_json", str(parts)]) == 0
+    assert (read_metrics(parts)["num_samples"], read_metrics(parts)["rows_dropped_missing"]) == (
+        88,
+        2,
+    )

@@ -12,6 +12,7 @@ new rows with them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import repeat
 
 import numpy as np
 
@@ -107,7 +108,7 @@ def codes(values: np.ndarray, levels: Sequence[Level]) -> np.ndarray:
         found = np.minimum(np.searchsorted(at, values), len(levels) - 1)
         return np.where(at[found] == values, found, -1).astype(np.float64)
     index = {level: i for i, level in enumerate(levels)}
-    return np.fromiter((index.get(v, -1) for v in values), np.float64, len(values))
+    return np.fromiter(map(index.get, values, repeat(-1)), np.float64, len(values))
 
 
 def expand(table: np.ndarray, columns: Sequence[int], levels: Levels, out: np.ndarray) -> None:

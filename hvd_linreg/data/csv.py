@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from pathlib import Path
 from typing import NamedTuple
@@ -65,6 +65,11 @@ class _Kinds:
 
 
 NO_WORDS = _Kinds()
+
+
+# Rows parsed at a time (_parse_csv_split): their cells as Python strings take about 350 bytes
+# a row of five columns, a few hundred MB at most.
+PARSE_ROWS = 1 << 20
 
 
 class _Scattered(NamedTuple):
@@ -409,16 +414,46 @@ def _parse_csv_split(
     kinds: _Kinds = NO_WORDS,
 ) -> _CsvSplit:
     """The lines' rows: the columns `used` (by default all) parsed as numbers, the others NaN.
-    A word in a column kinds.words may hold makes the column's text the split's words; kinds.as_text
-    columns are read as text; kinds.given columns are encoded with those levels. The first
-    problem by row (a word where a number belongs, a missing value, an unknown level, a line
-    with too many fields) is the split's, except that with drop a missing value drops its row."""
+    A word in a column kinds.words may hold makes the column's text the split's words;
+    kinds.as_text columns are read as text; kinds.given columns are encoded with those levels.
+    The first problem by row (a word where a number belongs, a missing value, an unknown level,
+    a line with too many fields) is the split's, except that with drop a missing value drops
+    its row. Parsed PARSE_ROWS rows at a time: their cells, as Python strings, stay small."""
     num_columns = len(names)
     keep = list(range(num_columns)) if used is None else sorted(set(used))
     num_lines = text.count("\n") + (not text.endswith("\n") and bool(text))
-    records, problem = _records(text, num_columns, keep)
-    # (row, what, whether a missing value, its line if known)
-    problems: list[tuple[int, str, bool, int | None]] = [problem] if problem else []
+    reader = csv.reader(io.StringIO(text, newline=""))
+    tables, words, dropped, done = [], [], [], 0
+    for records, stop in _record_batches(reader, num_columns, keep):
+        table, worded, gone, problem = _parse_records(records, names, keep, drop, kinds)
+        problem = problem or stop
+        if problem is not None:
+            row, what, is_missing, line = problem
+            line = line if line is not None else _line_of(text, done + row)
+            return _CsvSplit(np.zeros((0, num_columns)), num_lines, (line, what, is_missing))
+        tables.append(table)
+        words.append(worded)
+        dropped.append(done + gone)
+        done += len(records)
+    columns = {j for worded in words for j in worded}
+    if any(worded.keys() != columns for worded in words):  # words in some parts only: as text
+        return _parse_csv_split(text, names, used, drop, replace(kinds, as_text=frozenset(columns)))
+    return _CsvSplit(
+        np.concatenate(tables),
+        num_lines,
+        dropped=np.concatenate(dropped),
+        words={j: np.concatenate([worded[j] for worded in words]) for j in columns},
+    )
+
+
+def _parse_records(
+    records: list[Sequence[str]], names: list[str], keep: list[int], drop: bool, kinds: _Kinds
+) -> tuple:
+    """_parse_csv_split's work on some of its rows: (their table, their words, the rows
+    dropped, None), or (None, None, None, the first problem: (row, what, whether a missing
+    value, None))."""
+    num_columns = len(names)
+    problems: list[tuple[int, str, bool, None]] = []
     table = np.full((len(records), num_columns), np.nan)
     words: dict[int, np.ndarray] = {}
     special = kinds.as_text | kinds.given.keys()
@@ -452,24 +487,20 @@ def _parse_csv_split(
         cell = records[row][keep.index(j)]
         problems.append((row, f"a missing value ({cell!r}) in column {names[j]!r}", True, None))
     if problems:
-        row, what, is_missing, line = min(problems, key=lambda p: p[0])
-        line = line if line is not None else _line_of(text, row)
-        return _CsvSplit(np.zeros((0, num_columns)), num_lines, (line, what, is_missing))
+        return None, None, None, min(problems, key=lambda p: p[0])
     dropped = np.flatnonzero(missing)
     if len(dropped):
         table = table[~missing]
         words = {j: w[~missing] for j, w in words.items()}
-    return _CsvSplit(table, num_lines, dropped=dropped, words=words)
+    return table, words, dropped, None
 
 
-def _records(
-    text: str, num_columns: int, keep: list[int]
-) -> tuple[list[Sequence[str]], tuple[int, str, bool, int] | None]:
-    """The cells `keep` of each row of the lines (blank lines are not rows), and the problem
-    of a line with another number of fields (where reading stopped), or None."""
+def _record_batches(reader, num_columns: int, keep: list[int]):
+    """(the cells `keep` of up to PARSE_ROWS rows, None), blank lines not being rows; the last
+    batch with the problem of a line with another number of fields, where reading stopped."""
+    size = PARSE_ROWS
     take = itemgetter(*keep) if len(keep) > 1 else (lambda cells: [cells[j] for j in keep])
-    records = []
-    reader = csv.reader(io.StringIO(text, newline=""))
+    records: list[Sequence[str]] = []
     for cells in reader:
         if len(cells) == num_columns and cells[0].strip():  # most rows: no blank check
             records.append(take(cells))
@@ -477,10 +508,14 @@ def _records(
             continue  # blank lines are not rows
         elif len(cells) != num_columns:
             what = f"{len(cells)} fields, but the header has {num_columns}"
-            return records, (len(records), what, False, reader.line_num)
+            yield records, (len(records), what, False, reader.line_num)
+            return
         else:
             records.append(take(cells))
-    return records, None
+        if len(records) == size:
+            yield records, None
+            records = []
+    yield records, None
 
 
 def _numbers(records: list[Sequence[str]], width: int) -> np.ndarray | None:
@@ -502,14 +537,19 @@ def _parse_column(
             return np.array(cells, np.float64), None, None
         except ValueError:
             pass
-    missing = np.fromiter(map(is_missing, cells), bool, len(cells))
-    number = missing | np.fromiter(map(_is_float, cells), bool, len(cells))
-    if not as_text and number.all():
+    # Each distinct cell is looked at once: a categorical column holds few of them.
+    distinct = set(cells)
+    gaps = {c for c in distinct if is_missing(c)}
+    numbers = {c for c in distinct - gaps if _is_float(c)}
+    missing = np.fromiter(map(gaps.__contains__, cells), bool, len(cells))
+    if not as_text and len(gaps) + len(numbers) == len(distinct):  # numbers and gaps only
         values = [np.nan if m else float(c) for c, m in zip(cells, missing)]
         return np.array(values, np.float64), None, None
     if not as_text and not words_allowed:
-        return np.where(missing, np.nan, 0.0), None, int(np.argmax(~number))
-    text = np.array([None if m else c.strip() for c, m in zip(cells, missing)], object)
+        word = np.fromiter((c not in gaps and c not in numbers for c in cells), bool, len(cells))
+        return np.where(missing, np.nan, 0.0), None, int(np.argmax(word))
+    stripped = {c: None if c in gaps else c.strip() for c in distinct}
+    text = np.fromiter(map(stripped.__getitem__, cells), object, len(cells))
     return np.where(missing, np.nan, 0.0), text, None
 
 

@@ -34,6 +34,11 @@
    statsmodels' GLM(Poisson) on the same rows (bench/glm_peers.py), each fitting data already
    loaded, in a process of its own, taking turns: seconds, peak RSS per rank, and the largest
    difference of each from the tool's coefficients. glum is optional (pip install glum).
+11. CSV parse and encode: a 1 GB CSV file (20,000,000 rows: two float columns, a region of 12
+   words, a product of 30 words, a float target), from the page cache to the rows in memory
+   with the dummies, by the tool's reader at 1 and 2 ranks (load_shard between two barriers,
+   bench/csv_parse.py), next to pyarrow.csv.read_csv plus dictionary encoding of the two
+   string columns on one core.
 `--sections 1,6` runs only those sections (2 and 4 come from the same runs).
 
 The machine is shared and noisy: every figure is a median of repeated runs, and the targets
@@ -494,6 +499,30 @@ def poisson_fits(rounds: int, progress) -> dict:
 
 PEER_MODULES = {"sklearn": "sklearn", "glum": "glum", "statsmodels": "statsmodels"}
 
+CSV_ROWS = 20_000_000  # 1.05 GB of CSV text (bench/csv_parse.py)
+CSV_RANKS = (1, 2)
+
+
+def csv_parse(rounds: int, progress) -> dict:
+    """Section 11: a CSV file of CSV_ROWS rows with two string columns, from the page cache to
+    the encoded rows in memory: the tool's reader at 1 and 2 ranks, pyarrow's read_csv with
+    dictionary encoding on one core, taking turns, `rounds` times each."""
+    with tempfile.TemporaryDirectory(prefix="hvd-bench-", dir=launch.REPO) as tmp:
+        data = str(Path(tmp) / "rows.csv")
+        launch.run_python(["csv_parse.py", "--write", data, "--rows", str(CSV_ROWS)])
+        size = Path(data).stat().st_size
+        runs: dict[str, list[float]] = {**{f"tool_{n}": [] for n in CSV_RANKS}, "pyarrow": []}
+        for i in range(rounds):
+            for n in CSV_RANKS:
+                cmd = [*launch.launcher(n), sys.executable, str(launch.BENCH / "csv_parse.py")]
+                result = launch.json_output([*cmd, "--tool", data])
+                runs[f"tool_{n}"].append(result["seconds"])
+            arrow = [sys.executable, str(launch.BENCH / "csv_parse.py"), "--arrow", data]
+            runs["pyarrow"].append(launch.json_output(arrow)["seconds"])
+            progress(f"CSV parse, round {i + 1} of {rounds}")
+    seconds = {name: statistics.median(t) for name, t in runs.items()}
+    return {"rows": CSV_ROWS, "bytes": size, "seconds": seconds, "runs_s": runs}
+
 
 # Each section's name for --sections, and what it runs (rounds, progress) -> results to merge.
 SECTIONS = {
@@ -506,6 +535,7 @@ SECTIONS = {
     "8": lambda rounds, progress: {"exact": [exact_solve(n, rounds) for n in EXACT_RANKS]},
     "9": lambda rounds, progress: {"families": family_steps(rounds)},
     "10": lambda rounds, progress: {"poisson": poisson_fits(rounds, progress)},
+    "11": lambda rounds, progress: {"csv": csv_parse(rounds, progress)},
 }
 
 

@@ -51,6 +51,12 @@ def targets(results: dict) -> list[dict]:
                     limit,
                 )
             )
+    csv = results.get("csv", {}).get("seconds", {})
+    for n, limit in ((1, 0.8), (2, 1.6)):
+        if f"tool_{n}" in csv:
+            ratio = csv["pyarrow"] / csv[f"tool_{n}"]  # rows/s over pyarrow's rows/s
+            label = f"CSV rows/s, {n} rank{'s' * (n > 1)}: hvd-linreg / pyarrow on one core"
+            rows.append((label, ratio, ">=", limit))
     hosts = results.get("hosts", {}).get("latency")
     if hosts:
         rows.append(
@@ -378,6 +384,20 @@ def _poisson(p: dict) -> list[str]:
     return out
 
 
+def _csv(c: dict) -> list[str]:
+    out = [
+        f"11. CSV parse and encode, {c['rows']:,} rows ({c['bytes'] / 1e9:.2f} GB, two string "
+        "columns): seconds from the page cache to the encoded rows in memory (medians)"
+    ]
+    names = {"tool_1": "hvd-linreg reader, 1 rank", "tool_2": "hvd-linreg reader, 2 ranks",
+             "pyarrow": "pyarrow.csv.read_csv + dictionary_encode, 1 core"}  # fmt: skip
+    out += _grid(
+        ["reader", "seconds", "rows/s"],
+        [[names[k], f"{t:.1f}", f"{c['rows'] / t:,.0f}"] for k, t in c["seconds"].items()],
+    )
+    return out
+
+
 def render(results: dict) -> list[str]:
     m = results["machine"]
     out = [
@@ -404,6 +424,8 @@ def render(results: dict) -> list[str]:
         out += _families(results["families"]) + [""]
     if "poisson" in results:
         out += _poisson(results["poisson"]) + [""]
+    if "csv" in results:
+        out += _csv(results["csv"]) + [""]
     if "stacks" in results:
         out += _stacks(results["stacks"])
     if not results["targets"]:  # sections 8 and 9 alone have none

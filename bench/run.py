@@ -507,7 +507,7 @@ def csv_parse(rounds: int, progress) -> dict:
     """Section 11: a CSV file of CSV_ROWS rows with two string columns, from the page cache to
     the encoded rows in memory: the tool's reader at 1 and 2 ranks, pyarrow's read_csv with
     dictionary encoding on one core, taking turns, `rounds` times each."""
-    with tempfile.TemporaryDirectory(prefix="hvd-bench-", dir=launch.REPO) as tmp:
+    with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
         data = str(Path(tmp) / "rows.csv")
         launch.run_python(["csv_parse.py", "--write", data, "--rows", str(CSV_ROWS)])
         size = Path(data).stat().st_size

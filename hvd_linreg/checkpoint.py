@@ -13,6 +13,7 @@ import json
 import re
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +39,7 @@ class Checkpoint:
     batched_rows: int | None = None
     # the features' names, a categorical column's dummies among them (None: unnamed columns,
     # or a checkpoint written before they were recorded)
-    feature_names: list[str] | None = None
+    feature_names: Sequence[str] | None = None
 
     @property
     def num_features(self) -> int:
@@ -128,7 +129,7 @@ def check_resumable(
     num_features: int,
     optimizer: str,
     slots,
-    feature_names: list[str] | None = None,
+    feature_names: Sequence[str] | None = None,
 ) -> None:
     """Refuse a checkpoint this run cannot continue: another model shape, other features (a
     categorical column with other levels too) or another optimizer.
@@ -139,8 +140,9 @@ def check_resumable(
             f"the checkpoint in {where} is for {ckpt.num_features} features, "
             f"this data has {num_features}; use another --checkpoint_dir"
         )
-    if None not in (ckpt.feature_names, feature_names) and ckpt.feature_names != feature_names:
-        theirs, ours = next((a, b) for a, b in zip(ckpt.feature_names, feature_names) if a != b)
+    saved_names = ckpt.feature_names
+    if None not in (saved_names, feature_names) and list(saved_names) != list(feature_names):
+        theirs, ours = next((a, b) for a, b in zip(saved_names, feature_names) if a != b)
         raise UsageError(
             f"the checkpoint in {where} is for other features: its {theirs!r} is this data's "
             f"{ours!r} (a categorical column's levels differ?); use another --checkpoint_dir"

@@ -24,7 +24,7 @@ from hvd_linreg.data import (
     open_table,
     read_csv_split,
 )
-from hvd_linreg.data.categorical import Levels, expand
+from hvd_linreg.data.categorical import Levels, expand, width
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
 from hvd_linreg.export import ExportedModel, load
 from hvd_linreg.ranks import Job
@@ -120,7 +120,7 @@ class Columns:
     @property
     def num_features(self) -> int:
         """The model's features: a categorical column gives one per level but the first."""
-        return sum(len(self.levels[j]) - 1 if j in self.levels else 1 for j in self.features)
+        return sum(width(j, self.levels) for j in self.features)
 
     @property
     def used(self) -> list[int]:

@@ -72,14 +72,13 @@ class Trainer:
         if ckpt is None:
             return self.model.numpy_params(), 0
         slots = [v.shape for v in self.optimizer.variables]
-        names = self.shard.feature_names
         checkpoint.check_resumable(
             ckpt,
             self.cfg.checkpoint_dir,
             self.shard.num_features,
             self.cfg.optimizer,
             slots,
-            None if names is None else list(names),
+            self.shard.feature_names,
         )
         self.model.params.assign(ckpt.params.reshape(self.model.params.shape))
         for var, value in zip(self.optimizer.variables, ckpt.optimizer):
@@ -248,7 +247,6 @@ class Trainer:
 
     def save_checkpoint(self, step: int) -> None:
         """Rank 0's checkpoint of this step (only rank 0 has a checkpoint directory)."""
-        names = self.shard.feature_names
         checkpoint.save(
             self.ckpt_dir,
             checkpoint.Checkpoint(
@@ -259,7 +257,7 @@ class Trainer:
                 batched_rows=self.shard.layout.num_batched,
                 initial_params=[float(v) for v in self.initial],
                 config=self.cfg.as_dict(),
-                feature_names=None if names is None else list(names),
+                feature_names=self.shard.feature_names,
             ),
             self.cfg.keep_checkpoints,
         )

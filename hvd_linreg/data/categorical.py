@@ -17,6 +17,7 @@ from itertools import repeat
 import numpy as np
 
 from hvd_linreg.config import UsageError
+from hvd_linreg.data.columns import column_list
 
 Level = str | float
 # Levels: a categorical column's index among the data's columns -> its levels, sorted
@@ -55,7 +56,7 @@ def named_columns(
     for name in named:
         if name not in names:
             raise UsageError(
-                f"--categorical {name!r} is not a column of {p}; columns: {', '.join(names[:20])}"
+                f"--categorical {name!r} is not a column of {p}; columns: {column_list(names)}"
             )
         if names.index(name) not in features:
             raise UsageError(
@@ -65,9 +66,14 @@ def named_columns(
     return frozenset(names.index(name) for name in named)
 
 
+def width(column: int, levels: Levels) -> int:
+    """The features a data column gives: a categorical one's dummies, else itself."""
+    return len(levels[column]) - 1 if column in levels else 1
+
+
 def sources(names: Sequence[str], columns: Sequence[int], levels: Levels) -> list[str]:
     """The data column each expanded feature comes from: a categorical one's for each dummy."""
-    return [names[j] for j in columns for _ in range(len(levels[j]) - 1 if j in levels else 1)]
+    return [names[j] for j in columns for _ in range(width(j, levels))]
 
 
 def agree_levels(
@@ -116,10 +122,9 @@ def expand(table: np.ndarray, columns: Sequence[int], levels: Levels, out: np.nd
     treatment dummies."""
     at = 0
     for j in columns:
-        if j not in levels:
+        k = width(j, levels)
+        if j in levels:
+            out[:, at : at + k] = table[:, j, None] == np.arange(1, k + 1)
+        else:
             out[:, at] = table[:, j]
-            at += 1
-            continue
-        k = len(levels[j]) - 1
-        out[:, at : at + k] = table[:, j, None] == np.arange(1, k + 1)
         at += k

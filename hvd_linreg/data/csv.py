@@ -25,6 +25,7 @@ from hvd_linreg.data.categorical import (
     level_name,
     named_columns,
     sources,
+    width,
 )
 from hvd_linreg.data.columns import (
     check_same_columns,
@@ -281,8 +282,7 @@ def _columns(
     column t as the target, and the chosen's last `carried` as the carried columns (float64;
     None when there are none)."""
     features = chosen[: len(chosen) - carried]
-    width = sum(len(levels[j]) - 1 if j in levels else 1 for j in features)
-    X = aligned_empty((len(table), width), dtype)
+    X = aligned_empty((len(table), sum(width(j, levels) for j in features)), dtype)
     expand(table, features, levels, X)
     y = aligned_empty((len(table),), dtype)
     y[...] = table[:, t]

@@ -188,11 +188,13 @@ def _read_group(
             raise UsageError(
                 f"{p}: column {name!r} is null in data row {row} (0-based); fill or drop such rows"
             )
+        out = X[:, j] if j < len(columns) - 1 else y
         if j in levels:
             words = bool(levels[j]) and isinstance(levels[j][0], (str, bool))
             values = np.array(column.to_pylist(), object if words else np.float64)
-            column = pa.array(codes(values, levels[j]))
-        (X[:, j] if j < len(columns) - 1 else y)[...] = column.to_numpy()
+            out[...] = codes(values, levels[j])
+        else:
+            out[...] = column.to_numpy()
     if levels:
         expand(block, range(len(columns) - 1), levels, dummies)
         return dummies, y

@@ -12,6 +12,7 @@ new rows with them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from itertools import repeat
 
 import numpy as np
@@ -22,6 +23,54 @@ from hvd_linreg.data.columns import column_list
 Level = str | float
 # Levels: a categorical column's index among the data's columns -> its levels, sorted
 Levels = dict[int, list[Level]]
+
+
+@dataclass(frozen=True)
+class Words:
+    """A column's cells read as text, as a dictionary code stores them: each row's index into
+    the distinct texts (stripped; None where the cell is missing). A column of millions of rows
+    holds few distinct words, so its levels and codes cost a pass over the distinct texts and
+    one take, not a look-up per row."""
+
+    index: np.ndarray  # intp, one per row
+    texts: list[str | None]
+
+    @classmethod
+    def of(cls, cells: Sequence[str], texts: dict[str, str | None]) -> Words:
+        """The cells as Words, texts mapping each distinct cell to its text."""
+        at = {cell: i for i, cell in enumerate(texts)}
+        index = np.fromiter(map(at.__getitem__, cells), np.intp, len(cells))
+        return cls(index, list(texts.values()))
+
+    @classmethod
+    def concat(cls, parts: Sequence[Words]) -> Words:
+        """The parts' rows, one part after another, over one list of texts."""
+        if len(parts) == 1:
+            return parts[0]
+        texts: list[str | None] = []
+        index = []
+        for part in parts:
+            index.append(np.arange(len(texts), len(texts) + len(part.texts))[part.index])
+            texts += part.texts
+        return cls(np.concatenate(index) if index else np.zeros(0, np.intp), texts)
+
+    @property
+    def missing(self) -> np.ndarray:
+        """Whether each row's cell is missing."""
+        return np.array([t is None for t in self.texts], bool)[self.index]
+
+    def rows(self, keep: np.ndarray) -> Words:
+        """The rows `keep` (a mask or indices)."""
+        return Words(self.index[keep], self.texts)
+
+    def present(self) -> set[str]:
+        """The texts some row holds: the column's levels among these rows."""
+        held = np.bincount(self.index, minlength=len(self.texts)) > 0
+        return {t for t, h in zip(self.texts, held) if h and t is not None}
+
+    def codes(self, levels: Sequence[Level]) -> np.ndarray:
+        """Each row's index among the levels (float64); -1 where it is not one of them."""
+        return codes(np.array(self.texts, object), levels)[self.index]
 
 
 def sorted_levels(values: Iterable[Level]) -> list[Level]:
@@ -121,10 +170,14 @@ def expand(table: np.ndarray, columns: Sequence[int], levels: Levels, out: np.nd
     """out[:] = the table's columns `columns`, each categorical one (its level codes) as its
     treatment dummies."""
     at = 0
+    if any(j in levels for j in columns):
+        out[...] = 0  # in one pass, not a pass per column
     for j in columns:
         k = width(j, levels)
-        if j in levels:
-            out[:, at : at + k] = table[:, j, None] == np.arange(1, k + 1)
+        if j in levels:  # a 1 where the code is the dummy's level: one write per row
+            code = table[:, j]
+            rows = np.flatnonzero((code >= 1) & (code <= k))
+            out[rows, at + code[rows].astype(np.intp) - 1] = 1
         else:
             out[:, at] = table[:, j]
         at += k

@@ -18,6 +18,7 @@ import numpy as np
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data.categorical import (
     Levels,
+    Words,
     agree_levels,
     codes,
     expand,
@@ -33,6 +34,7 @@ from hvd_linreg.data.columns import (
     column_labels,
     column_list,
 )
+from hvd_linreg.data.csv_arrow import parse_split
 from hvd_linreg.data.holdout import Holdout, to_owners
 from hvd_linreg.data.layout import layout_for
 from hvd_linreg.data.missing import HINT, is_missing
@@ -52,8 +54,8 @@ class _CsvSplit:
     problem: tuple[int, str, bool] | None = None
     # --missing drop: the split's rows dropped (0-based among its rows, before dropping)
     dropped: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    # the kept rows' stripped text (None where missing) of the columns read as text
-    words: dict[int, np.ndarray] = field(default_factory=dict)
+    # the kept rows' text of the columns read as text
+    words: dict[int, Words] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -215,8 +217,8 @@ def _scattered_rows(
     as_text = frozenset(j for j, levels in given.items() if levels and isinstance(levels[0], str))
     kinds = _Kinds(categorical.features if categorical else frozenset(), as_text, given)
     files = [(h.path, h.data_start) for h in headers]
-    texts = csv_split_texts(files, rank, size, split_quotes(files, rank, size, job))
-    splits = [_parse_csv_split(text, names, used, drop, kinds) for _, text in texts]
+    texts = _split_bytes(files, rank, size, split_quotes(files, rank, size, job))
+    splits = [_parse_csv_split(data, names, used, drop, kinds) for _, data in texts]
     summary = [
         (i, len(s.rows), s.num_lines, s.problem, s.dropped, sorted(s.words))
         for (i, _), s in zip(texts, splits)
@@ -239,8 +241,8 @@ def _scattered_rows(
         splits = [
             s
             if worded <= s.words.keys()
-            else _parse_csv_split(text, names, used, drop, _Kinds(as_text=worded))
-            for (_, text), s in zip(texts, splits)
+            else _parse_csv_split(data, names, used, drop, _Kinds(as_text=worded))
+            for (_, data), s in zip(texts, splits)
         ]
         levels = _agreed_levels(splits, names, worded, categorical, job)
     starts = np.cumsum([0, *lengths])
@@ -265,13 +267,18 @@ def _agreed_levels(
     if not columns:
         return {}
     local: dict[int, set] = {j: set() for j in columns}
+    splits = [s for s in splits if len(s.rows)]  # a split of no rows has no words
     for s in splits:
         for j in columns:
-            local[j].update(s.words[j] if j in worded else np.unique(s.rows[:, j]).tolist())
+            local[j].update(
+                s.words[j].present() if j in worded else np.unique(s.rows[:, j]).tolist()
+            )
     levels = agree_levels(local, names, categorical.max_levels, job)
     for s in splits:
         for j in columns:
-            s.rows[:, j] = codes(s.words[j] if j in worded else s.rows[:, j], levels[j])
+            s.rows[:, j] = (
+                s.words[j].codes(levels[j]) if j in worded else codes(s.rows[:, j], levels[j])
+            )
     return levels
 
 
@@ -308,6 +315,16 @@ def csv_split_texts(
     quotes: for each file that holds a double quote, the quotes in its bytes before this
     rank's part (split_quotes): its parts are then cut at the line breaks outside quoted
     fields (RFC 4180: a quoted field may hold line breaks)."""
+    return [
+        (i, data.decode("utf-8", errors="replace"))
+        for i, data in _split_bytes(files, rank, size, quotes)
+    ]
+
+
+def _split_bytes(
+    files: list[tuple[Path, int]], rank: int, size: int, quotes: dict[int, int] | None = None
+) -> list[tuple[int, bytes]]:
+    """csv_split_texts' lines as the files' bytes."""
     texts = []
     for i, (p, data_start), lo, hi in _pieces(files, rank, size):
         begin, end = data_start + lo, data_start + hi
@@ -322,7 +339,10 @@ def split_quotes(
     files: list[tuple[Path, int]], rank: int, size: int, job: Job | None
 ) -> dict[int, int]:
     """For each file with a double quote in it, the quotes before this rank's part of it: every
-    rank counts those of its own part (one more read of it) and one allgather sums them."""
+    rank counts those of its own part (one more read of it) and one allgather sums them. One
+    rank reads the files whole, so no cut is inside a quoted field: nothing to count."""
+    if size == 1:
+        return {}
     mine = {
         i: _count_quotes(p, data_start + lo, data_start + hi)
         for i, (p, data_start), lo, hi in _pieces(files, rank, size)
@@ -344,7 +364,7 @@ def _pieces(files: list[tuple[Path, int]], rank: int, size: int):
             yield i, file, int(lo), int(hi)
 
 
-def _csv_lines(p: Path, data_start: int, begin: int, end: int) -> str:
+def _csv_lines(p: Path, data_start: int, begin: int, end: int) -> bytes:
     """The lines of p that start in its bytes begin .. end - 1 (after the header)."""
     with open(p, "rb", buffering=0) as f:
         f.seek(max(begin - 1, data_start))
@@ -355,10 +375,10 @@ def _csv_lines(p: Path, data_start: int, begin: int, end: int) -> str:
             text += chunk
         if text and not text.endswith(b"\n"):
             text += f.readline()  # the line that runs past the end
-    return text.decode("utf-8", errors="replace")
+    return text
 
 
-def _quoted_csv_lines(p: Path, data_start: int, begin: int, end: int, before: int) -> str:
+def _quoted_csv_lines(p: Path, data_start: int, begin: int, end: int, before: int) -> bytes:
     """The records of p that start in its bytes begin .. end - 1, a record ending at a line
     break outside quotes: after an even number of double quotes since the data's start
     (before: the quotes ahead of begin)."""
@@ -369,13 +389,12 @@ def _quoted_csv_lines(p: Path, data_start: int, begin: int, end: int, before: in
             f.seek(begin - 1)
             start = _record_end(f, begin - 1, (before - (f.read(1) == b'"')) % 2)
         if start >= end:
-            return ""  # no record starts in the range: a quoted field spans it
+            return b""  # no record starts in the range: a quoted field spans it
         f.seek(end - 1)
         last = f.read(1) == b'"'
         stop = _record_end(f, end - 1, (before + inside - last) % 2)
         f.seek(start)
-        text = f.read(stop - start)
-    return text.decode("utf-8", errors="replace")
+        return f.read(stop - start)
 
 
 def _record_end(f, at: int, odd: int) -> int:
@@ -407,11 +426,54 @@ def _count_quotes(p: Path, begin: int, end: int) -> int:
 
 
 def _parse_csv_split(
-    text: str,
+    data: bytes,
     names: list[str],
     used: list[int] | None = None,
     drop: bool = False,
     kinds: _Kinds = NO_WORDS,
+) -> _CsvSplit:
+    """The lines' rows (see _parse_text), parsed by pyarrow where it reads them as the tool's
+    own parser does (data/csv_arrow.py), else by that parser."""
+    keep = list(range(len(names))) if used is None else sorted(set(used))
+    split = _arrow_split(data, names, keep, drop, kinds)
+    if split is not None:
+        return split
+    return _parse_text(data.decode("utf-8", errors="replace"), names, keep, drop, kinds)
+
+
+def _arrow_split(
+    data: bytes, names: list[str], keep: list[int], drop: bool, kinds: _Kinds
+) -> _CsvSplit | None:
+    """_parse_text's split by pyarrow; None where there is a problem to name (the tool's
+    parser names its line) or pyarrow declines."""
+    columns = parse_split(data, len(names), keep, kinds.words, kinds.as_text)
+    if columns is None:
+        return None
+    num_rows = len(columns[0][0]) if columns else 0
+    table = np.full((num_rows, len(names)), np.nan)
+    words: dict[int, Words] = {}
+    for j, (values, text) in zip(keep, columns):
+        table[:, j] = values
+        if j in kinds.given:
+            given = kinds.given[j]
+            found = text.codes(given) if text is not None else codes(values, given)
+            if (~np.isnan(values) & (found < 0)).any():
+                return None  # a level the model does not know
+            table[:, j] = np.where(np.isnan(values), np.nan, found)
+        elif text is not None:
+            words[j] = text
+    missing = np.isnan(table[:, keep]).any(axis=1)
+    if missing.any() and not drop:
+        return None
+    if missing.any():
+        table = table[~missing]
+        words = {j: w.rows(~missing) for j, w in words.items()}
+    num_lines = data.count(b"\n") + (not data.endswith(b"\n") and bool(data))
+    return _CsvSplit(table, num_lines, dropped=np.flatnonzero(missing), words=words)
+
+
+def _parse_text(
+    text: str, names: list[str], keep: list[int], drop: bool, kinds: _Kinds
 ) -> _CsvSplit:
     """The lines' rows: the columns `used` (by default all) parsed as numbers, the others NaN.
     A word in a column kinds.words may hold makes the column's text the split's words;
@@ -420,7 +482,6 @@ def _parse_csv_split(
     a line with too many fields) is the split's, except that with drop a missing value drops
     its row. Parsed PARSE_ROWS rows at a time: their cells, as Python strings, stay small."""
     num_columns = len(names)
-    keep = list(range(num_columns)) if used is None else sorted(set(used))
     num_lines = text.count("\n") + (not text.endswith("\n") and bool(text))
     reader = csv.reader(io.StringIO(text, newline=""))
     tables, words, dropped, done = [], [], [], 0
@@ -437,12 +498,12 @@ def _parse_csv_split(
         done += len(records)
     columns = {j for worded in words for j in worded}
     if any(worded.keys() != columns for worded in words):  # words in some parts only: as text
-        return _parse_csv_split(text, names, used, drop, replace(kinds, as_text=frozenset(columns)))
+        return _parse_text(text, names, keep, drop, replace(kinds, as_text=frozenset(columns)))
     return _CsvSplit(
         np.concatenate(tables),
         num_lines,
         dropped=np.concatenate(dropped),
-        words={j: np.concatenate([worded[j] for worded in words]) for j in columns},
+        words={j: Words.concat([worded[j] for worded in words]) for j in columns},
     )
 
 
@@ -455,7 +516,7 @@ def _parse_records(
     num_columns = len(names)
     problems: list[tuple[int, str, bool, None]] = []
     table = np.full((len(records), num_columns), np.nan)
-    words: dict[int, np.ndarray] = {}
+    words: dict[int, Words] = {}
     special = kinds.as_text | kinds.given.keys()
     numbers = None if special & set(keep) else _numbers(records, len(keep))
     if numbers is not None:  # the common case: every cell used a number, or NaN
@@ -468,7 +529,8 @@ def _parse_records(
                 (bad, f"{cells[bad]!r} is not a number (column {names[j]!r})", False, None)
             )
         if j in kinds.given:
-            found = codes(text_of if text_of is not None else values, kinds.given[j])
+            given = kinds.given[j]
+            found = text_of.codes(given) if text_of is not None else codes(values, given)
             unknown = _first(~np.isnan(values) & (found < 0))
             if unknown is not None:
                 level = cells[unknown].strip()
@@ -491,7 +553,7 @@ def _parse_records(
     dropped = np.flatnonzero(missing)
     if len(dropped):
         table = table[~missing]
-        words = {j: w[~missing] for j, w in words.items()}
+        words = {j: w.rows(~missing) for j, w in words.items()}
     return table, words, dropped, None
 
 
@@ -528,7 +590,7 @@ def _numbers(records: list[Sequence[str]], width: int) -> np.ndarray | None:
 
 def _parse_column(
     cells: tuple[str, ...], words_allowed: bool, as_text: bool
-) -> tuple[np.ndarray, np.ndarray | None, int | None]:
+) -> tuple[np.ndarray, Words | None, int | None]:
     """A column's cells: their values (float64; NaN where missing), their stripped text when the
     column is read as text (as_text, or words_allowed and a word is among them; None where
     missing), and the first cell that is neither a number nor missing where no word is allowed."""
@@ -549,8 +611,7 @@ def _parse_column(
         word = np.fromiter((c not in gaps and c not in numbers for c in cells), bool, len(cells))
         return np.where(missing, np.nan, 0.0), None, int(np.argmax(word))
     stripped = {c: None if c in gaps else c.strip() for c in distinct}
-    text = np.fromiter(map(stripped.__getitem__, cells), object, len(cells))
-    return np.where(missing, np.nan, 0.0), text, None
+    return np.where(missing, np.nan, 0.0), Words.of(cells, stripped), None
 
 
 def _first(mask: np.ndarray) -> int | None:

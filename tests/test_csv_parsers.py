@@ -1,0 +1,109 @@
+"""A CSV split is parsed by pyarrow where pyarrow reads it as the tool's own parser does
+(data/csv_arrow.py), and by that parser everywhere else: the two give the same rows, texts,
+dropped rows and line counts, and pyarrow declines wherever there is a line to name."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from hvd_linreg.data import csv as csv_reader
+
+NAMES = ["x", "g", "note", "y"]
+WORDS = frozenset({1, 2})  # the features that may hold words
+
+
+def both(data: bytes, used=(0, 1, 3), drop=False, as_text=frozenset(), given=None):
+    """(pyarrow's split or None, the tool's parser's split) of the same bytes."""
+    kinds = csv_reader._Kinds(WORDS, as_text, given or {})
+    keep = sorted(set(used))
+    fast = csv_reader._arrow_split(data, NAMES, keep, drop, kinds)
+    slow = csv_reader._parse_text(data.decode(), NAMES, keep, drop, kinds)
+    return fast, slow
+
+
+def assert_same(fast, slow) -> None:
+    assert fast is not None, "pyarrow declined a split it reads as the tool does"
+    assert slow.problem is None
+    np.testing.assert_array_equal(fast.rows, slow.rows)  # NaN where not used, in both
+    assert fast.num_lines == slow.num_lines
+    np.testing.assert_array_equal(fast.dropped, slow.dropped)
+    if len(slow.rows):
+        assert fast.words.keys() == slow.words.keys()
+    for j, words in fast.words.items():
+        theirs = slow.words[j]
+        assert [words.texts[i] for i in words.index] == [theirs.texts[i] for i in theirs.index]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1.5,a,free text,2\n-2,b,,3\n1e5,a,x,4\n",  # numbers and words, an unused empty cell
+        "1,a,,1\r\n2,b,,2\r\n",  # CRLF
+        "1,a,,1\n2,b,,2",  # no line break at the end
+        ' 1.5 ,"a, b",,1\n1_000,"say ""hi""",,2\n',  # what only Python's float() reads; quotes
+        '1,"two\nlines",,1\n2,b,,2\n',  # a line break inside a quoted field
+        "nan,a,,1\n2,NA,,2\n3,b,,\n4,,,4\n5, a ,,5\n",  # missing spellings, dropped
+        "1,2.0,,1\n2,2,,2\n3,x,,3\n",  # numbers among words are words: 2.0 and 2 differ
+    ],
+)
+def test_pyarrow_reads_a_split_as_the_tools_parser_does(text):
+    drop = "NA" in text
+    assert_same(*both(text.encode(), drop=drop))
+
+
+def test_columns_read_as_text_and_levels_given_read_the_same():
+    data = b"1,2,a,1\n2,2.0,b,2\n3,x,a,3\n"
+    assert_same(*both(data, used=(0, 1, 2, 3), as_text=frozenset({1, 2})))
+    given = {2: ["a", "b"], 0: [1.0, 2.0, 3.0]}  # a model's levels (predict)
+    assert_same(*both(data, used=(0, 2, 3), as_text=frozenset({2}), given=given))
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("1,a,,1\n2,b,,2,extra\n", "5 fields, but the header has 4"),
+        ("1,a,,1\nword,b,,2\n", "'word' is not a number"),  # x may hold no word
+        ("1,a,,1\n2,b,,\n", "a missing value ('') in column 'y'"),  # not dropped
+        ("1,a,,1\n,,,\n2,b,,2\n", None),  # a line of blanks is no row to the tool
+        ("1,a,,1\n   \n2,b,,2\n", None),
+    ],
+)
+def test_pyarrow_declines_where_the_tool_names_a_line_or_skips_one(text, problem):
+    fast, slow = both(text.encode(), drop=problem is None)  # dropping, blank lines stay no rows
+    assert fast is None
+    if problem:
+        assert problem in slow.problem[1]
+    else:
+        assert slow.problem is None and len(slow.rows) == 2
+
+
+def test_a_level_the_model_does_not_know_is_named_by_the_tools_parser():
+    data = b"1,a,,1\n2,c,,2\n"
+    fast, slow = both(data, used=(1, 3), as_text=frozenset({1}), given={1: ["a", "b"]})
+    assert fast is None
+    assert slow.problem is not None and "'c' in column 'g'" in slow.problem[1]
+
+
+def test_random_splits_read_the_same():
+    """Splits of random cells of every kind above: wherever pyarrow reads one, it reads it as
+    the tool's parser does, and it reads most of those without a problem."""
+    rng = random.Random(0)
+    numbers = ["1.5", "-2", "3", "1e5", ".5", "nan", "NA", "", "  2 ", "null", "N/A", "1_0"]
+    words = ["a", "b", " a", "B c", '"x,y"', '"q""r"', '"two\nlines"', "NA", "", "1", "2.0"]
+    read = 0
+    for _ in range(400):
+        lines = []
+        for _ in range(rng.randint(1, 6)):
+            g = rng.choice(words if rng.random() < 0.5 else numbers)
+            lines.append(",".join([rng.choice(numbers), g, rng.choice(words), rng.choice("123")]))
+        data = "\n".join(lines).encode() + b"\n" * (rng.random() < 0.8)
+        used = sorted({*rng.sample(range(3), rng.randint(1, 3)), 3})
+        as_text = frozenset({2}) if rng.random() < 0.3 else frozenset()
+        fast, slow = both(data, used, rng.random() < 0.7, as_text)
+        if fast is not None:
+            assert_same(fast, slow)
+            read += 1
+    assert read > 150

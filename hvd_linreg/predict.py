@@ -25,6 +25,7 @@ from hvd_linreg.data import (
     read_csv_split,
 )
 from hvd_linreg.data.categorical import Levels, expand, width
+from hvd_linreg.data.parquet import parquet_columns, parquet_rows
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
 from hvd_linreg.export import ExportedModel, load
 from hvd_linreg.ranks import Job
@@ -81,15 +82,16 @@ def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
 
 @dataclass(frozen=True)
 class DataFile:
-    """A data file's columns, known before any row is read: a .npy or .npz (or anything
-    open_table reads) as its Table's features then its target; a CSV file by its header."""
+    """A data file's columns, known before any row is read: a .npy or .npz as its Table's
+    features then its target; a CSV file by its header; a Parquet file by its footer."""
 
     path: Path
     num_columns: int
-    names: list[str] | None  # a CSV header's
+    names: list[str] | None  # a CSV header's, a Parquet file's
     target_is_last: bool  # a .npz's y is always the target
     table: Table | None = None
     header: CsvHeader | None = None
+    num_rows: int = 0  # a Parquet file's
 
 
 def open_data(path: str) -> DataFile:
@@ -99,6 +101,11 @@ def open_data(path: str) -> DataFile:
     if p.suffix.lower() == ".csv":
         header = csv_header(p)
         return DataFile(p, len(header.names), header.names, False, header=header)
+    if p.suffix.lower() == ".parquet":  # read by the columns' names, its words by the model's
+        names, num_rows = parquet_columns(p)
+        if num_rows == 0:
+            raise UsageError(f"{path} holds no rows")
+        return DataFile(p, len(names), names, False, num_rows=num_rows)
     table = open_table([p], DataSpec())
     if table.num_rows == 0:
         raise UsageError(f"{path} holds no rows")
@@ -136,7 +143,8 @@ def match_columns(data: DataFile, model: ExportedModel) -> Columns:
     if model.levels:
         raise UsageError(
             f"the model {model.path} codes the column {', '.join(model.levels)} as levels: "
-            f"{data.path} must name its columns, as a CSV file with a header does"
+            f"{data.path} must name its columns, as a CSV file with a header or a Parquet "
+            "file does"
         )
     carried = model.carried
     if carried.offset_given:
@@ -264,8 +272,11 @@ class Request:
                 data.header, job.rank, job.size, job, columns.used, columns.levels
             )
             return rows, sum(counts[: job.rank])
-        n = data.table.num_rows
+        n = data.table.num_rows if data.table is not None else data.num_rows
         start, stop = job.rank * n // job.size, (job.rank + 1) * n // job.size
+        if data.table is None:  # Parquet
+            columns = self.columns
+            return parquet_rows(data.path, columns.used, start, stop, columns.levels), start
         block = np.empty((stop - start, data.num_columns))
         at = start
         try:

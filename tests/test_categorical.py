@@ -305,6 +305,35 @@ def test_parquet_category_string_and_boolean_columns_equal_statsmodels(
     assert "large[T.True]" in run.metrics["features"]
 
 
+def test_predict_on_parquet_codes_its_words_and_booleans_with_the_models_levels(
+    grunfeld_parquet, tmp_path, capsys
+):
+    import statsmodels.formula.api as smf
+
+    path, df = grunfeld_parquet
+    model = tmp_path / "model"
+    args = ["--data", str(path), "--target", "invest", "--categorical", "year"]
+    assert main([*args, "--solver", "exact", "--export", str(model), "--quiet"]) == 0
+    # a few rows in another order of columns, two firms only: their levels are the model's
+    new = df.iloc[[5, 30, 31, 200]]
+    data = tmp_path / "new.parquet"
+    columns = ["large", "year", "capital", "firm", "value", "invest"]
+    new[columns].to_parquet(data, index=False, row_group_size=3)
+    out = tmp_path / "p.npy"
+    assert main(["predict", "--model", str(model), "--data", str(data), "--out", str(out)]) == 0
+    ref = smf.ols("invest ~ firm + C(year) + large + value + capital", df).fit()
+    np.testing.assert_allclose(np.load(out), ref.predict(new), rtol=1e-9)
+    # a level the model never saw, in the second row group
+    bad = new.assign(firm=new["firm"].astype(str))
+    bad.iloc[3, bad.columns.get_loc("firm")] = "Ford"
+    bad[columns].to_parquet(data, index=False, row_group_size=3)
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(model), "--data", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert f"{data}: 'Ford' in column 'firm' (data row 3, 0-based) is not one of the levels " in err
+    assert "Traceback" not in err
+
+
 def test_a_parquet_column_with_too_many_levels_is_refused_naming_it(tmp_path, capsys):
     import pandas as pd
 

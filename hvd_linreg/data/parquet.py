@@ -18,11 +18,12 @@ from hvd_linreg.data.categorical import (
     codes,
     expand,
     expanded_names,
+    level_name,
     named_columns,
     sorted_levels,
     too_many_levels,
 )
-from hvd_linreg.data.columns import check_same_columns, choose_columns
+from hvd_linreg.data.columns import check_same_columns, choose_columns, column_list
 from hvd_linreg.data.spec import DataSpec, TableReader
 from hvd_linreg.data.table import Table, open_without_readahead, own_dtype, read_across
 
@@ -199,3 +200,76 @@ def _read_group(
         expand(block, range(len(columns) - 1), levels, dummies)
         return dummies, y
     return X, y
+
+
+def parquet_columns(p: Path) -> tuple[list[str], int]:
+    """The Parquet file's column names and its rows, from its footer."""
+    metadata = _footer(_import_parquet(), p)
+    return metadata.schema.to_arrow_schema().names, metadata.num_rows
+
+
+def parquet_rows(p: Path, used: list[int], start: int, stop: int, levels: Levels) -> np.ndarray:
+    """Rows start .. stop - 1 of the Parquet file p as float64, a column per column of the
+    file: those `used` read (a null NaN), the others NaN. A categorical column (in levels,
+    a model's) holds its level codes; a value that is not one of its levels is a UsageError
+    naming it, its column and its row."""
+    import pyarrow as pa
+
+    pq = _import_parquet()
+    metadata = _footer(pq, p)
+    schema = metadata.schema.to_arrow_schema()
+    sizes = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+    starts = np.cumsum([0, *sizes])
+    groups = [g for g in range(len(sizes)) if starts[g] < stop and starts[g + 1] > start]
+    names = [schema.names[j] for j in used]
+    try:
+        with open_without_readahead(p) as f:
+            rows = pq.ParquetFile(f, metadata=metadata).read_row_groups(groups, columns=names)
+    except (OSError, pa.ArrowException) as e:
+        raise UsageError(f"cannot read {p}: {e}") from None
+    first = int(starts[groups[0]]) if groups else start
+    rows = rows.slice(start - first, stop - start)
+    out = np.full((stop - start, len(schema.names)), np.nan)
+    for j, name in zip(used, names):
+        column = rows.column(name)
+        if j in levels:
+            out[:, j] = _level_codes(p, name, column, levels[j], start)
+        else:
+            _numpy_type(p, schema.field(name))
+            out[:, j] = column.cast(pa.float64()).fill_null(np.nan).to_numpy()
+    return out
+
+
+def _level_codes(p: Path, name: str, column, levels: list, start: int) -> np.ndarray:
+    """A categorical column's cells (pyarrow) as their codes among the model's levels; NaN
+    where null."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    if levels and not isinstance(levels[0], (str, bool)):  # numbers used as codes
+        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
+            raise UsageError(
+                f"{p}: column {name!r} is {column.type}, but the model's levels of it are numbers"
+            )
+        values = column.cast(pa.float64()).fill_null(np.nan).to_numpy()
+        found = codes(values, levels)
+    else:
+        distinct = pc.unique(column)
+        index = pc.index_in(column, value_set=distinct).fill_null(len(distinct))
+        texts = [*distinct.to_pylist(), None]  # the last: where the cell was null
+        if not pa.types.is_boolean(column.type):  # as a CSV file's text would be
+            texts = [v if v is None else str(v) for v in texts]
+        index = index.to_numpy().astype(np.intp)
+        found = codes(np.array(texts, object), levels)[index]
+        values = np.where(np.array([v is None for v in texts])[index], np.nan, 0.0)
+    unknown = np.flatnonzero(~np.isnan(values) & (found < 0))
+    if len(unknown):
+        row = int(unknown[0])
+        level = column[row].as_py()
+        raise UsageError(
+            f"{p}: {level!r} in column {name!r} (data row {start + row}, 0-based) is not one of "
+            f"the levels the model was fitted with ({column_list([level_name(v) for v in levels])})"
+        )
+    return np.where(np.isnan(values), np.nan, found)

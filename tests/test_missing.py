@@ -110,6 +110,97 @@ def test_every_rank_count_drops_the_same_rows(holes, tmp_path, size):
     assert "(43 with a missing value dropped)" in run.stdout.splitlines()[0]
 
 
+@pytest.fixture(scope="module")
+def holes_parquet(holes):
+    """The same rows with a word column g as Parquet files, row groups of 40: x1's holes NaN,
+    x2's, y's and some of g's nulls, and a level of g ('z') only in a row dropped for x1; and
+    the same rows as CSV. Two files, so that rows are named across them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path, table = holes
+    n = len(table)
+    g = np.array(["a", "b", "c"], object)[np.arange(n) % 3]
+    g[[10, 100, 200]] = None
+    g[3] = "z"  # row 3's x1 is missing
+    folder = path.parent / "holes_parquet"
+    folder.mkdir()
+    for name, rows in (("part-0.parquet", slice(0, 130)), ("part-1.parquet", slice(130, n))):
+        columns = {
+            "x1": pa.array(table[rows, 0], from_pandas=False),  # NaN stays NaN
+            "x2": pa.array(table[rows, 1], from_pandas=True),  # NaN becomes null
+            "g": pa.array(g[rows].tolist(), pa.string()),
+            "y": pa.array(table[rows, 2], from_pandas=True),
+        }
+        pq.write_table(pa.table(columns), folder / name, row_group_size=40)
+    csv_path = path.parent / "holes_g.csv"
+    with open(csv_path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["x1", "x2", "g", "y"])
+        for row, level in zip(table, g):
+            out.writerow([*("" if np.isnan(v) else repr(float(v)) for v in row[:2]), level or "",
+                          "" if np.isnan(row[2]) else repr(float(row[2]))])  # fmt: skip
+    frame = {"x1": table[:, 0], "x2": table[:, 1], "g": g, "y": table[:, 2]}
+    return folder, csv_path, frame
+
+
+def test_parquet_drop_is_csv_drop_and_statsmodels_on_the_rows_kept(holes_parquet, tmp_path):
+    import pandas as pd
+    import statsmodels.formula.api as smf
+
+    folder, csv_path, frame = holes_parquet
+    args = ["--features", "x1,x2,g", "--solver", "exact", "--missing", "drop"]
+    runs = {}
+    for name, data in (("parquet", folder), ("csv", csv_path)):
+        out = tmp_path / f"{name}.json"
+        assert main(["--data", str(data), *args, "--metrics_json", str(out), "--quiet"]) == 0
+        runs[name] = read_metrics(out)
+    ours, theirs = runs["parquet"], runs["csv"]
+    assert ours["features"] == theirs["features"] == ["x1", "x2", "g[T.b]", "g[T.c]"]
+    assert ours["rows_dropped_missing"] == theirs["rows_dropped_missing"] == 45
+    np.testing.assert_allclose(params_of(ours), params_of(theirs), rtol=1e-12)
+    ref = smf.ols("y ~ x1 + x2 + g", pd.DataFrame(frame).dropna()).fit()
+    assert ours["num_samples"] == ref.nobs == 255
+    ordered = [ref.params[n] for n in ["x1", "x2", "g[T.b]", "g[T.c]", "Intercept"]]
+    np.testing.assert_allclose(params_of(ours), ordered, rtol=1e-10)
+
+
+@pytest.mark.multiprocess
+def test_parquet_drop_is_the_same_on_three_ranks(holes_parquet, tmp_path):
+    folder, _, _ = holes_parquet
+    one = tmp_path / "one.json"
+    args = ["--data", str(folder), "--features", "x1,x2,g", "--solver", "exact"]
+    assert main([*args, "--missing", "drop", "--metrics_json", str(one), "--quiet"]) == 0
+    run = launch("mpirun", 3, [*args, "--missing", "drop"], tmp_path)
+    assert run.returncode == 0, run.output
+    assert run.metrics["features"] == read_metrics(one)["features"]
+    assert (run.metrics["num_samples"], run.metrics["rows_dropped_missing"]) == (255, 45)
+    np.testing.assert_allclose(params_of(run.metrics), params_of(read_metrics(one)), rtol=1e-10)
+    assert "(45 with a missing value dropped)" in run.stdout.splitlines()[0]
+
+
+def test_a_parquet_row_is_named_in_its_file_after_drops(tmp_path, capsys):
+    """Rows with a null drop; the negative target of the second file's row 2 is named as the
+    files' row 5, as the family's check names rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "parts").mkdir()
+    pq.write_table(
+        pa.table({"x": [1.0, None, 3.0], "y": [2.0, 1.0, None]}), tmp_path / "parts/a.parquet"
+    )
+    pq.write_table(
+        pa.table({"x": [None, 5.0, 6.0], "y": [1.0, 2.0, -1.0]}), tmp_path / "parts/b.parquet"
+    )
+    args = ["--data", str(tmp_path / "parts"), "--model", "poisson", "--solver", "exact"]
+    assert main([*args, "--missing", "drop"]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path}/parts: data row 5 (0-based) has the target -1" in err
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path}/parts/a.parquet: column 'x' is null in data row 1 (0-based); fill it" in err
+
+
 @pytest.mark.parametrize("cell", MISSING)
 def test_a_missing_value_stops_the_run_naming_its_line_and_column(cell, tmp_path, capsys):
     path = tmp_path / "d.csv"
@@ -159,7 +250,7 @@ def test_drop_refuses_formats_it_does_not_drop_from(tmp_path, capsys):
     np.savez(tmp_path / "d.npz", X=np.ones((4, 1)), y=np.ones(4))
     assert main(["--data", str(tmp_path / "d.npz"), "--missing", "drop"]) == 2
     err = capsys.readouterr().err
-    assert "--missing drop drops the rows of CSV files; a .npz file's nulls and NaNs" in err
+    assert "--missing drop drops the rows of CSV and Parquet files; a .npz file's NaNs" in err
 
 
 def test_drop_of_every_row_is_refused(tmp_path, capsys):

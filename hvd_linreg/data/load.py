@@ -72,10 +72,11 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
             f"--categorical codes the named columns of CSV and Parquet files as levels; a "
             f"{suffix} file's columns are unnamed numbers: pass the dummies as its columns"
         )
-    if spec.missing == "drop":
+    drop = spec.missing == "drop"
+    if drop and not (isinstance(reader, TableReader) and reader.open_dropping):
         raise UsageError(
-            f"--missing drop drops the rows of CSV files; a {suffix} file's nulls and NaNs "
-            "stop the run naming their row: drop those rows from it, or convert it to CSV"
+            f"--missing drop drops the rows of CSV and Parquet files; a {suffix} file's NaNs "
+            "stop the run naming their row: drop those rows from it, or write it as Parquet"
         )
     if isinstance(reader, TableReader) and not reader.named_columns:
         for flag, value in (("--target", spec.target), ("--features", spec.features)):
@@ -89,7 +90,12 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
                 f"of a .npz file (beside X and y); a {suffix} file has neither: save the "
                 "arrays in one .npz (np.savez(path, X=X, y=y, weight=w))"
             )
-    table = open_table(files, spec)
+    table = reader.open_dropping(files, spec, job) if drop else open_table(files, spec)
+    if table.num_rows == 0 and table.dropped is not None:
+        raise UsageError(
+            f"every row of {cfg.data} has a missing value in a column the run uses: "
+            "--missing drop leaves none"
+        )
     if table.num_rows == 0:
         raise UsageError(f"{cfg.data} holds no rows")
     holdout = Holdout.of(cfg, table.num_rows)
@@ -105,7 +111,7 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     else:  # the features' and the target's labels, and the carried arrays' between them
         labels = reader.labels(table.num_features - len(carried))
         labels[-1:-1] = [f"array {name!r}" for name in carried.names]
-    names = RowNames(files, table.file_rows, labels, carried)
+    names = RowNames(files, table.file_rows, labels, carried, table.dropped)
     try:
         shard = _table_shard(cfg.data, table, training, layout, dtype, carried)
         names.check_shard(shard, holdout.file_row(layout))
@@ -137,6 +143,7 @@ def _table_shard(
         "carried_columns": carried,
         "levels": table.levels,
         "columns": table.sources,
+        "dropped": table.dropped,
     }
     if shard_bytes > memory_per_rank() * _SHARD_SHARE:
         X, y, C = layout.take(training, dtype, range(layout.run_length), k)

@@ -24,21 +24,24 @@ from hvd_linreg.data.categorical import (
     too_many_levels,
 )
 from hvd_linreg.data.columns import check_same_columns, choose_columns, column_list
+from hvd_linreg.data.missing import HINT
 from hvd_linreg.data.spec import DataSpec, TableReader
-from hvd_linreg.data.table import Table, open_without_readahead, own_dtype, read_across
+from hvd_linreg.data.table import (
+    Table,
+    open_without_readahead,
+    own_dtype,
+    read_across,
+    without_rows,
+)
 
 
-def parquet_table(files: list[Path], spec: DataSpec) -> Table:
+def parquet_table(files: list[Path], spec: DataSpec, dropped: np.ndarray | None = None) -> Table:
     """The files' rows, in order, as one Table of the chosen columns (nothing read yet but
-    the footers); UsageError for a file, column or type the user can fix."""
+    the footers); UsageError for a file, column or type the user can fix. With dropped (rows
+    of the files, sorted: those with a null or NaN in a used column), the table is the rows
+    kept, and the levels those rows hold."""
     pq = _import_parquet()
-    metadata = [_footer(pq, p) for p in files]
-    schema = metadata[0].schema.to_arrow_schema()
-    for p, m in zip(files[1:], metadata[1:]):
-        _check_same_columns(files[0], schema, p, m.schema.to_arrow_schema())
-    names = schema.names
-    chosen, t = choose_columns(names, spec.target, spec.features, files[0], spec.carried)
-    columns = [names[j] for j in [*chosen, t]]
+    metadata, schema, names, columns, chosen = _columns(pq, files, spec)
     features = chosen[: len(chosen) - len(spec.carried)]
     named = named_columns(spec.categorical, names, features, files[0])
     categorical = [j for j in features if j in named or _holds_levels(schema.field(names[j]).type)]
@@ -48,7 +51,8 @@ def parquet_table(files: list[Path], spec: DataSpec) -> Table:
     starts = np.cumsum([0] + [m.row_group(g).num_rows for _, m, g in groups])
     # by the columns' positions among those read
     levels = {
-        columns.index(names[j]): _levels(pq, files, metadata, names[j], spec) for j in categorical
+        columns.index(names[j]): _levels(pq, files, metadata, names[j], spec, dropped)
+        for j in categorical
     }
     at = list(range(len(columns) - 1))
     expanded = [*expanded_names(columns, at, levels), columns[-1]]
@@ -57,12 +61,14 @@ def parquet_table(files: list[Path], spec: DataSpec) -> Table:
     def read_group(i: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         if last.get("group") != i:
             last.clear()
-            rows = _read_group(pq, *groups[i], columns, dtype, levels, len(expanded) - 1)
+            rows = _read_group(
+                pq, *groups[i], columns, dtype, levels, len(expanded) - 1, dropped is not None
+            )
             last["group"], last["rows"] = i, rows
         X, y = last["rows"]
         return X[lo:hi], y[lo:hi]
 
-    return Table(
+    table = Table(
         read_across(starts, read_group, len(expanded) - 1, dtype),
         int(starts[-1]),
         len(expanded) - 1,
@@ -74,6 +80,51 @@ def parquet_table(files: list[Path], spec: DataSpec) -> Table:
         levels={columns[j]: values for j, values in levels.items()} if levels else None,
         sources=tuple(names[j] for j in features) if levels else None,
     )
+    return table if dropped is None else without_rows(table, dropped)
+
+
+def _columns(pq, files: list[Path], spec: DataSpec):
+    """The files' footers, their schema (the same in each), its column names, the columns
+    used (the chosen ones, then the target) and the chosen columns' positions."""
+    metadata = [_footer(pq, p) for p in files]
+    schema = metadata[0].schema.to_arrow_schema()
+    for p, m in zip(files[1:], metadata[1:]):
+        _check_same_columns(files[0], schema, p, m.schema.to_arrow_schema())
+    names = schema.names
+    chosen, t = choose_columns(names, spec.target, spec.features, files[0], spec.carried)
+    return metadata, schema, names, [names[j] for j in [*chosen, t]], chosen
+
+
+def parquet_table_dropping(files: list[Path], spec: DataSpec, job) -> Table:
+    """parquet_table without the rows that hold a null or a NaN in a used column (--missing
+    drop): each rank looks for them in its share of the row groups (the used columns, read
+    once more) and one allgather joins what the ranks found, so every rank drops the same
+    rows at any rank count."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    pq = _import_parquet()
+    metadata, _, _, columns, _ = _columns(pq, files, spec)
+    groups = [(p, m, g) for p, m in zip(files, metadata) for g in range(m.num_row_groups)]
+    starts = np.cumsum([0] + [m.row_group(g).num_rows for _, m, g in groups])
+    rank, size = (job.rank, job.size) if job is not None else (0, 1)
+    found = []
+    for i in np.array_split(np.arange(len(groups)), size)[rank]:
+        p, m, g = groups[i]
+        try:
+            with open_without_readahead(p) as f:
+                rows = pq.ParquetFile(f, metadata=m).read_row_group(g, columns=columns)
+        except (OSError, pa.ArrowException) as e:
+            raise UsageError(f"cannot read {p}: {e}") from None
+        missing = np.zeros(rows.num_rows, bool)
+        for column in rows.columns:
+            missing |= column.is_null().to_numpy(zero_copy_only=False)
+            if pa.types.is_floating(column.type):
+                missing |= pc.is_nan(column).fill_null(False).to_numpy(zero_copy_only=False)
+        found.append(starts[i] + np.flatnonzero(missing))
+    mine = np.concatenate([np.zeros(0, np.int64), *found])
+    every = job.allgather(mine) if size > 1 else [mine]
+    return parquet_table(files, spec, np.sort(np.concatenate(every)))
 
 
 def _holds_levels(arrow_type) -> bool:
@@ -88,25 +139,37 @@ def _holds_levels(arrow_type) -> bool:
     )
 
 
-def _levels(pq, files: list[Path], metadata, name: str, spec: DataSpec) -> list:
-    """A categorical column's levels over all the files, sorted: every rank reads the column
-    whole (one column, decoded by pyarrow), so every rank finds the same levels."""
+def _levels(
+    pq, files: list[Path], metadata, name: str, spec: DataSpec, dropped: np.ndarray | None
+) -> list:
+    """A categorical column's levels over all the files (in the rows kept), sorted: every rank
+    reads the column whole (one column, decoded by pyarrow), so every rank finds the same
+    levels."""
     import pyarrow as pa
 
     found: set = set()
+    start = 0
     for p, m in zip(files, metadata):
         try:
             with open_without_readahead(p) as f:
                 column = pq.ParquetFile(f, metadata=m).read(columns=[name]).column(0)
         except (OSError, pa.ArrowException) as e:
             raise UsageError(f"cannot read {p}: {e}") from None
+        if dropped is not None:
+            gone = dropped[(dropped >= start) & (dropped < start + m.num_rows)] - start
+            keep = np.ones(m.num_rows, bool)
+            keep[gone] = False
+            column = column.filter(pa.array(keep))
+        start += m.num_rows
         found.update(v for v in column.unique().to_pylist() if v is not None)
     if len(found) > spec.max_levels:
         raise too_many_levels(name, len(found), spec.max_levels)
     return sorted_levels(found)
 
 
-PARQUET = TableReader(parquet_table, named_columns=True, whole_batches=True)
+PARQUET = TableReader(
+    parquet_table, named_columns=True, whole_batches=True, open_dropping=parquet_table_dropping
+)
 
 
 def _import_parquet():
@@ -165,9 +228,11 @@ def _read_group(
     dtype: np.dtype,
     levels: Levels,
     width: int,
+    nulls: bool = False,
 ):
     """One row group's chosen columns as X (rows, width features: a categorical column, by
-    its position in levels, as its dummies) and y, in dtype."""
+    its position in levels, as its dummies) and y, in dtype; a null is refused, or with
+    nulls (its row is being dropped) NaN."""
     import pyarrow as pa
 
     try:
@@ -183,17 +248,16 @@ def _read_group(
         X, dummies = block[:, :-1], X
     for j, name in enumerate(columns):
         column = rows.column(name)
-        if column.null_count:
+        if column.null_count and not nulls:
             first = sum(metadata.row_group(g).num_rows for g in range(group))
             row = first + int(np.argmax(column.is_null().to_numpy(zero_copy_only=False)))
-            raise UsageError(
-                f"{p}: column {name!r} is null in data row {row} (0-based); fill or drop such rows"
-            )
+            raise UsageError(f"{p}: column {name!r} is null in data row {row} (0-based); {HINT}")
         out = X[:, j] if j < len(columns) - 1 else y
         if j in levels:
             words = bool(levels[j]) and isinstance(levels[j][0], (str, bool))
-            values = np.array(column.to_pylist(), object if words else np.float64)
-            out[...] = codes(values, levels[j])
+            values = column.to_pylist()
+            found = codes(np.array(values, object if words else np.float64), levels[j])
+            out[...] = np.where([v is None for v in values], np.nan, found)
         else:
             out[...] = column.to_numpy()
     if levels:

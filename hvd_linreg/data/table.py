@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hvd_linreg.config import UsageError
+from hvd_linreg.data.missing import file_row
 
 # Reads of this many bytes at most: a part in memory stays small beside the shard.
 PART_BYTES = 8 << 20
@@ -31,6 +32,9 @@ class Table:
     # are then their dummies, and sources the data's columns they come from
     levels: dict[str, list] | None = None
     sources: tuple[str, ...] | None = None
+    # --missing drop: the files' rows dropped (0-based over the files, sorted); the table's
+    # rows are the others, in order, and file_rows counts them all
+    dropped: np.ndarray | None = None
 
     def parts(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Rows start .. stop - 1, in reads of at most PART_BYTES."""
@@ -66,6 +70,27 @@ def read_across(
         return np.concatenate([X for X, _ in pieces]), np.concatenate([y for _, y in pieces])
 
     return read
+
+
+def without_rows(table: Table, dropped: np.ndarray) -> Table:
+    """The table without its rows `dropped` (sorted; rows of the files): its row i is the
+    i-th row kept, read as a range of the files' rows with the dropped ones taken out."""
+    if not len(dropped):
+        return table
+
+    def read(start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        if stop <= start:
+            return table.read(0, 0)
+        first, last = file_row(start, dropped), file_row(stop - 1, dropped)
+        X, y = table.read(first, last + 1)
+        gone = dropped[np.searchsorted(dropped, first) : np.searchsorted(dropped, last)] - first
+        if len(gone):
+            keep = np.ones(len(y), bool)
+            keep[gone] = False
+            X, y = X[keep], y[keep]
+        return X, y
+
+    return replace(table, read=read, num_rows=table.num_rows - len(dropped), dropped=dropped)
 
 
 def rows_of(table: Table, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -201,14 +201,24 @@ def test_an_elastic_launch_without_elastic_is_refused(start_elastic):
     assert "Step:" not in run.output
 
 
-def test_elastic_on_one_host_equals_averaged_sgd(start_elastic, regression_file):
-    path, X, y = regression_file(num_rows=ROWS)
+def test_elastic_on_one_host_equals_averaged_sgd(start_elastic, tmp_path):
+    """A CSV file with a word column: its dummies train as ordinary features under the elastic
+    driver, where each rank parses its byte range and the ranks agree on the levels."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((ROWS, 2))
+    g = np.array(["north", "south", "east"])[rng.integers(0, 3, ROWS)]
+    X = np.c_[x[:, 0], g == "north", g == "south", x[:, 1]]  # levels east < north < south
+    y = X @ [1.0, 2.0, -1.0, 3.0] - 1.5 + 0.1 * rng.standard_normal(ROWS)
+    path = tmp_path / "data.csv"
+    rows = [f"{a!r},{word},{b!r},{t!r}" for (a, b), word, t in zip(x.tolist(), g, y.tolist())]
+    path.write_text("x1,region,x2,y\n" + "\n".join(rows) + "\n")
     run = start_elastic(
         LocalElasticJob, "localhost:2\n", 2, 2, data_args(path, 300), ONE_HOST
     ).run()
     assert run.returncode == 0, run.output
     m = run.metrics
     assert (m["size"], m["resets"], m["first_step"]) == (2, [], 0)
+    assert m["features"] == ["x1", "region[T.north]", "region[T.south]", "x2"]
     expected = averaged_sgd(
         X, y, ranks=2, batch_size=BATCH, steps=300, lr=LR, w0=m["initial_w"], b0=m["initial_b"]
     )

@@ -247,7 +247,10 @@ def _scattered_rows(
         levels = _agreed_levels(splits, names, worded, categorical, job)
     starts = np.cumsum([0, *lengths])
     ids = [starts[i] + before + gone for i, before, gone in dropped]
-    rows = np.concatenate([s.rows for s in splits] or [np.zeros((0, len(names)))])
+    if len(splits) == 1:  # one file's range: no copy
+        rows = splits[0].rows
+    else:
+        rows = np.concatenate([s.rows for s in splits] or [np.zeros((0, len(names)))])
     counts = [sum(piece[1] for piece in pieces) for pieces in every]
     return _Scattered(
         rows, counts, file_rows, lengths, np.concatenate([np.zeros(0, np.int64), *ids]), levels

@@ -76,8 +76,7 @@ def _column(cells, words_allowed: bool, as_text: bool) -> Column | None:
 
     if not as_text:
         try:  # pyarrow's float parser reads a subset of what Python's float() reads
-            values = pc.cast(cells, pa.float64()).fill_null(np.nan)
-            return values.to_numpy(), None
+            return pc.cast(cells, pa.float64()).to_numpy(), None  # a null: NaN
         except pa.ArrowInvalid:
             pass
     distinct = pc.unique(cells)

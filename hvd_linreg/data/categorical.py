@@ -166,18 +166,27 @@ def codes(values: np.ndarray, levels: Sequence[Level]) -> np.ndarray:
     return np.fromiter(map(index.get, values, repeat(-1)), np.float64, len(values))
 
 
+# Rows expanded at a time: their block of the output (at most a few MB) stays in the cache
+# while each column's pass writes into it.
+EXPAND_ROWS = 4096
+
+
 def expand(table: np.ndarray, columns: Sequence[int], levels: Levels, out: np.ndarray) -> None:
     """out[:] = the table's columns `columns`, each categorical one (its level codes) as its
     treatment dummies."""
-    at = 0
-    if any(j in levels for j in columns):
-        out[...] = 0  # in one pass, not a pass per column
-    for j in columns:
-        k = width(j, levels)
-        if j in levels:  # a 1 where the code is the dummy's level: one write per row
-            code = table[:, j]
-            rows = np.flatnonzero((code >= 1) & (code <= k))
-            out[rows, at + code[rows].astype(np.intp) - 1] = 1
-        else:
-            out[:, at] = table[:, j]
-        at += k
+    if not any(j in levels for j in columns):
+        out[...] = table[:, list(columns)]
+        return
+    for start in range(0, len(out), EXPAND_ROWS):
+        block, rows = out[start : start + EXPAND_ROWS], table[start : start + EXPAND_ROWS]
+        block[...] = 0
+        at = 0
+        for j in columns:
+            k = width(j, levels)
+            if j in levels:  # a 1 where the code is the dummy's level: one write per row
+                code = rows[:, j]
+                hit = np.flatnonzero((code >= 1) & (code <= k))
+                block[hit, at + code[hit].astype(np.intp) - 1] = 1
+            else:
+                block[:, at] = rows[:, j]
+            at += k

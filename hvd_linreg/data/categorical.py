@@ -54,11 +54,6 @@ class Words:
             texts += part.texts
         return cls(np.concatenate(index) if index else np.zeros(0, np.intp), texts)
 
-    @property
-    def missing(self) -> np.ndarray:
-        """Whether each row's cell is missing."""
-        return np.array([t is None for t in self.texts], bool)[self.index]
-
     def rows(self, keep: np.ndarray) -> Words:
         """The rows `keep` (a mask or indices)."""
         return Words(self.index[keep], self.texts)

@@ -19,7 +19,7 @@ from hvd_linreg.ranks import (
     say,
     settle,
 )
-from hvd_linreg.startup import import_tensorflow, quiet_tensorflow, without_pandas
+from hvd_linreg.startup import import_tensorflow, quiet_tensorflow
 
 
 class _Parser(argparse.ArgumentParser):
@@ -138,10 +138,11 @@ def run_model_command(command: str, argv: list[str]) -> int:
     quiet_tensorflow()
     from hvd_linreg import predict  # checks the model and data before TensorFlow starts
 
-    with without_pandas():  # TensorFlow is imported in there, once the inputs are checked
-        if command == "predict":
-            return predict.predict(args.model, args.data, args.out, args.threshold)
-        return predict.evaluate(args.model, args.data, args.metrics_json)
+    # TensorFlow is imported in there (import_tensorflow, without pandas), once the inputs are
+    # checked; reading a Parquet file may then import pandas through pyarrow
+    if command == "predict":
+        return predict.predict(args.model, args.data, args.out, args.threshold)
+    return predict.evaluate(args.model, args.data, args.metrics_json)
 
 
 def parse_config(argv: list[str] | None = None) -> Config:

@@ -305,6 +305,7 @@ def test_parquet_category_string_and_boolean_columns_equal_statsmodels(
     assert "large[T.True]" in run.metrics["features"]
 
 
+@pytest.mark.multiprocess
 def test_predict_on_parquet_codes_its_words_and_booleans_with_the_models_levels(
     grunfeld_parquet, tmp_path, capsys
 ):
@@ -322,6 +323,11 @@ def test_predict_on_parquet_codes_its_words_and_booleans_with_the_models_levels(
     out = tmp_path / "p.npy"
     assert main(["predict", "--model", str(model), "--data", str(data), "--out", str(out)]) == 0
     ref = smf.ols("invest ~ firm + C(year) + large + value + capital", df).fit()
+    np.testing.assert_allclose(np.load(out), ref.predict(new), rtol=1e-9)
+    # two ranks: each reads its block of rows from the row groups that hold them (3 and 1)
+    args = ["predict", "--model", str(model), "--data", str(data), "--out", str(out)]
+    run = launch("mpirun", 2, args, tmp_path, metrics=False)
+    assert run.returncode == 0, run.output
     np.testing.assert_allclose(np.load(out), ref.predict(new), rtol=1e-9)
     # a level the model never saw, in the second row group
     bad = new.assign(firm=new["firm"].astype(str))

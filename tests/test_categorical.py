@@ -289,7 +289,7 @@ def grunfeld_parquet(grunfeld):
     return out, df
 
 
-@pytest.mark.parametrize("size", [1, 3])
+@pytest.mark.parametrize("size", [1, 2, 3])
 @pytest.mark.multiprocess
 def test_parquet_category_string_and_boolean_columns_equal_statsmodels(
     grunfeld_parquet, tmp_path, size

@@ -254,10 +254,9 @@ def _read_group(
             raise UsageError(f"{p}: column {name!r} is null in data row {row} (0-based); {HINT}")
         out = X[:, j] if j < len(columns) - 1 else y
         if j in levels:
-            words = bool(levels[j]) and isinstance(levels[j][0], (str, bool))
-            values = column.to_pylist()
-            found = codes(np.array(values, object if words else np.float64), levels[j])
-            out[...] = np.where([v is None for v in values], np.nan, found)
+            first = sum(metadata.row_group(g).num_rows for g in range(group))
+            # with nulls, a level of the rows being dropped only is none of the levels: NaN
+            out[...] = _level_codes(p, name, column, levels[j], first, strict=not nulls)
         else:
             out[...] = column.to_numpy()
     if levels:
@@ -304,9 +303,12 @@ def parquet_rows(p: Path, used: list[int], start: int, stop: int, levels: Levels
     return out
 
 
-def _level_codes(p: Path, name: str, column, levels: list, start: int) -> np.ndarray:
-    """A categorical column's cells (pyarrow) as their codes among the model's levels; NaN
-    where null."""
+def _level_codes(
+    p: Path, name: str, column, levels: list, start: int, strict: bool = True
+) -> np.ndarray:
+    """A categorical column's cells (pyarrow) as their codes among the levels (a model's, or
+    the data's); NaN where null. A value that is none of them is a UsageError, or NaN where
+    not strict."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -328,12 +330,13 @@ def _level_codes(p: Path, name: str, column, levels: list, start: int) -> np.nda
         index = index.to_numpy().astype(np.intp)
         found = codes(np.array(texts, object), levels)[index]
         values = np.where(np.array([v is None for v in texts])[index], np.nan, 0.0)
-    unknown = np.flatnonzero(~np.isnan(values) & (found < 0))
-    if len(unknown):
+    missing = np.isnan(values)
+    unknown = np.flatnonzero(~missing & (found < 0))
+    if len(unknown) and strict:
         row = int(unknown[0])
         level = column[row].as_py()
         raise UsageError(
             f"{p}: {level!r} in column {name!r} (data row {start + row}, 0-based) is not one of "
             f"the levels the model was fitted with ({column_list([level_name(v) for v in levels])})"
         )
-    return np.where(np.isnan(values), np.nan, found)
+    return np.where(missing | (found < 0), np.nan, found)

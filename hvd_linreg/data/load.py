@@ -73,7 +73,7 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
             f"{suffix} file's columns are unnamed numbers: pass the dummies as its columns"
         )
     drop = spec.missing == "drop"
-    if drop and not (isinstance(reader, TableReader) and reader.open_dropping):
+    if drop and not (isinstance(reader, TableReader) and reader.open_ranked):
         raise UsageError(
             f"--missing drop drops the rows of CSV and Parquet files; a {suffix} file's NaNs "
             "stop the run naming their row: drop those rows from it, or write it as Parquet"
@@ -90,7 +90,8 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
                 f"of a .npz file (beside X and y); a {suffix} file has neither: save the "
                 "arrays in one .npz (np.savez(path, X=X, y=y, weight=w))"
             )
-    table = reader.open_dropping(files, spec, job) if drop else open_table(files, spec)
+    ranked = isinstance(reader, TableReader) and reader.open_ranked
+    table = reader.open_ranked(files, spec, job) if ranked else open_table(files, spec)
     if table.num_rows == 0 and table.dropped is not None:
         raise UsageError(
             f"every row of {cfg.data} has a missing value in a column the run uses: "

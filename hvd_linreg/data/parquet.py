@@ -15,13 +15,12 @@ import numpy as np
 from hvd_linreg.config import UsageError
 from hvd_linreg.data.categorical import (
     Levels,
+    agree_levels,
     codes,
     expand,
     expanded_names,
     level_name,
     named_columns,
-    sorted_levels,
-    too_many_levels,
 )
 from hvd_linreg.data.columns import check_same_columns, choose_columns, column_list
 from hvd_linreg.data.missing import HINT
@@ -35,11 +34,15 @@ from hvd_linreg.data.table import (
 )
 
 
-def parquet_table(files: list[Path], spec: DataSpec, dropped: np.ndarray | None = None) -> Table:
+def parquet_table(
+    files: list[Path], spec: DataSpec, dropped: np.ndarray | None = None, job=None
+) -> Table:
     """The files' rows, in order, as one Table of the chosen columns (nothing read yet but
-    the footers); UsageError for a file, column or type the user can fix. With dropped (rows
-    of the files, sorted: those with a null or NaN in a used column), the table is the rows
-    kept, and the levels those rows hold."""
+    the footers and the categorical columns, for their levels); UsageError for a file, column
+    or type the user can fix. With dropped (rows of the files, sorted: those with a null or
+    NaN in a used column), the table is the rows kept, and the levels those rows hold. job:
+    the ranks' collectives, with which each rank reads the categorical columns of its share
+    of the row groups only (without, one process reads them all)."""
     pq = _import_parquet()
     metadata, schema, names, columns, chosen = _columns(pq, files, spec)
     features = chosen[: len(chosen) - len(spec.carried)]
@@ -50,10 +53,8 @@ def parquet_table(files: list[Path], spec: DataSpec, dropped: np.ndarray | None 
     groups = [(p, m, g) for p, m in zip(files, metadata) for g in range(m.num_row_groups)]
     starts = np.cumsum([0] + [m.row_group(g).num_rows for _, m, g in groups])
     # by the columns' positions among those read
-    levels = {
-        columns.index(names[j]): _levels(pq, files, metadata, names[j], spec, dropped)
-        for j in categorical
-    }
+    coded = [columns.index(names[j]) for j in categorical]
+    levels = _levels(pq, groups, starts, columns, coded, spec, dropped, job) if coded else {}
     at = list(range(len(columns) - 1))
     expanded = [*expanded_names(columns, at, levels), columns[-1]]
     last = {}  # the row group read last: the next read usually starts in it
@@ -95,11 +96,14 @@ def _columns(pq, files: list[Path], spec: DataSpec):
     return metadata, schema, names, [names[j] for j in [*chosen, t]], chosen
 
 
-def parquet_table_dropping(files: list[Path], spec: DataSpec, job) -> Table:
-    """parquet_table without the rows that hold a null or a NaN in a used column (--missing
-    drop): each rank looks for them in its share of the row groups (the used columns, read
+def parquet_table_of_ranks(files: list[Path], spec: DataSpec, job) -> Table:
+    """parquet_table read by the ranks together: each finds the levels in its share of the
+    row groups. With --missing drop, without the rows that hold a null or a NaN in a used
+    column: each rank looks for them in its share of the row groups (the used columns, read
     once more) and one allgather joins what the ranks found, so every rank drops the same
     rows at any rank count."""
+    if spec.missing != "drop":
+        return parquet_table(files, spec, job=job)
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -124,7 +128,7 @@ def parquet_table_dropping(files: list[Path], spec: DataSpec, job) -> Table:
         found.append(starts[i] + np.flatnonzero(missing))
     mine = np.concatenate([np.zeros(0, np.int64), *found])
     every = job.allgather(mine) if size > 1 else [mine]
-    return parquet_table(files, spec, np.sort(np.concatenate(every)))
+    return parquet_table(files, spec, np.sort(np.concatenate(every)), job)
 
 
 def _holds_levels(arrow_type) -> bool:
@@ -140,35 +144,43 @@ def _holds_levels(arrow_type) -> bool:
 
 
 def _levels(
-    pq, files: list[Path], metadata, name: str, spec: DataSpec, dropped: np.ndarray | None
-) -> list:
-    """A categorical column's levels over all the files (in the rows kept), sorted: every rank
-    reads the column whole (one column, decoded by pyarrow), so every rank finds the same
-    levels."""
+    pq,
+    groups: list,
+    starts: np.ndarray,
+    columns: list[str],
+    coded: list[int],
+    spec: DataSpec,
+    dropped: np.ndarray | None,
+    job,
+) -> Levels:
+    """The levels of the columns `coded` (positions among `columns`) over the row groups, in
+    the rows kept, sorted: each rank collects those of its share of the groups (those columns
+    alone, decoded by pyarrow) and one allgather joins them (agree_levels), so every rank has
+    the same levels at any rank count."""
     import pyarrow as pa
 
-    found: set = set()
-    start = 0
-    for p, m in zip(files, metadata):
+    rank, size = (job.rank, job.size) if job is not None else (0, 1)
+    names = [columns[j] for j in coded]
+    found: dict[int, set] = {j: set() for j in coded}
+    for i in np.array_split(np.arange(len(groups)), size)[rank]:
+        p, m, g = groups[i]
         try:
             with open_without_readahead(p) as f:
-                column = pq.ParquetFile(f, metadata=m).read(columns=[name]).column(0)
+                rows = pq.ParquetFile(f, metadata=m).read_row_group(g, columns=names)
         except (OSError, pa.ArrowException) as e:
             raise UsageError(f"cannot read {p}: {e}") from None
         if dropped is not None:
-            gone = dropped[(dropped >= start) & (dropped < start + m.num_rows)] - start
-            keep = np.ones(m.num_rows, bool)
+            gone = dropped[(dropped >= starts[i]) & (dropped < starts[i + 1])] - starts[i]
+            keep = np.ones(rows.num_rows, bool)
             keep[gone] = False
-            column = column.filter(pa.array(keep))
-        start += m.num_rows
-        found.update(v for v in column.unique().to_pylist() if v is not None)
-    if len(found) > spec.max_levels:
-        raise too_many_levels(name, len(found), spec.max_levels)
-    return sorted_levels(found)
+            rows = rows.filter(pa.array(keep))
+        for j, name in zip(coded, names):
+            found[j].update(v for v in rows.column(name).unique().to_pylist() if v is not None)
+    return agree_levels(found, columns, spec.max_levels, job)
 
 
 PARQUET = TableReader(
-    parquet_table, named_columns=True, whole_batches=True, open_dropping=parquet_table_dropping
+    parquet_table, named_columns=True, whole_batches=True, open_ranked=parquet_table_of_ranks
 )
 
 

@@ -73,9 +73,11 @@ class TableReader:
     whole_batches: bool = False
     labels: Callable[[int], list[str]] = numbered_columns  # for unnamed columns
     note: str = ""  # what the unknown-format message says about it
-    # --missing drop: open(files, spec) without the rows that hold a missing value in a used
-    # column, the same rows at any rank count (job: the ranks' collectives); None: refused
-    open_dropping: Callable[[list[Path], DataSpec, Job | None], Table] | None = None
+    # open(files, spec) by the ranks together (job: their collectives), each reading its share
+    # of what every rank needs (a Parquet file's levels); the only one that takes
+    # --missing drop: without the rows that hold a missing value in a used column, the same
+    # rows at any rank count. None: each rank opens alone, and --missing drop is refused
+    open_ranked: Callable[[list[Path], DataSpec, Job | None], Table] | None = None
 
 
 @dataclass(frozen=True)

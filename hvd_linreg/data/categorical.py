@@ -43,6 +43,16 @@ class Words:
         return cls(index, list(texts.values()))
 
     @classmethod
+    def of_arrow(cls, cells) -> Words:
+        """A pyarrow column's cells as Words of its distinct values as they are (not
+        stripped), the last text None: where a cell is null."""
+        import pyarrow.compute as pc
+
+        distinct = pc.unique(cells)
+        index = pc.index_in(cells, value_set=distinct).fill_null(len(distinct))
+        return cls(index.to_numpy().astype(np.intp), [*distinct.to_pylist(), None])
+
+    @classmethod
     def concat(cls, parts: Sequence[Words]) -> Words:
         """The parts' rows, one part after another, over one list of texts."""
         if len(parts) == 1:

@@ -1,10 +1,10 @@
 """A CSV split's columns parsed by pyarrow's CSV reader, when pyarrow is installed: the same
-values, texts and missing cells as the tool's own parser (data/csv.py), about twenty times
-faster. Where the two could differ, this parser declines (None) and the split goes to the
-tool's own: a line that pyarrow cannot read, a cell that pyarrow's float parser refuses but
-Python's accepts (' 1.5', '1_000'), a word in a column of numbers, a row whose every used
-cell is missing (a line of blanks is no row to the tool's parser). The tool's parser then also
-names the line of whatever is wrong."""
+values, texts and missing cells as the tool's own parser (data/csv.py), in C++ rather than
+Python (docs/performance.md, section 11). Where the two could differ, this parser declines
+(None) and the split goes to the tool's own: a line that pyarrow cannot read, a cell that
+pyarrow's float parser refuses but Python's accepts (' 1.5', '1_000'), a word in a column of
+numbers, a row whose every used cell is missing (a line of blanks is no row to the tool's
+parser). The tool's parser then also names the line of whatever is wrong."""
 
 from __future__ import annotations
 
@@ -79,11 +79,9 @@ def _column(cells, words_allowed: bool, as_text: bool) -> Column | None:
             return pc.cast(cells, pa.float64()).to_numpy(), None  # a null: NaN
         except pa.ArrowInvalid:
             pass
-    distinct = pc.unique(cells)
-    index = pc.index_in(cells, value_set=distinct).fill_null(len(distinct))
-    raw = [*distinct.to_pylist(), None]  # the last: where the cell was null
-    texts = [None if c is None or is_missing(c) else c.strip() for c in raw]
-    index = index.to_numpy().astype(np.intp)
+    raw = Words.of_arrow(cells)
+    texts = [None if c is None or is_missing(c) else c.strip() for c in raw.texts]
+    index = raw.index
     missing = np.array([t is None for t in texts])[index]
     if not as_text:
         numbers = [_float(t) for t in texts]

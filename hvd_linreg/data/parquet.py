@@ -15,6 +15,7 @@ import numpy as np
 from hvd_linreg.config import UsageError
 from hvd_linreg.data.categorical import (
     Levels,
+    Words,
     agree_levels,
     codes,
     expand,
@@ -111,15 +112,9 @@ def parquet_table_of_ranks(files: list[Path], spec: DataSpec, job) -> Table:
     metadata, _, _, columns, _ = _columns(pq, files, spec)
     groups = [(p, m, g) for p, m in zip(files, metadata) for g in range(m.num_row_groups)]
     starts = np.cumsum([0] + [m.row_group(g).num_rows for _, m, g in groups])
-    rank, size = (job.rank, job.size) if job is not None else (0, 1)
     found = []
-    for i in np.array_split(np.arange(len(groups)), size)[rank]:
-        p, m, g = groups[i]
-        try:
-            with open_without_readahead(p) as f:
-                rows = pq.ParquetFile(f, metadata=m).read_row_group(g, columns=columns)
-        except (OSError, pa.ArrowException) as e:
-            raise UsageError(f"cannot read {p}: {e}") from None
+    for i in _share(len(groups), job):
+        rows = _read_row_groups(pq, *groups[i], columns)
         missing = np.zeros(rows.num_rows, bool)
         for column in rows.columns:
             missing |= column.is_null().to_numpy(zero_copy_only=False)
@@ -127,8 +122,29 @@ def parquet_table_of_ranks(files: list[Path], spec: DataSpec, job) -> Table:
                 missing |= pc.is_nan(column).fill_null(False).to_numpy(zero_copy_only=False)
         found.append(starts[i] + np.flatnonzero(missing))
     mine = np.concatenate([np.zeros(0, np.int64), *found])
-    every = job.allgather(mine) if size > 1 else [mine]
+    every = job.allgather(mine) if job is not None and job.size > 1 else [mine]
     return parquet_table(files, spec, np.sort(np.concatenate(every)), job)
+
+
+def _share(num_groups: int, job) -> np.ndarray:
+    """The row groups (their positions) this rank reads of what the ranks read together."""
+    rank, size = (job.rank, job.size) if job is not None else (0, 1)
+    return np.array_split(np.arange(num_groups), size)[rank]
+
+
+def _read_row_groups(pq, p: Path, metadata, groups: int | list[int], columns: list[str]):
+    """The row group (or groups) of p, only the columns named; the footer read at the start is
+    passed in, so only the column chunks are read."""
+    import pyarrow as pa
+
+    try:
+        with open_without_readahead(p) as f:
+            parquet = pq.ParquetFile(f, metadata=metadata)
+            if isinstance(groups, list):
+                return parquet.read_row_groups(groups, columns=columns)
+            return parquet.read_row_group(int(groups), columns=columns)
+    except (OSError, pa.ArrowException) as e:
+        raise UsageError(f"cannot read {p}: {e}") from None
 
 
 def _holds_levels(arrow_type) -> bool:
@@ -159,16 +175,10 @@ def _levels(
     the same levels at any rank count."""
     import pyarrow as pa
 
-    rank, size = (job.rank, job.size) if job is not None else (0, 1)
     names = [columns[j] for j in coded]
     found: dict[int, set] = {j: set() for j in coded}
-    for i in np.array_split(np.arange(len(groups)), size)[rank]:
-        p, m, g = groups[i]
-        try:
-            with open_without_readahead(p) as f:
-                rows = pq.ParquetFile(f, metadata=m).read_row_group(g, columns=names)
-        except (OSError, pa.ArrowException) as e:
-            raise UsageError(f"cannot read {p}: {e}") from None
+    for i in _share(len(groups), job):
+        rows = _read_row_groups(pq, *groups[i], names)
         if dropped is not None:
             gone = dropped[(dropped >= starts[i]) & (dropped < starts[i + 1])] - starts[i]
             keep = np.ones(rows.num_rows, bool)
@@ -245,14 +255,7 @@ def _read_group(
     """One row group's chosen columns as X (rows, width features: a categorical column, by
     its position in levels, as its dummies) and y, in dtype; a null is refused, or with
     nulls (its row is being dropped) NaN."""
-    import pyarrow as pa
-
-    try:
-        # The footer read at the start is passed in, so only the column chunks are read.
-        with open_without_readahead(p) as f:
-            rows = pq.ParquetFile(f, metadata=metadata).read_row_group(group, columns=columns)
-    except (OSError, pa.ArrowException) as e:
-        raise UsageError(f"cannot read {p}: {e}") from None
+    rows = _read_row_groups(pq, p, metadata, group, columns)
     X = np.empty((rows.num_rows, width), dtype)
     y = np.empty(rows.num_rows, dtype)
     if levels:  # the level codes beside the numbers, then the dummies
@@ -297,11 +300,7 @@ def parquet_rows(p: Path, used: list[int], start: int, stop: int, levels: Levels
     starts = np.cumsum([0, *sizes])
     groups = [g for g in range(len(sizes)) if starts[g] < stop and starts[g + 1] > start]
     names = [schema.names[j] for j in used]
-    try:
-        with open_without_readahead(p) as f:
-            rows = pq.ParquetFile(f, metadata=metadata).read_row_groups(groups, columns=names)
-    except (OSError, pa.ArrowException) as e:
-        raise UsageError(f"cannot read {p}: {e}") from None
+    rows = _read_row_groups(pq, p, metadata, groups, names)
     first = int(starts[groups[0]]) if groups else start
     rows = rows.slice(start - first, stop - start)
     out = np.full((stop - start, len(schema.names)), np.nan)
@@ -322,7 +321,6 @@ def _level_codes(
     the data's); NaN where null. A value that is none of them is a UsageError, or NaN where
     not strict."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
@@ -334,14 +332,12 @@ def _level_codes(
         values = column.cast(pa.float64()).fill_null(np.nan).to_numpy()
         found = codes(values, levels)
     else:
-        distinct = pc.unique(column)
-        index = pc.index_in(column, value_set=distinct).fill_null(len(distinct))
-        texts = [*distinct.to_pylist(), None]  # the last: where the cell was null
+        words = Words.of_arrow(column)
+        texts = words.texts
         if not pa.types.is_boolean(column.type):  # as a CSV file's text would be
             texts = [v if v is None else str(v) for v in texts]
-        index = index.to_numpy().astype(np.intp)
-        found = codes(np.array(texts, object), levels)[index]
-        values = np.where(np.array([v is None for v in texts])[index], np.nan, 0.0)
+        found = Words(words.index, texts).codes(levels)
+        values = np.where(np.array([v is None for v in texts])[words.index], np.nan, 0.0)
     missing = np.isnan(values)
     unknown = np.flatnonzero(~missing & (found < 0))
     if len(unknown) and strict:

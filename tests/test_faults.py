@@ -108,7 +108,8 @@ def test_a_command_horovodrun_terminates_is_never_reported_as_a_success():
     """horovodrun ends each rank's command (on Ctrl-C, or when a rank fails under Gloo) through
     safe_shell_exec, whose exit code becomes the job's. Unpatched, it reported a terminated
     command as exit 0 in 22 of 30 runs: the job that was interrupted exited as if it had
-    succeeded (ci/horovod-patches/11-terminated-exit-code.patch)."""
+    succeeded (ci/horovod-patches/11-terminated-exit-code.patch). A terminated command exits
+    143; 137 where Horovod's SIGKILL came first (a shell stopped before its command started)."""
     from horovod.runner.common.util import safe_shell_exec
 
     codes = []
@@ -116,7 +117,7 @@ def test_a_command_horovodrun_terminates_is_never_reported_as_a_success():
         terminate = threading.Event()
         threading.Timer(0.2, terminate.set).start()
         codes.append(safe_shell_exec.execute("sleep 60", events=[terminate]))
-    assert codes == [128 + signal.SIGTERM] * 12, codes
+    assert set(codes) <= {128 + signal.SIGTERM, 128 + signal.SIGKILL}, codes
 
 
 def test_stall_shutdown_time_0_turns_the_watchdog_off(start_job):

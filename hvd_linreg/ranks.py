@@ -24,6 +24,7 @@ from hvd_linreg.startup import import_tensorflow
 
 if TYPE_CHECKING:
     import numpy as np
+    import tensorflow as tf
 
 
 STALL_DEFAULTS = {
@@ -154,7 +155,7 @@ class Job:
         import horovod.tensorflow as hvd
         import tensorflow as tf
 
-        received, _ = hvd.alltoall(tf.constant(rows), splits=tf.constant(counts, tf.int32))
+        received, _ = hvd.alltoall(as_tensor(rows), splits=tf.constant(counts, tf.int32))
         return received.numpy()
 
     def broadcast_variables(self, variables: list) -> None:
@@ -431,3 +432,18 @@ def _job(hosts: tuple[str, ...], verbose: bool) -> Job:
         verbose=verbose,
         threads=thread_budget(hvd.local_size()),
     )
+
+
+def as_tensor(a: np.ndarray) -> tf.Tensor:
+    """A tensor on the array's memory: tf.constant would copy it, twice over while converting.
+    DLPack shares memory that is C-ordered, writable and 64-byte aligned; anything else is
+    first copied once into such a buffer. Nothing writes to a shard after loading, nor to rows
+    being sent, so sharing is safe."""
+    import tensorflow as tf
+
+    from hvd_linreg.data.table import aligned_empty
+
+    if not (a.flags.c_contiguous and a.flags.writeable and a.ctypes.data % 64 == 0):
+        a, unaligned = aligned_empty(a.shape, a.dtype), a
+        a[...] = unaligned
+    return tf.experimental.dlpack.from_dlpack(a.__dlpack__())

@@ -15,9 +15,9 @@ import tensorflow as tf
 
 from hvd_linreg import checkpoint
 from hvd_linreg.config import Config, UsageError
-from hvd_linreg.data import Shard, aligned_empty
+from hvd_linreg.data import Shard
 from hvd_linreg.monitor import Monitor
-from hvd_linreg.ranks import Job, Watchdog
+from hvd_linreg.ranks import Job, Watchdog, as_tensor
 from hvd_linreg.report import TrainingResult
 
 # A window of a shard read from its file as training uses it (see Trainer._rows).
@@ -261,14 +261,3 @@ class Trainer:
             ),
             self.cfg.keep_checkpoints,
         )
-
-
-def as_tensor(a: np.ndarray) -> tf.Tensor:
-    """A tensor on the array's memory: tf.constant would copy it, twice over while converting.
-    DLPack shares memory that is C-ordered, writable and 64-byte aligned; anything else is
-    first copied once into such a buffer. Nothing writes to a shard after loading, so sharing
-    is safe."""
-    if not (a.flags.c_contiguous and a.flags.writeable and a.ctypes.data % 64 == 0):
-        a, unaligned = aligned_empty(a.shape, a.dtype), a
-        a[...] = unaligned
-    return tf.experimental.dlpack.from_dlpack(a.__dlpack__())

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from hvd_linreg.data import csv as csv_reader
+from hvd_linreg.data import csv_arrow
 
 NAMES = ["x", "g", "note", "y"]
 WORDS = frozenset({1, 2})  # the features that may hold words
@@ -107,3 +108,17 @@ def test_random_splits_read_the_same():
             assert_same(fast, slow)
             read += 1
     assert read > 150
+
+
+def test_a_word_past_the_first_lines_makes_a_feature_text_and_a_target_the_tools_problem():
+    """pyarrow reads the columns typed, those of text found in the first lines: a word after
+    them in a feature reads that column again as text, one in the target goes to the tool's
+    parser, which names its line."""
+    numbers = "".join(f"{i / 7:.6f},{i % 5},,{i}\n" for i in range(20_000))  # past the sniff
+    assert len(numbers) > csv_arrow.SNIFF_BYTES
+    fast, slow = both((numbers + "1,word,,1\n2,3,,2\n").encode())
+    assert_same(fast, slow)
+    assert set(fast.words) == {1} and fast.words[1].present() == {"word", *"01234"}
+    fast, slow = both((numbers + "1,2,,word\n").encode())
+    assert fast is None
+    assert slow.problem[:2] == (20_001, "'word' is not a number (column 'y')")

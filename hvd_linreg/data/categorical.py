@@ -19,6 +19,7 @@ import numpy as np
 
 from hvd_linreg.config import UsageError
 from hvd_linreg.data.columns import column_list
+from hvd_linreg.data.table import aligned_empty
 
 Level = str | float
 # Levels: a categorical column's index among the data's columns -> its levels, sorted
@@ -32,7 +33,7 @@ class Words:
     holds few distinct words, so its levels and codes cost a pass over the distinct texts and
     one take, not a look-up per row."""
 
-    index: np.ndarray  # intp, one per row
+    index: np.ndarray  # an integer a row
     texts: list[str | None]
 
     @classmethod
@@ -53,6 +54,21 @@ class Words:
         return cls(index.to_numpy().astype(np.intp), [*distinct.to_pylist(), None])
 
     @classmethod
+    def of_dictionary(cls, cells) -> Words:
+        """A pyarrow dictionary column's cells (a dictionary per block) as Words of their
+        texts as they are (not stripped), the last text None: where a cell is null."""
+        import pyarrow as pa
+
+        if cells.num_chunks == 0:
+            return cls(np.zeros(0, np.intp), [None])
+        cells = cells.unify_dictionaries()  # one dictionary for all blocks, in C++
+        texts = [*cells.chunk(0).dictionary.to_pylist(), None]
+        index = pa.chunked_array([chunk.indices for chunk in cells.chunks]).combine_chunks()
+        if index.null_count:
+            index = index.fill_null(len(texts) - 1)
+        return cls(index.to_numpy(), texts)
+
+    @classmethod
     def concat(cls, parts: Sequence[Words]) -> Words:
         """The parts' rows, one part after another, over one list of texts."""
         if len(parts) == 1:
@@ -67,6 +83,10 @@ class Words:
     def rows(self, keep: np.ndarray) -> Words:
         """The rows `keep` (a mask or indices)."""
         return Words(self.index[keep], self.texts)
+
+    def missing(self) -> np.ndarray:
+        """Whether each row's cell is missing (its text None)."""
+        return np.array([t is None for t in self.texts])[self.index]
 
     def present(self) -> set[str]:
         """The texts some row holds: the column's levels among these rows."""
@@ -195,3 +215,37 @@ def expand(table: np.ndarray, columns: Sequence[int], levels: Levels, out: np.nd
             else:
                 block[:, at] = rows[:, j]
             at += k
+
+
+@dataclass(frozen=True)
+class CodedFeatures:
+    """A rank's features as the data's columns, a categorical one held as its level codes (one
+    number a row), its dummies written only as rows are read: a slice of it is those rows' dense
+    features, as an array of them would give. The rank holds a number a row for a column of 30
+    levels, not 29 (docs/data.md, memory per rank), and reading the data writes no dummies."""
+
+    codes: np.ndarray  # (rows, columns) float64: a numeric column's values, or the level codes
+    levels: Levels  # a categorical column's index among codes' columns -> its levels
+    dtype: np.dtype
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(rows, features), the dummies counted."""
+        return len(self.codes), sum(width(j, self.levels) for j in range(self.codes.shape[1]))
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, key) -> np.ndarray:
+        """X[a:b] (the rows' features) or X[a:b, j], with a slice of rows."""
+        rows, features = key if isinstance(key, tuple) else (key, slice(None))
+        if not isinstance(rows, slice):
+            raise TypeError("coded features are read by a slice of rows")
+        part = self.codes[rows]
+        out = aligned_empty((len(part), self.shape[1]), self.dtype)
+        expand(part, range(part.shape[1]), self.levels, out)
+        return out if features == slice(None) else out[:, features]

@@ -17,6 +17,7 @@ import numpy as np
 
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data.categorical import (
+    CodedFeatures,
     Levels,
     Words,
     agree_levels,
@@ -140,7 +141,7 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
         [*sources(names, features, levels), *(names[j] for j in used[len(features) :])]
     )
     where = RowNames(files, tuple(parsed.file_lengths), labels, carried, dropped_ids)
-    X, y, C = _columns(table, chosen, t, dtype, len(carried), levels)
+    X, y, C = _columns(table, chosen, t, dtype, len(carried), levels, coded=True)
     shard = Shard(
         X,
         y,
@@ -154,7 +155,9 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
         carried_columns=carried,
         dropped=dropped_ids,
     )
-    where.check_shard(shard, holdout.file_row(layout))
+    # the training rows as held: a categorical column's codes, named once
+    held_as = column_labels([names[j] for j in used]) if isinstance(X, CodedFeatures) else labels
+    replace(where, labels=held_as).check_shard(shard, holdout.file_row(layout))
     if holdout.held_out:
         X, y, C = _columns(validation, chosen, t, dtype, len(carried), levels)
         shard = with_validation(shard, holdout, holdout.piece(rank, size), X, y, where, C)
@@ -286,18 +289,39 @@ def _agreed_levels(
 
 
 def _columns(
-    table: np.ndarray, chosen: list[int], t: int, dtype, carried: int, levels: Levels
+    table: np.ndarray,
+    chosen: list[int],
+    t: int,
+    dtype,
+    carried: int,
+    levels: Levels,
+    coded: bool = False,
 ) -> tuple:
-    """The chosen columns of a CSV's rows as the features (a categorical one as its dummies),
-    column t as the target, and the chosen's last `carried` as the carried columns (float64;
-    None when there are none)."""
+    """The chosen columns of a CSV's rows as the features (a categorical one as its dummies;
+    with coded, as CodedFeatures, which write them as they are read), column t as the target,
+    and the chosen's last `carried` as the carried columns (float64; None when there are
+    none)."""
     features = chosen[: len(chosen) - carried]
+    C = table[:, chosen[len(features) :]] if carried else None
+    if coded and any(j in levels for j in features):
+        at = {j: i for i, j in enumerate(features)}
+        held = {at[j]: levels[j] for j in features if j in levels}
+        # views where the features are the table's columns a..b and it holds little else
+        a, b = features[0], features[-1] + 1
+        view = features == list(range(a, b)) and table.shape[1] <= 2 * len(features)
+        X = CodedFeatures(table[:, a:b] if view else table[:, features], held, np.dtype(dtype))
+        return X, table[:, t] if view and X.dtype == table.dtype else _copy(table[:, t], dtype), C
+    y = _copy(table[:, t], dtype)
     X = aligned_empty((len(table), sum(width(j, levels) for j in features)), dtype)
     expand(table, features, levels, X)
-    y = aligned_empty((len(table),), dtype)
-    y[...] = table[:, t]
-    C = table[:, chosen[len(features) :]] if carried else None
     return X, y, C
+
+
+def _copy(column: np.ndarray, dtype) -> np.ndarray:
+    """A table's column as an aligned array of dtype."""
+    out = aligned_empty((len(column),), dtype)
+    out[...] = column
+    return out
 
 
 def csv_split_text(p: Path, data_start: int, rank: int, size: int) -> str:
@@ -423,7 +447,8 @@ def _count_quotes(p: Path, begin: int, end: int) -> int:
     with open(p, "rb", buffering=0) as f:
         f.seek(begin)
         while begin < end and (chunk := f.read(min(8 << 20, end - begin))):
-            count += chunk.count(b'"')
+            if b'"' in chunk:  # a search at memchr's speed first: most files hold no quote
+                count += chunk.count(b'"')
             begin += len(chunk)
     return count
 
@@ -452,11 +477,31 @@ def _arrow_split(
     columns = parse_split(data, len(names), keep, kinds.words, kinds.as_text)
     if columns is None:
         return None
-    num_rows = len(columns[0][0]) if columns else 0
-    table = np.full((num_rows, len(names)), np.nan)
+    pieces, text = columns[0] if columns else ([], None)
+    num_rows = len(text.index) if pieces is None else sum(len(piece) for piece in pieces)
+    table = aligned_empty((num_rows, len(names)), np.float64)
+    table[:, [j for j in range(len(names)) if j not in keep]] = np.nan  # not used
+    missing, empty = np.zeros(num_rows, bool), np.ones(num_rows, bool)
+    for j, (pieces, text) in zip(keep, columns):
+        if pieces is None:  # text: 0 for now (its level codes come later), NaN where missing
+            nan = text.missing()
+            table[:, j] = 0.0
+            table[nan, j] = np.nan
+            missing |= nan
+            empty &= nan
+            continue
+        at = 0
+        for piece in pieces:  # pyarrow's blocks, written where they go
+            table[at : at + len(piece), j] = piece
+            nan = np.isnan(piece)
+            missing[at : at + len(piece)] |= nan
+            empty[at : at + len(piece)] &= nan
+            at += len(piece)
+    if keep and empty.any():  # a line of blanks, or a row with every used cell missing
+        return None
     words: dict[int, Words] = {}
-    for j, (values, text) in zip(keep, columns):
-        table[:, j] = values
+    for j, (_, text) in zip(keep, columns):
+        values = table[:, j]
         if j in kinds.given:
             given = kinds.given[j]
             found = text.codes(given) if text is not None else codes(values, given)
@@ -465,7 +510,6 @@ def _arrow_split(
             table[:, j] = np.where(np.isnan(values), np.nan, found)
         elif text is not None:
             words[j] = text
-    missing = np.isnan(table[:, keep]).any(axis=1)
     if missing.any() and not drop:
         return None
     if missing.any():

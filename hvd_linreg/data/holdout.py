@@ -11,7 +11,7 @@ import numpy as np
 
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data.layout import Layout
-from hvd_linreg.data.table import Table, rows_of
+from hvd_linreg.data.table import Table, aligned_empty, rows_of
 
 if TYPE_CHECKING:
     from hvd_linreg.ranks import Job
@@ -108,14 +108,27 @@ def to_owners(
     """Rows first, first + 1, ... of the dataset (in a rank's hands: a CSV's lines it parsed,
     the rows given to fit) sent to the ranks that hold them: this rank's
     training rows in the order of held_positions, and its validation rows (None: no split)."""
+    if layout.size == 1 and not holdout.held_out:
+        return _held(rows, layout), None  # every row this rank's, in order
     owners, held = holdout.owners(np.arange(first, first + len(rows)), layout)
-    order = np.argsort(owners, kind="stable")  # by rank, and in file order within each
-    sent = np.bincount(owners, minlength=layout.size)
     if holdout.held_out:  # a last column tells the receiver which rows are validation rows
         rows = np.c_[rows, held]
-    table = job.alltoall(rows[order], sent) if layout.size > 1 else rows
+    table = rows
+    if layout.size > 1:
+        order = np.argsort(owners, kind="stable")  # by rank, and in file order within each
+        sent = aligned_empty(rows.shape, rows.dtype)  # sent from where it is (ranks.as_tensor)
+        np.take(rows, order, axis=0, out=sent)
+        table = job.alltoall(sent, np.bincount(owners, minlength=layout.size))
     validation = None
     if holdout.held_out:
         held = table[:, -1] == 1
         table, validation = table[~held, :-1], table[held, :-1]
-    return table[layout.held_positions()], validation  # received in row order: runs, then tail
+    return _held(table, layout), validation
+
+
+def _held(table: np.ndarray, layout: Layout) -> np.ndarray:
+    """A rank's rows as received (in row order: runs, then tail) as a shard in memory holds
+    them: the table itself where it holds no copy of its first rows (no batches)."""
+    if layout.num_wrap == 0 and len(table) == layout.num_local:
+        return table
+    return table[layout.held_positions()]

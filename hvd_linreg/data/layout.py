@@ -53,6 +53,7 @@ class Layout:
     size: int
     batch_size: int  # B, per rank
     run_length: int = 1  # g: the rows of each of the rank's runs; divides B
+    batched: bool = True  # False for --solver exact: no batch, and no copy of rows for them
 
     @property
     def global_batch(self) -> int:
@@ -78,8 +79,9 @@ class Layout:
     @property
     def num_wrap(self) -> int:
         """Rows held twice: a batch starts at a multiple of g below n, so a copy of the first
-        B - g rows after the n makes every batch one slice, also one that wraps around."""
-        return self.batch_size - self.run_length
+        B - g rows after the n makes every batch one slice, also one that wraps around. None
+        where no batch is taken."""
+        return self.batch_size - self.run_length if self.batched else 0
 
     def _tail_start(self, rank: int) -> int:
         return self.num_batched + rank * (self.num_rows - self.num_batched) // self.size
@@ -122,7 +124,8 @@ class Layout:
         batched = ids < self.num_batched
         tail_starts = [self._tail_start(r) for r in range(self.size)]
         in_tail = np.searchsorted(tail_starts, ids, side="right") - 1
-        return np.where(batched, (ids % self.stride) // self.run_length, in_tail)
+        runs = ids % self.size if self.run_length == 1 else ids % self.stride // self.run_length
+        return np.where(batched, runs, in_tail)
 
     def take(
         self, table: Table, dtype, rows: range, carried: int = 0, tail: bool = False
@@ -226,4 +229,4 @@ def layout_for(
             "more samples, or fewer ranks"
         )
     run = batch_size if whole_batches and size > 1 else run_length(size, batch_size, row_bytes)
-    return Layout(num_samples, rank, size, batch_size, run)
+    return Layout(num_samples, rank, size, batch_size, run, batched)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hvd_linreg.config import UsageError
+from hvd_linreg.data.categorical import CodedFeatures
 from hvd_linreg.data.layout import Layout
 from hvd_linreg.data.missing import file_row
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried, Rows
@@ -23,7 +24,9 @@ if TYPE_CHECKING:
 class Shard:
     """This rank's rows of the dataset, by its Layout, and what is known of their source."""
 
-    X: np.ndarray  # (rows, num_features) float32 or float64: the rows of Layout.rows()
+    # (rows, num_features) float32 or float64: the rows of Layout.rows(); or, with categorical
+    # columns, CodedFeatures, their dummies written as slices of rows are read
+    X: np.ndarray | CodedFeatures
     y: np.ndarray  # (rows,), the dtype of X
     layout: Layout
     source: str  # "synthetic" or the data file's path
@@ -81,7 +84,7 @@ class Shard:
     @property
     def dtype(self) -> str:
         """The precision the rows are held in: float32 or float64."""
-        return self.X.dtype.name
+        return np.dtype(self.X.dtype).name
 
     @property
     def weighted(self) -> bool:
@@ -99,17 +102,19 @@ class Shard:
         for X, y, C in self.raw_blocks(max_rows):
             yield self.carried_columns.rows(X, y, C)
 
-    def raw_blocks(self, max_rows: int = 1 << 15) -> Iterator[tuple]:
-        """blocks() as read: (X, y, the carried columns or None)."""
+    def raw_blocks(self, max_rows: int = 1 << 15, coded: bool = False) -> Iterator[tuple]:
+        """blocks() as read: (X, y, the carried columns or None). coded: X as its columns are
+        held, a categorical one's codes for its dummies (CodedFeatures)."""
         layout, n = self.layout, self.layout.num_train
         if self.table is None:
             tail = n + layout.num_wrap  # after the copy of the first rows
             C = self.carried
+            X = self.X.codes if coded and isinstance(self.X, CodedFeatures) else self.X
             for rows in (range(0, n), range(tail, len(self.y))):
                 for start in range(rows.start, rows.stop, max_rows):
                     stop = min(start + max_rows, rows.stop)
                     carried = None if C is None else C[start:stop]
-                    yield self.X[start:stop], self.y[start:stop], carried
+                    yield X[start:stop], self.y[start:stop], carried
             return
         step = max(1, max_rows // layout.run_length) * layout.run_length
         k = len(self.carried_columns)
@@ -125,7 +130,9 @@ class RowNames:
 
     files: list[Path]
     file_rows: tuple[int, ...] | None  # rows of each file, when several
-    labels: list[str]  # the features', the carried columns', then the target's
+    # the features' (a categorical column's once, for CodedFeatures), the carried columns',
+    # then the target's
+    labels: list[str]
     carried: Carried = NOTHING_CARRIED
     # --missing drop: the rows dropped (0-based over the files, sorted); the global rows of
     # the dataset are the others, in order
@@ -172,9 +179,10 @@ class RowNames:
             )
 
     def check_shard(self, shard: Shard, row_of: Callable[[int], int]) -> None:
-        """Every row of the shard, each once (row_of: a local row's global id)."""
+        """Every row of the shard, each once (row_of: a local row's global id); coded features
+        as they are held, labels then naming their columns (a level code is always finite)."""
         at = 0
-        for X, y, C in shard.raw_blocks():
+        for X, y, C in shard.raw_blocks(coded=True):
             self.check_finite(X, y, row_of, at, C)
             at += len(y)
 

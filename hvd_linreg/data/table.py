@@ -165,7 +165,7 @@ def open_without_readahead(path):
 
 def aligned_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
     """np.empty on a 64-byte boundary: TensorFlow can then use the array's memory as a tensor's
-    without copying it (train.as_tensor). A large one's pages are mapped at once (populate)."""
+    without copying it (ranks.as_tensor). A large one's pages are mapped at once (populate)."""
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape)) * dtype.itemsize
     raw = np.empty(nbytes + 64, np.uint8)

@@ -7,9 +7,9 @@ encoded by the tool's reader on each rank (tool, under mpirun), or by pyarrow on
     python bench/csv_parse.py --arrow rows.csv
 
 Each prints one JSON line: the rows, and the seconds from the file on disk (in the page cache)
-to the encoded rows in memory: for the tool, its shard with the dummies (load_shard, every
-rank between two barriers); for pyarrow, read_csv's table with the string columns dictionary
-encoded."""
+to the encoded rows in memory: for the tool, its shard, the word columns as level codes
+(load_shard, every rank between two barriers); for pyarrow, read_csv's table with the string
+columns dictionary encoded."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 REGIONS = [f"region {i:02d}" for i in range(12)]
-# Few enough levels that the dummies of 16 M rows fit in memory at one rank (float64: 4 GB).
+# Levels as a model of a few dozen dummies has them (a shard holds their codes, not dummies).
 PRODUCTS = [f"product-{i:03d}" for i in range(30)]
 STRINGS = ("region", "product")
 

@@ -36,9 +36,9 @@
    difference of each from the tool's coefficients. glum is optional (pip install glum).
 11. CSV parse and encode: a 1 GB CSV file (20,000,000 rows: two float columns, a region of 12
    words, a product of 30 words, a float target), from the page cache to the rows in memory
-   with the dummies, by the tool's reader at 1 and 2 ranks (load_shard between two barriers,
-   bench/csv_parse.py), next to pyarrow.csv.read_csv plus dictionary encoding of the two
-   string columns on one core.
+   (a word column as its level codes), by the tool's reader at 1 and 2 ranks (load_shard
+   between two barriers, bench/csv_parse.py), next to pyarrow.csv.read_csv plus dictionary
+   encoding of the two string columns on one core.
 `--sections 1,6` runs only those sections (2 and 4 come from the same runs).
 
 The machine is shared and noisy: every figure is a median of repeated runs, and the targets

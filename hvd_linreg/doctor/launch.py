@@ -129,15 +129,24 @@ def _run_allreduce(launcher: list[str], timeout: float) -> tuple[str, int]:
     return output, proc.returncode
 
 
+# How long the killed ranks of a launch that hung may take to end.
+KILLED_WITHIN_S = 10
+
+
 def _kill_tree(pid: int) -> None:
     """Kill a launcher and every process under it: Open MPI puts each rank in its own process
     group, so killing the launcher's group would leave the ranks running."""
     launcher = psutil.Process(pid)
-    for process in [*launcher.children(recursive=True), launcher]:
+    below = launcher.children(recursive=True)
+    for process in [*below, launcher]:
         try:
             process.kill()
         except psutil.NoSuchProcess:
             pass
+    # A killed rank ends a moment later, longer on a busy machine: wait for it, so that none is
+    # left when the check returns. Not for the launcher: it is this process's child, whose exit
+    # code the caller reads; a wait here would reap it first.
+    psutil.wait_procs(below, timeout=KILLED_WITHIN_S)
 
 
 def diagnose(output: str) -> tuple[str, str | None]:

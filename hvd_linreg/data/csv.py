@@ -155,9 +155,10 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
         carried_columns=carried,
         dropped=dropped_ids,
     )
-    # the training rows as held: a categorical column's codes, named once
-    held_as = column_labels([names[j] for j in used]) if isinstance(X, CodedFeatures) else labels
-    replace(where, labels=held_as).check_shard(shard, holdout.file_row(layout))
+    # the training rows as held: a categorical column's codes, named by its column
+    replace(where, labels=column_labels([names[j] for j in used])).check_shard(
+        shard, holdout.file_row(layout)
+    )
     if holdout.held_out:
         X, y, C = _columns(validation, chosen, t, dtype, len(carried), levels)
         shard = with_validation(shard, holdout, holdout.piece(rank, size), X, y, where, C)
@@ -310,7 +311,8 @@ def _columns(
         a, b = features[0], features[-1] + 1
         view = features == list(range(a, b)) and table.shape[1] <= 2 * len(features)
         X = CodedFeatures(table[:, a:b] if view else table[:, features], held, np.dtype(dtype))
-        return X, table[:, t] if view and X.dtype == table.dtype else _copy(table[:, t], dtype), C
+        y = table[:, t] if view and X.dtype == table.dtype else _copy(table[:, t], dtype)
+        return X, y, C
     y = _copy(table[:, t], dtype)
     X = aligned_empty((len(table), sum(width(j, levels) for j in features)), dtype)
     expand(table, features, levels, X)

@@ -115,7 +115,8 @@ def _refused_column(message: str) -> int | None:
 
 
 def _column(cells, words_allowed: bool, as_text: bool) -> Column | None:
-    """One column's cells (a pyarrow string column, null where missing) as values and text."""
+    """One column's cells as pyarrow read them (float64, a dictionary or strings; null where
+    missing) as values or text."""
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -124,8 +124,7 @@ class Layout:
         batched = ids < self.num_batched
         tail_starts = [self._tail_start(r) for r in range(self.size)]
         in_tail = np.searchsorted(tail_starts, ids, side="right") - 1
-        runs = ids % self.size if self.run_length == 1 else ids % self.stride // self.run_length
-        return np.where(batched, runs, in_tail)
+        return np.where(batched, (ids % self.stride) // self.run_length, in_tail)
 
     def take(
         self, table: Table, dtype, rows: range, carried: int = 0, tail: bool = False

@@ -84,7 +84,7 @@ class Shard:
     @property
     def dtype(self) -> str:
         """The precision the rows are held in: float32 or float64."""
-        return np.dtype(self.X.dtype).name
+        return self.X.dtype.name
 
     @property
     def weighted(self) -> bool:

@@ -11,6 +11,8 @@ import pytest
 
 from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data import csv_split_text, load_shard, synthetic_rows, true_weights
+from hvd_linreg.data.holdout import Holdout, to_owners
+from hvd_linreg.data.layout import layout_for
 
 
 @pytest.mark.parametrize("size", [2, 3, 4])
@@ -95,6 +97,39 @@ def test_different_seeds_give_different_data():
     a = load_shard(Config(seed=1, batch_size=10), 0, 1)
     b = load_shard(Config(seed=2, batch_size=10), 0, 1)
     assert not np.array_equal(a.X, b.X)
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_without_batches_each_rank_holds_a_consecutive_piece(tmp_path, size):
+    """--solver exact takes no batch: every row is left over, cut into consecutive pieces,
+    rank r's the rows r N / s .. (r + 1) N / s - 1, in memory and read as used."""
+    table = np.random.default_rng(3).standard_normal((1003, 4))
+    path = tmp_path / "d.npy"
+    np.save(path, table)
+    cfg = Config(data=str(path), solver="exact")
+    for rank in range(size):
+        rows = slice(rank * 1003 // size, (rank + 1) * 1003 // size)
+        shard = load_shard(cfg, rank, size)
+        assert shard.num_train == 0 and shard.layout.global_row(0) == rows.start
+        np.testing.assert_array_equal(shard.X, table[rows, :-1])
+        np.testing.assert_array_equal(shard.y, table[rows, -1])
+
+
+def test_without_batches_rows_that_come_cut_stay_with_their_rank():
+    """A CSV's records stay with the rank that parsed them, the rows given to fit() with the
+    rank that gave them: the pieces are the ranks' counts, and no row is sent (no job is
+    needed). A rank with no rows, or SGD, cuts as before."""
+    layout = layout_for(10, 1, 3, 2, batched=False, counts=[5, 2, 3])
+    np.testing.assert_array_equal(layout.rows(), [5, 6])
+    np.testing.assert_array_equal(layout.owners(np.arange(10)), [0] * 5 + [1] * 2 + [2] * 3)
+    rows = np.arange(14.0).reshape(2, 7)
+    holdout = Holdout.of(Config(solver="exact"), 10)
+    table, validation = to_owners(rows, 5, holdout, layout, None)
+    assert table is rows and validation is None
+    assert layout_for(10, 1, 3, 2, batched=False, counts=[7, 0, 3]).pieces is None
+    np.testing.assert_array_equal(
+        layout_for(12, 1, 3, 2, counts=[5, 4, 3]).rows()[:4], [1, 4, 7, 10]
+    )
 
 
 def test_rows_beyond_the_last_whole_stride_of_runs_are_in_no_batch_but_held():

@@ -108,8 +108,8 @@ def to_owners(
     """Rows first, first + 1, ... of the dataset (in a rank's hands: a CSV's lines it parsed,
     the rows given to fit) sent to the ranks that hold them: this rank's
     training rows in the order of held_positions, and its validation rows (None: no split)."""
-    if layout.size == 1 and not holdout.held_out:
-        return _held(rows, layout), None  # every row this rank's, in order
+    if not holdout.held_out and (layout.size == 1 or layout.pieces is not None):
+        return _held(rows, layout), None  # every row stays with the rank that has it, in order
     owners, held = holdout.owners(np.arange(first, first + len(rows)), layout)
     if holdout.held_out:  # a last column tells the receiver which rows are validation rows
         rows = np.c_[rows, held]

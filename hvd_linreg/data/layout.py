@@ -13,7 +13,11 @@ B rows per rank per step and G = s * B rows per step (the global batch):
     on G and N_sgd alone, not on s;
   * the last N - N_sgd rows (fewer than s * g) are in no batch: they are cut into s
     consecutive pieces, one per rank, so that the passes over the whole dataset (the exact
-    solution, the final loss) see all N rows.
+    solution, the final loss) see all N rows;
+  * a run without batches (--solver exact) has N_sgd = 0: all N rows are cut into s consecutive
+    pieces, rank r's the rows r * N / s .. (r + 1) * N / s - 1, or, where the rows come to the
+    ranks already cut (a CSV's records, parsed by the rank whose byte range holds them; the rows
+    each rank gives fit()), the rows each rank has: no row moves.
 A shard in memory holds its n rows, then a copy of their first B - g, then its piece of the
 rest: a batch starts at a multiple of g below n, so every batch is one slice (train.py).
 Kept: k ranks with batch B walk the same batches as 1 rank with batch k * B when both use the
@@ -54,6 +58,9 @@ class Layout:
     batch_size: int  # B, per rank
     run_length: int = 1  # g: the rows of each of the rank's runs; divides B
     batched: bool = True  # False for --solver exact: no batch, and no copy of rows for them
+    # without batches: each rank's first row, then N (the rows as the ranks have them); None:
+    # the even cut
+    pieces: tuple[int, ...] | None = None
 
     @property
     def global_batch(self) -> int:
@@ -65,8 +72,8 @@ class Layout:
         return self.size * self.run_length
 
     @property
-    def num_runs(self) -> int:  # m: this rank's runs
-        return self.num_rows // self.stride
+    def num_runs(self) -> int:  # m: this rank's runs (none without batches)
+        return self.num_rows // self.stride if self.batched else 0
 
     @property
     def num_batched(self) -> int:  # N_sgd: rows in some batch
@@ -84,6 +91,8 @@ class Layout:
         return self.batch_size - self.run_length if self.batched else 0
 
     def _tail_start(self, rank: int) -> int:
+        if self.pieces is not None:
+            return self.pieces[rank]
         return self.num_batched + rank * (self.num_rows - self.num_batched) // self.size
 
     @property
@@ -209,10 +218,13 @@ def layout_for(
     row_bytes: int | None = None,
     whole_batches: bool = False,
     batched: bool = True,
+    counts: list[int] | None = None,
 ) -> Layout:
     """The layout of num_samples rows; row_bytes: a row's bytes in a file read by ranges of
     rows, which sets the runs' length (run_length); whole_batches: runs of B rows; batched:
-    False for --solver exact, which takes no batch: a B above the shard is cut to it."""
+    False for --solver exact, which takes no batch: a B above the shard is cut to it; counts:
+    the rows each rank has (in order), which a layout without batches keeps where they are,
+    where every rank has some (else it cuts them evenly)."""
     if num_samples < size:
         raise UsageError(
             f"{num_samples} samples cannot be split over {size} ranks: "
@@ -228,4 +240,6 @@ def layout_for(
             "more samples, or fewer ranks"
         )
     run = batch_size if whole_batches and size > 1 else run_length(size, batch_size, row_bytes)
-    return Layout(num_samples, rank, size, batch_size, run, batched)
+    kept = not batched and counts is not None and min(counts) > 0
+    pieces = tuple(int(c) for c in np.cumsum([0, *counts])) if kept else None
+    return Layout(num_samples, rank, size, batch_size, run, batched, pieces)

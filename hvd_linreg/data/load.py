@@ -147,15 +147,17 @@ def _table_shard(
         "dropped": table.dropped,
     }
     if shard_bytes > memory_per_rank() * _SHARD_SHARE:
-        X, y, C = layout.take(training, dtype, range(layout.run_length), k)
+        first = range(layout.run_length if layout.batched else 0)  # no run without batches
+        X, y, C = layout.take(training, dtype, first, k)
         shard = Shard(X, y, layout, source, table=training, carried=C, **described)
     else:
         held = range(layout.num_train + layout.num_wrap)
         X, y, C = layout.take(training, dtype, held, k, tail=True)
         shard = Shard(X, y, layout, source, carried=C, **described)
     whole_bytes = table.whole_rows * table.row_bytes
-    if (
+    if (  # a run without batches reads consecutive pieces: a group at each end at most
         layout.size > 1
+        and layout.batched
         and table.whole_rows > layout.run_length
         and whole_bytes >= _WHOLE_READ_NOTED_BYTES
     ):

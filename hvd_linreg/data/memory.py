@@ -49,7 +49,10 @@ def memory_shard(
     if total == 0:
         raise UsageError("fit() was given no rows on any rank")
     holdout = Holdout.of(cfg, total)
-    layout = layout_for(holdout.num_train, job.rank, job.size, cfg.batch_size, batched=cfg.batched)
+    kept = None if holdout.held_out else counts  # the rows as given, where no row is held out
+    layout = layout_for(
+        holdout.num_train, job.rank, job.size, cfg.batch_size, batched=cfg.batched, counts=kept
+    )
     table, validation = to_owners(rows, sum(counts[: job.rank]), holdout, layout, job)
     dtype = cfg.dtype or _own_dtype(X)
     p = len(names)

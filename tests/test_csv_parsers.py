@@ -20,7 +20,8 @@ def both(data: bytes, used=(0, 1, 3), drop=False, as_text=frozenset(), given=Non
     """(pyarrow's split or None, the tool's parser's split) of the same bytes."""
     kinds = csv_reader._Kinds(WORDS, as_text, given or {})
     keep = sorted(set(used))
-    fast = csv_reader._arrow_split(data, NAMES, keep, drop, kinds)
+    # as a rank's range is parsed: mapped from its file, not copied
+    fast = csv_reader._arrow_split(memoryview(data), NAMES, keep, drop, kinds)
     slow = csv_reader._parse_text(data.decode(), NAMES, keep, drop, kinds)
     return fast, slow
 
@@ -122,3 +123,24 @@ def test_a_word_past_the_first_lines_makes_a_feature_text_and_a_target_the_tools
     fast, slow = both((numbers + "1,2,,word\n").encode())
     assert fast is None
     assert slow.problem[:2] == (20_001, "'word' is not a number (column 'y')")
+
+
+def test_a_split_of_many_blocks_reads_as_one(monkeypatch):
+    """pyarrow's blocks are written into one table as they come, each with a dictionary of its
+    own: words that turn up in later blocks only, blocks without a missing cell and blocks
+    with them, and a word past the first lines (the column read again, as text) give the
+    rows, texts and dropped rows of the tool's parser."""
+    monkeypatch.setattr(csv_arrow, "BLOCK_BYTES", 1 << 12)  # a few hundred lines a block
+    rng = random.Random(1)
+    lines = []
+    for i in range(8000):
+        late = i > 6000  # past the first 64 KB, which decide the columns of text
+        g = rng.choice(["a", "b", " c ", "NA", "", "7"] if late else ["1", "2", "3"])
+        lines.append(f"{i / 3:.4f},{g},note {i % 5},{i % 7}")
+    data = ("\n".join(lines) + "\n").encode()
+    assert data.find(b",a,") > csv_arrow.SNIFF_BYTES
+    fast, slow = both(data, drop=True)
+    assert_same(fast, slow)
+    assert fast.words[1].present() == {"a", "b", "c", "1", "2", "3", "7"}
+    fast, slow = both(data.replace(b",NA,", b",a,").replace(b",,", b",b,"), used=(0, 1, 2, 3))
+    assert_same(fast, slow)

@@ -54,21 +54,6 @@ class Words:
         return cls(index.to_numpy().astype(np.intp), [*distinct.to_pylist(), None])
 
     @classmethod
-    def of_dictionary(cls, cells) -> Words:
-        """A pyarrow dictionary column's cells (a dictionary per block) as Words of their
-        texts as they are (not stripped), the last text None: where a cell is null."""
-        import pyarrow as pa
-
-        if cells.num_chunks == 0:
-            return cls(np.zeros(0, np.intp), [None])
-        cells = cells.unify_dictionaries()  # one dictionary for all blocks, in C++
-        texts = [*cells.chunk(0).dictionary.to_pylist(), None]
-        index = pa.chunked_array([chunk.indices for chunk in cells.chunks]).combine_chunks()
-        if index.null_count:
-            index = index.fill_null(len(texts) - 1)
-        return cls(index.to_numpy(), texts)
-
-    @classmethod
     def concat(cls, parts: Sequence[Words]) -> Words:
         """The parts' rows, one part after another, over one list of texts."""
         if len(parts) == 1:
@@ -90,12 +75,20 @@ class Words:
 
     def present(self) -> set[str]:
         """The texts some row holds: the column's levels among these rows."""
-        held = np.bincount(self.index, minlength=len(self.texts)) > 0
+        held = np.zeros(len(self.texts), bool)
+        held[self.index] = True  # no count: bincount would copy the index as intp first
         return {t for t, h in zip(self.texts, held) if h and t is not None}
 
-    def codes(self, levels: Sequence[Level]) -> np.ndarray:
-        """Each row's index among the levels (float64); -1 where it is not one of them."""
-        return codes(np.array(self.texts, object), levels)[self.index]
+    def codes(self, levels: Sequence[Level], out: np.ndarray | None = None) -> np.ndarray:
+        """Each row's index among the levels (float64); -1 where it is not one of them.
+        Written into out (a table's column) where given."""
+        lookup = codes(np.array(self.texts, object), levels)
+        if out is None:
+            return lookup[self.index]
+        step = 1 << 20  # in parts: a part's codes stay in the cache, no column-sized copy
+        for start in range(0, len(self.index), step):
+            out[start : start + step] = lookup[self.index[start : start + step]]
+        return out
 
 
 def sorted_levels(values: Iterable[Level]) -> list[Level]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import mmap
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
@@ -69,6 +70,9 @@ class _Kinds:
 
 
 NO_WORDS = _Kinds()
+
+# A split's bytes: mapped from the file (_csv_lines), or read where quotes decide its cuts
+Buffer = bytes | memoryview
 
 
 # Rows parsed at a time (_parse_csv_split): their cells as Python strings take about 350 bytes
@@ -133,7 +137,10 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
             )
         raise UsageError(f"{cfg.data} has a header but no data rows")
     holdout = Holdout.of(cfg, sum(parsed.file_rows))
-    layout = layout_for(holdout.num_train, rank, size, cfg.batch_size, batched=cfg.batched)
+    kept = None if holdout.held_out else counts  # the rows as parsed, where no row is held out
+    layout = layout_for(
+        holdout.num_train, rank, size, cfg.batch_size, batched=cfg.batched, counts=kept
+    )
     table, validation = to_owners(rows, sum(counts[:rank]), holdout, layout, job)
     dtype = spec.dtype or "float64"  # decimal text: float64 keeps what it says
     feature_names = expanded_names(names, features, levels)
@@ -283,9 +290,10 @@ def _agreed_levels(
     levels = agree_levels(local, names, categorical.max_levels, job)
     for s in splits:
         for j in columns:
-            s.rows[:, j] = (
-                s.words[j].codes(levels[j]) if j in worded else codes(s.rows[:, j], levels[j])
-            )
+            if j in worded:
+                s.words[j].codes(levels[j], out=s.rows[:, j])
+            else:
+                s.rows[:, j] = codes(s.rows[:, j], levels[j])
     return levels
 
 
@@ -345,14 +353,13 @@ def csv_split_texts(
     rank's part (split_quotes): its parts are then cut at the line breaks outside quoted
     fields (RFC 4180: a quoted field may hold line breaks)."""
     return [
-        (i, data.decode("utf-8", errors="replace"))
-        for i, data in _split_bytes(files, rank, size, quotes)
+        (i, str(data, "utf-8", "replace")) for i, data in _split_bytes(files, rank, size, quotes)
     ]
 
 
 def _split_bytes(
     files: list[tuple[Path, int]], rank: int, size: int, quotes: dict[int, int] | None = None
-) -> list[tuple[int, bytes]]:
+) -> list[tuple[int, Buffer]]:
     """csv_split_texts' lines as the files' bytes."""
     texts = []
     for i, (p, data_start), lo, hi in _pieces(files, rank, size):
@@ -393,18 +400,32 @@ def _pieces(files: list[tuple[Path, int]], rank: int, size: int):
             yield i, file, int(lo), int(hi)
 
 
-def _csv_lines(p: Path, data_start: int, begin: int, end: int) -> bytes:
-    """The lines of p that start in its bytes begin .. end - 1 (after the header)."""
+def _csv_lines(p: Path, data_start: int, begin: int, end: int) -> memoryview:
+    """The lines of p that start in its bytes begin .. end - 1 (after the header), mapped
+    from the page cache, not copied: a rank's range is read by the parser that reads it."""
+    mapped = _mapped(p)
+    start = begin
+    if begin > data_start:  # past the end of the line that began before the range
+        start = _line_end(mapped, begin - 1)
+    if start >= end:
+        return memoryview(b"")  # the line that began before the range runs past its end
+    stop = end if mapped[end - 1] == ord("\n") else _line_end(mapped, end)
+    return memoryview(mapped)[start:stop]
+
+
+def _mapped(p: Path) -> mmap.mmap:
+    """p's bytes, mapped read-only and read ahead of the parser (not around each page); p is
+    not empty (it has a header)."""
     with open(p, "rb", buffering=0) as f:
-        f.seek(max(begin - 1, data_start))
-        if begin > data_start:
-            f.readline()  # through the end of the line that began before the range
-        text = b""
-        while f.tell() < end and (chunk := f.read(end - f.tell())):
-            text += chunk
-        if text and not text.endswith(b"\n"):
-            text += f.readline()  # the line that runs past the end
-    return text
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    mapped.madvise(mmap.MADV_SEQUENTIAL)
+    return mapped
+
+
+def _line_end(mapped: mmap.mmap, at: int) -> int:
+    """Just past the first line break at or after byte `at`; the file's end if none."""
+    found = mapped.find(b"\n", at)
+    return len(mapped) if found < 0 else found + 1
 
 
 def _quoted_csv_lines(p: Path, data_start: int, begin: int, end: int, before: int) -> bytes:
@@ -445,18 +466,18 @@ def _record_end(f, at: int, odd: int) -> int:
 
 def _count_quotes(p: Path, begin: int, end: int) -> int:
     """The double quotes in p's bytes begin .. end - 1."""
-    count = 0
-    with open(p, "rb", buffering=0) as f:
-        f.seek(begin)
-        while begin < end and (chunk := f.read(min(8 << 20, end - begin))):
-            if b'"' in chunk:  # a search at memchr's speed first: most files hold no quote
-                count += chunk.count(b'"')
-            begin += len(chunk)
-    return count
+    mapped = _mapped(p)
+    if mapped.find(b'"', begin, end) < 0:  # at memchr's speed: most files hold no quote
+        return 0
+    octets, step = np.frombuffer(mapped, np.uint8), 4 << 20
+    return sum(
+        int(np.count_nonzero(octets[k : min(k + step, end)] == ord('"')))
+        for k in range(begin, end, step)
+    )
 
 
 def _parse_csv_split(
-    data: bytes,
+    data: Buffer,
     names: list[str],
     used: list[int] | None = None,
     drop: bool = False,
@@ -468,57 +489,33 @@ def _parse_csv_split(
     split = _arrow_split(data, names, keep, drop, kinds)
     if split is not None:
         return split
-    return _parse_text(data.decode("utf-8", errors="replace"), names, keep, drop, kinds)
+    return _parse_text(str(data, "utf-8", "replace"), names, keep, drop, kinds)
 
 
 def _arrow_split(
-    data: bytes, names: list[str], keep: list[int], drop: bool, kinds: _Kinds
+    data: Buffer, names: list[str], keep: list[int], drop: bool, kinds: _Kinds
 ) -> _CsvSplit | None:
     """_parse_text's split by pyarrow; None where there is a problem to name (the tool's
     parser names its line) or pyarrow declines."""
-    columns = parse_split(data, len(names), keep, kinds.words, kinds.as_text)
-    if columns is None:
+    parsed = parse_split(data, len(names), keep, kinds.words, kinds.as_text)
+    if parsed is None:
         return None
-    pieces, text = columns[0] if columns else ([], None)
-    num_rows = len(text.index) if pieces is None else sum(len(piece) for piece in pieces)
-    table = aligned_empty((num_rows, len(names)), np.float64)
-    table[:, [j for j in range(len(names)) if j not in keep]] = np.nan  # not used
-    missing, empty = np.zeros(num_rows, bool), np.ones(num_rows, bool)
-    for j, (pieces, text) in zip(keep, columns):
-        if pieces is None:  # text: 0 for now (its level codes come later), NaN where missing
-            nan = text.missing()
-            table[:, j] = 0.0
-            table[nan, j] = np.nan
-            missing |= nan
-            empty &= nan
-            continue
-        at = 0
-        for piece in pieces:  # pyarrow's blocks, written where they go
-            table[at : at + len(piece), j] = piece
-            nan = np.isnan(piece)
-            missing[at : at + len(piece)] |= nan
-            empty[at : at + len(piece)] &= nan
-            at += len(piece)
-    if keep and empty.any():  # a line of blanks, or a row with every used cell missing
+    table, missing = parsed.table, parsed.missing
+    if keep and parsed.empty.any():  # a line of blanks, or a row with every used cell missing
         return None
-    words: dict[int, Words] = {}
-    for j, (_, text) in zip(keep, columns):
-        values = table[:, j]
-        if j in kinds.given:
-            given = kinds.given[j]
-            found = text.codes(given) if text is not None else codes(values, given)
-            if (~np.isnan(values) & (found < 0)).any():
-                return None  # a level the model does not know
-            table[:, j] = np.where(np.isnan(values), np.nan, found)
-        elif text is not None:
-            words[j] = text
+    words = {j: text for j, text in parsed.words.items() if j not in kinds.given}
+    for j in (j for j in keep if j in kinds.given):  # coded now, by a model's levels
+        given, values, text = kinds.given[j], table[:, j], parsed.words.get(j)
+        found = text.codes(given) if text is not None else codes(values, given)
+        if (~np.isnan(values) & (found < 0)).any():
+            return None  # a level the model does not know
+        table[:, j] = np.where(np.isnan(values), np.nan, found)
     if missing.any() and not drop:
         return None
     if missing.any():
         table = table[~missing]
         words = {j: w.rows(~missing) for j, w in words.items()}
-    num_lines = data.count(b"\n") + (not data.endswith(b"\n") and bool(data))
-    return _CsvSplit(table, num_lines, dropped=np.flatnonzero(missing), words=words)
+    return _CsvSplit(table, parsed.num_lines, dropped=np.flatnonzero(missing), words=words)
 
 
 def _parse_text(

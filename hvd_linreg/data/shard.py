@@ -159,8 +159,8 @@ class RowNames:
         """X, y and the carried columns C are rows first, first + 1, ... of a set whose global
         row ids row_of gives: all finite, and C by its columns' rules (Carried.problem)."""
         C = np.zeros((len(y), 0)) if C is None else C
-        bad = ~(np.isfinite(X).all(axis=1) & np.isfinite(C).all(axis=1) & np.isfinite(y))
-        if bad.any():
+        if not all(np.isfinite(a).all() for a in (X, y, C)):  # twice as fast as by rows
+            bad = ~(np.isfinite(X).all(axis=1) & np.isfinite(C).all(axis=1) & np.isfinite(y))
             local = int(np.argmax(bad))
             path, row = self.locate(row_of(first + local))
             values = np.concatenate([X[local], C[local], [y[local]]])

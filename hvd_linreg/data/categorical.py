@@ -69,10 +69,6 @@ class Words:
         """The rows `keep` (a mask or indices)."""
         return Words(self.index[keep], self.texts)
 
-    def missing(self) -> np.ndarray:
-        """Whether each row's cell is missing (its text None)."""
-        return np.array([t is None for t in self.texts])[self.index]
-
     def present(self) -> set[str]:
         """The texts some row holds: the column's levels among these rows."""
         held = np.zeros(len(self.texts), bool)

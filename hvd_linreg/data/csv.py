@@ -36,7 +36,7 @@ from hvd_linreg.data.columns import (
     column_labels,
     column_list,
 )
-from hvd_linreg.data.csv_arrow import parse_split
+from hvd_linreg.data.csv_arrow import count_octets, parse_split
 from hvd_linreg.data.holdout import Holdout, to_owners
 from hvd_linreg.data.layout import layout_for
 from hvd_linreg.data.missing import HINT, is_missing
@@ -469,11 +469,7 @@ def _count_quotes(p: Path, begin: int, end: int) -> int:
     mapped = _mapped(p)
     if mapped.find(b'"', begin, end) < 0:  # at memchr's speed: most files hold no quote
         return 0
-    octets, step = np.frombuffer(mapped, np.uint8), 4 << 20
-    return sum(
-        int(np.count_nonzero(octets[k : min(k + step, end)] == ord('"')))
-        for k in range(begin, end, step)
-    )
+    return count_octets(mapped, b'"', begin, end)
 
 
 def _parse_csv_split(

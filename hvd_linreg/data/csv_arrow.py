@@ -78,13 +78,19 @@ def parse_split(
 
 
 def count_lines(data: bytes | memoryview) -> int:
-    """The physical lines of a split's bytes (the last may have no line break), counted in
-    parts of the bytes as they are."""
+    """The physical lines of a split's bytes (the last may have no line break)."""
+    return count_octets(data, b"\n") + (len(data) > 0 and data[-1] != ord("\n"))
+
+
+def count_octets(data, octet: bytes, begin: int = 0, end: int | None = None) -> int:
+    """How often octet (one byte) occurs in data's bytes begin .. end - 1 (a buffer: bytes, a
+    memoryview, a file's mmap), counted in parts of the bytes as they are."""
     octets, step = np.frombuffer(data, np.uint8), 4 << 20
-    breaks = sum(
-        int(np.count_nonzero(octets[k : k + step] == 10)) for k in range(0, len(octets), step)
+    end, value = len(octets) if end is None else end, ord(octet)
+    return sum(
+        int(np.count_nonzero(octets[k : min(k + step, end)] == value))
+        for k in range(begin, end, step)
     )
-    return breaks + (len(data) > 0 and data[-1] != 10)
 
 
 class _Rows:
@@ -96,7 +102,14 @@ class _Rows:
         self.missing, self.empty = np.zeros(bound, bool), np.ones(bound, bool)
         self.unused = [j for j in range(num_columns) if j not in keep]
         self.words: dict[int, Words] = {}
-        self.rows = 0
+
+    def cut(self, rows: int) -> None:
+        """Keep the first rows: those written (the table was sized by a bound)."""
+        self.table, self.missing, self.empty = (
+            self.table[:rows],
+            self.missing[:rows],
+            self.empty[:rows],
+        )
 
     def put(self, j: int, at: int, values: np.ndarray) -> None:
         """Column j's rows at, at + 1, ...: values, NaN where missing."""
@@ -126,10 +139,8 @@ class _Rows:
         return True
 
     def parsed(self, lines: int) -> Parsed:
-        table = self.table[: self.rows]
-        table[:, self.unused] = np.nan
-        rows = slice(0, self.rows)
-        return Parsed(table, self.words, self.missing[rows], self.empty[rows], lines)
+        self.table[:, self.unused] = np.nan
+        return Parsed(self.table, self.words, self.missing, self.empty, lines)
 
 
 def _typed(read, words_allowed: frozenset[int], text: set):
@@ -158,8 +169,9 @@ def _stream(data, num_columns: int, keep: Sequence[int], text: set, lines: int):
     rows = _Rows(lines, num_columns, keep)
     index = {j: np.empty(lines, np.int32) for j in text}
     texts: dict[int, dict[str | None, int]] = {j: {None: 0} for j in text}  # 0: missing
+    at = 0
     for block in reader:
-        at, n = rows.rows, block.num_rows
+        n = block.num_rows
         if at + n > lines:
             raise ValueError("more rows than lines")  # never: a row takes a line at least
         for j in keep:
@@ -168,8 +180,9 @@ def _stream(data, num_columns: int, keep: Sequence[int], text: set, lines: int):
                 _dictionary_index(cells, texts[j], index[j][at : at + n])
             else:
                 rows.put(j, at, cells.to_numpy(zero_copy_only=False))
-        rows.rows += n
-    return rows, {j: Words(index[j][: rows.rows], list(texts[j])) for j in text}
+        at += n
+    rows.cut(at)
+    return rows, {j: Words(index[j][:at], list(texts[j])) for j in text}
 
 
 def _dictionary_index(cells, texts: dict[str | None, int], out: np.ndarray) -> None:
@@ -191,15 +204,15 @@ def _strings(data, num_columns: int, keep: Sequence[int], as_text: frozenset[int
 
     table = _read(data, num_columns, keep, set(keep), dictionary=False)
     rows, raw = _Rows(table.num_rows, num_columns, keep), {}
-    rows.rows = table.num_rows
     for j in keep:
         cells = table.column(f"c{j}")
-        try:  # pyarrow's float parser reads a subset of what Python's float() reads
-            if j in as_text:
-                raise pa.ArrowInvalid("read as text")
-            rows.put(j, 0, pc.cast(cells, pa.float64()).to_numpy())
-        except pa.ArrowInvalid:
-            raw[j] = Words.of_arrow(cells)
+        if j not in as_text:
+            try:  # pyarrow's float parser reads a subset of what Python's float() reads
+                rows.put(j, 0, pc.cast(cells, pa.float64()).to_numpy())
+                continue
+            except pa.ArrowInvalid:
+                pass
+        raw[j] = Words.of_arrow(cells)
     return rows, raw
 
 

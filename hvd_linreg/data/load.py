@@ -147,7 +147,7 @@ def _table_shard(
         "dropped": table.dropped,
     }
     if shard_bytes > memory_per_rank() * _SHARD_SHARE:
-        first = range(layout.run_length if layout.batched else 0)  # no run without batches
+        first = range(min(layout.run_length, layout.num_train))  # none without batches
         X, y, C = layout.take(training, dtype, first, k)
         shard = Shard(X, y, layout, source, table=training, carried=C, **described)
     else:

@@ -21,6 +21,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from hvd_linreg import families
 from hvd_linreg.config import UsageError
+from hvd_linreg.data.memory import mixed_text_column
 from hvd_linreg.library import fit, start_job
 
 
@@ -64,6 +65,9 @@ class _Exact(BaseEstimator):
                     "always fits the intercept"
                 )
             self._check_params()
+            mixed = mixed_text_column(X) if hasattr(X, "columns") else None
+            if mixed is not None:  # not "could not convert string to float": name the cell
+                raise mixed
             X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=not self._classifier)
             if len(X) < 2:
                 raise ValueError(f"{type(self).__name__} needs at least 2 samples, got 1 sample")

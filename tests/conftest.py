@@ -441,3 +441,20 @@ def cluster():
         cluster_down()
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+ERROR = "hvd-linreg: error: "  # the prefix of the one line of a usage error
+
+
+def refused(capsys, argv: list[str]) -> str:
+    """What `hvd-linreg ARGV` says when it refuses: exit code 2 and one error line, which is
+    returned without its prefix."""
+    from hvd_linreg.cli import main
+
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert "Traceback" not in out + err
+    errors = [line for line in err.splitlines() if line.startswith(ERROR)]
+    assert len(errors) == 1, err
+    return errors[0][len(ERROR) :]

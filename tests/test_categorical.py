@@ -131,8 +131,9 @@ def test_logit_sgd_on_three_ranks_trains_on_the_dummies(affairs, tmp_path):
 
 @pytest.fixture
 def late_word(tmp_path):
-    """A column of numbers until its last row, which holds a word: on 3 ranks the first ranks
-    see numbers only, and must still code the column's numbers as words ('1', not 1.0)."""
+    """A column of numbers until its last row, which holds a word: a typo unless the column
+    is named in --categorical (test_typos.py). Named, on 3 ranks the first ranks see numbers
+    only, and must still code the column's numbers as words ('1', not 1.0)."""
     rng = np.random.default_rng(5)
     n = 90
     g = rng.integers(1, 4, n).astype(str).astype(object)
@@ -147,10 +148,11 @@ def late_word(tmp_path):
 
 
 @pytest.mark.multiprocess
-def test_a_word_on_one_rank_only_makes_the_column_categorical_on_all(late_word, tmp_path):
+def test_a_named_column_with_a_word_on_one_rank_is_words_on_all(late_word, tmp_path):
     one = tmp_path / "one.json"
-    assert main(["--data", str(late_word), "--solver", "exact", "--metrics_json", str(one)]) == 0
-    run = launch("mpirun", 3, ["--data", str(late_word), "--solver", "exact"], tmp_path)
+    args = ["--data", str(late_word), "--categorical", "g", "--solver", "exact"]
+    assert main([*args, "--metrics_json", str(one)]) == 0
+    run = launch("mpirun", 3, args, tmp_path)
     assert run.returncode == 0, run.output
     names = ["x", "g[T.2]", "g[T.3]", "g[T.other]"]
     assert read_metrics(one)["features"] == run.metrics["features"] == names
@@ -188,7 +190,7 @@ def test_predict_and_evaluate_code_new_rows_with_the_models_levels(grunfeld, tmp
 
 def test_a_column_with_too_many_levels_is_refused_naming_it(tmp_path, capsys):
     path = tmp_path / "ids.csv"
-    path.write_text("id,x,y\n" + "".join(f"c{i},{i},{i % 3}\n" for i in range(30)))
+    path.write_text("id,x,y\n" + "".join(f"c{i % 30},{i},{i % 3}\n" for i in range(90)))
     assert main(["--data", str(path), "--max_levels", "20"]) == 2
     err = capsys.readouterr().err
     assert "column 'id' has 30 levels, more than --max_levels 20" in err
@@ -198,10 +200,10 @@ def test_a_column_with_too_many_levels_is_refused_naming_it(tmp_path, capsys):
 @pytest.mark.multiprocess
 def test_too_many_levels_stop_every_rank(tmp_path):
     path = tmp_path / "ids.csv"
-    path.write_text("id,x,y\n" + "".join(f"c{i},{i},{i % 3}\n" for i in range(300)))
+    path.write_text("id,x,y\n" + "".join(f"c{i % 250},{i},{i % 3}\n" for i in range(600)))
     run = launch("mpirun", 2, ["--data", str(path), "--max_levels", "100"], tmp_path, metrics=False)
     assert run.returncode == 2, run.output
-    assert "column 'id' has at least 1" in run.stderr and "more than --max_levels 100" in run.stderr
+    assert "column 'id' has at least 250 levels, more than --max_levels 100" in run.stderr
     assert "Traceback" not in run.output
 
 
@@ -252,14 +254,14 @@ def test_a_word_in_the_target_is_not_a_level(tmp_path, capsys):
 
 def test_missing_levels_stop_the_run_or_drop_their_rows(tmp_path, capsys):
     path = tmp_path / "d.csv"
-    path.write_text("x,g,y\n1,a,2\n2,NA,3\n3,b,5\n4,a,6\n5,,7\n6,c,8\n")
+    path.write_text("x,g,y\n1,a,2\n2,NA,3\n3,b,5\n4,a,6\n5,,7\n6,c,8\n7,a,9\n8,b,9\n")
     assert main(["--data", str(path)]) == 2
     assert f"{path} line 3: a missing value ('NA') in column 'g'" in capsys.readouterr().err
     out = tmp_path / "m.json"
     args = ["--data", str(path), "--missing", "drop", "--solver", "exact"]
     assert main([*args, "--metrics_json", str(out)]) == 0
     m = read_metrics(out)
-    assert (m["num_samples"], m["rows_dropped_missing"]) == (4, 2)
+    assert (m["num_samples"], m["rows_dropped_missing"]) == (6, 2)
     assert m["features"] == ["x", "g[T.b]", "g[T.c]"]
 
 
@@ -344,7 +346,7 @@ def test_a_parquet_column_with_too_many_levels_is_refused_naming_it(tmp_path, ca
     import pandas as pd
 
     path = tmp_path / "ids.parquet"
-    pd.DataFrame({"id": [f"c{i}" for i in range(30)], "y": np.arange(30.0)}).to_parquet(path)
+    pd.DataFrame({"id": [f"c{i % 30}" for i in range(90)], "y": np.arange(90.0)}).to_parquet(path)
     assert main(["--data", str(path), "--max_levels", "20"]) == 2
     err = capsys.readouterr().err
     assert "column 'id' has 30 levels, more than --max_levels 20" in err
@@ -413,27 +415,29 @@ def test_quoted_fields_give_the_same_rows_on_three_ranks(quoted, tmp_path):
 
 def test_rows_parsed_in_parts_give_the_same_shard(late_word, tmp_path, monkeypatch, capsys):
     """A split is parsed PARSE_ROWS rows at a time: with parts of 7 rows, the word in the
-    last part still makes the whole column categorical, and rows dropped or refused in later
-    parts are named by their own lines."""
+    last part still makes the whole named column words (unnamed, a typo named by its line),
+    and rows dropped or refused in later parts are named by their own lines."""
     from hvd_linreg.data import csv as csv_reader
 
+    named = ["--data", str(late_word), "--categorical", "g", "--solver", "exact"]
     whole = tmp_path / "whole.json"
-    assert main(["--data", str(late_word), "--solver", "exact", "--metrics_json", str(whole)]) == 0
+    assert main([*named, "--metrics_json", str(whole)]) == 0
     monkeypatch.setattr(csv_reader, "PARSE_ROWS", 7)
     monkeypatch.setattr(csv_reader, "parse_split", lambda *args: None)  # the tool's own parser
     parts = tmp_path / "parts.json"
-    assert main(["--data", str(late_word), "--solver", "exact", "--metrics_json", str(parts)]) == 0
+    assert main([*named, "--metrics_json", str(parts)]) == 0
     assert read_metrics(parts)["features"] == read_metrics(whole)["features"]
     np.testing.assert_allclose(read_metrics(parts)["w"], read_metrics(whole)["w"], rtol=1e-12)
+    capsys.readouterr()
+    assert main(["--data", str(late_word), "--solver", "exact"]) == 2
+    assert f"{late_word} line 91: 'other' in column 'g' is not a number" in capsys.readouterr().err
     lines = late_word.read_text().splitlines()
     for line in (20, 40):  # x empty on the file's lines 21 and 41 (parts 3 and 6)
         lines[line] = "," + lines[line].split(",", 1)[1]
     late_word.write_text("\n".join(lines) + "\n")
-    capsys.readouterr()
-    assert main(["--data", str(late_word), "--solver", "exact"]) == 2
+    assert main(named) == 2
     assert f"{late_word} line 21: a missing value ('') in column 'x'" in capsys.readouterr().err
-    args = ["--data", str(late_word), "--solver", "exact", "--missing", "drop"]
-    assert main([*args, "--metrics_json", str(parts)]) == 0
+    assert main([*named, "--missing", "drop", "--metrics_json", str(parts)]) == 0
     assert (read_metrics(parts)["num_samples"], read_metrics(parts)["rows_dropped_missing"]) == (
         88,
         2,

@@ -13,24 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import refused
 from hvd_linreg import predict
 from hvd_linreg.cli import main
 from hvd_linreg.data import load
 
-ERROR = "hvd-linreg: error: "
 METADATA = "assets.extra/hvd_linreg.json"
-
-
-def refused(capsys, argv: list[str]) -> str:
-    """What `hvd-linreg ARGV` says when it refuses: exit code 2 and one error line, which is
-    returned without its prefix."""
-    code = main(argv)
-    out, err = capsys.readouterr()
-    assert code == 2, out + err
-    assert "Traceback" not in out + err
-    errors = [line for line in err.splitlines() if line.startswith(ERROR)]
-    assert len(errors) == 1, err
-    return errors[0][len(ERROR) :]
 
 
 def _text(path, text: str) -> str:

@@ -11,9 +11,10 @@ new rows with them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
+from typing import NamedTuple
 
 import numpy as np
 
@@ -74,6 +75,12 @@ class Words:
         held = np.zeros(len(self.texts), bool)
         held[self.index] = True  # no count: bincount would copy the index as intp first
         return {t for t, h in zip(self.texts, held) if h and t is not None}
+
+    def first_word(self) -> int | None:
+        """The first row whose text is a word: neither missing (None) nor a number."""
+        word = np.array([t is not None and not reads_as_number(t) for t in self.texts] or [False])
+        rows = np.flatnonzero(word[self.index])
+        return int(rows[0]) if len(rows) else None
 
     def codes(self, levels: Sequence[Level], out: np.ndarray | None = None) -> np.ndarray:
         """Each row's index among the levels (float64); -1 where it is not one of them.
@@ -139,23 +146,86 @@ def sources(names: Sequence[str], columns: Sequence[int], levels: Levels) -> lis
     return [names[j] for j in columns for _ in range(width(j, levels))]
 
 
+def reads_as_number(text: str) -> bool:
+    """Whether a cell's text (stripped, not missing) reads as a number, as the parsers read one:
+    Python's float()."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+class Mixed(NamedTuple):
+    """What one rank's cells of a column inferred from its words hold: a text that reads as a
+    number (None where none does), and whether a text does not."""
+
+    number: str | None
+    word: bool
+
+    @classmethod
+    def of(cls, texts: Iterable[str]) -> Mixed:
+        numbers, word = [], False
+        for text in texts:
+            if reads_as_number(text):
+                numbers.append(text)
+            else:
+                word = True
+        return cls(min(numbers, default=None), word)  # the least: the same at every run
+
+
+# refuse(column, a text of it that reads as a number, whether another does not): the error of
+# a column inferred from its words that holds numbers, naming its first word where there is
+# one. Every rank calls it together, so it may be a collective.
+Refuse = Callable[[int, str, bool], UsageError]
+
+
 def agree_levels(
-    local: dict[int, set[Level]], names: Sequence[str], max_levels: int, job
+    local: dict[int, set[Level]],
+    names: Sequence[str],
+    max_levels: int,
+    job,
+    rows: int,
+    inferred: frozenset[int] = frozenset(),
+    refuse: Refuse | None = None,
 ) -> Levels:
-    """Every rank's levels of each categorical column, joined in one collective and sorted;
-    more than max_levels in a column ends the run, on every rank."""
-    mine = {j: (sorted(v) if len(v) <= max_levels else len(v)) for j, v in local.items()}
+    """Every rank's levels of each categorical column, joined in one collective and sorted.
+    The run ends, on every rank, for a column `inferred` (categorical by its words, not by the
+    user's choice) that holds a number: a typo is not a category (refuse names it); for a
+    column with more levels than half of its `rows`: an ID or free text, not a category; and
+    for a column with more than max_levels."""
+    mine = {
+        j: (sorted(v) if len(v) <= max_levels else len(v), Mixed.of(v) if j in inferred else None)
+        for j, v in local.items()
+    }
     every = job.allgather(mine) if job is not None and job.size > 1 else [mine]
+    for j in sorted(inferred & local.keys()):
+        kinds = [theirs[j][1] for theirs in every]
+        number = min((k.number for k in kinds if k.number is not None), default=None)
+        if number is not None and refuse is not None:
+            raise refuse(j, number, any(k.word for k in kinds))
     levels: Levels = {}
     for j in sorted(local):
-        parts = [theirs[j] for theirs in every]
+        parts = [theirs[j][0] for theirs in every]
         counts = [part for part in parts if isinstance(part, int)]
         union = set().union(*(part for part in parts if not isinstance(part, int)))
-        if counts or len(union) > max_levels:
-            count = max([len(union), *counts])
-            raise too_many_levels(names[j], count, max_levels, bool(counts) and len(parts) > 1)
+        count = max([len(union), *counts])
+        at_least = bool(counts) and len(parts) > 1
+        if count > rows / 2:
+            raise not_a_category(names[j], count, rows, at_least)
+        if count > max_levels:
+            raise too_many_levels(names[j], count, max_levels, at_least)
         levels[j] = sorted_levels(union)
     return levels
+
+
+def not_a_category(name: str, count: int, rows: int, at_least: bool = False) -> UsageError:
+    """The error of a categorical column whose levels are more than half of its rows."""
+    return UsageError(
+        f"column {name!r} has {'at least ' * at_least}{count} distinct values in {rows} rows: a "
+        "column with more levels than half its rows is an ID or free text, not a category "
+        "(whatever --max_levels says); leave it out of --features"
+    )
 
 
 def too_many_levels(name: str, count: int, max_levels: int, at_least: bool = False):
@@ -164,6 +234,20 @@ def too_many_levels(name: str, count: int, max_levels: int, at_least: bool = Fal
         f"column {name!r} has {'at least ' * at_least}{count} levels, more than --max_levels "
         f"{max_levels}: is it an ID or free text? Leave it out of --features, or raise "
         "--max_levels"
+    )
+
+
+# The way on from a column of numbers with a word in it, besides fixing the cell.
+AS_LEVELS = "name the column in --categorical to read each of its values as a level"
+
+
+def mixed_column(
+    where: str, word: str, name: str, number: str, instead: str = AS_LEVELS
+) -> UsageError:
+    """The error of a column of numbers with a word in it; where: its file and line or row."""
+    return UsageError(
+        f"{where}: {word!r} in column {name!r} is not a number, but the column holds numbers "
+        f"({number!r} among them); fix the cell, or {instead}"
     )
 
 

@@ -20,12 +20,14 @@ from hvd_linreg.config import Config, UsageError
 from hvd_linreg.data.categorical import (
     CodedFeatures,
     Levels,
+    Refuse,
     Words,
     agree_levels,
     codes,
     expand,
     expanded_names,
     level_name,
+    mixed_column,
     named_columns,
     sources,
     width,
@@ -237,15 +239,19 @@ def _scattered_rows(
     every = job.allgather(summary) if size > 1 else [summary]
     file_rows, lines_before = [0] * len(headers), [1] * len(headers)  # 1: the header
     lengths, dropped = [0] * len(headers), []  # (file, its rows before the split, the split's)
-    for i, num_rows, num_lines, problem, gone, _ in (p for pieces in every for p in pieces):
-        if problem is not None:  # the first problem in the files, on every rank
-            line, (what, missing) = lines_before[i] + problem[0], problem[1:]
-            raise UsageError(f"{headers[i].path} line {line}: {what}" + f"; {hint}" * missing)
-        lines_before[i] += num_lines
-        file_rows[i] += num_rows
-        if len(gone):
-            dropped.append((i, lengths[i], gone))
-        lengths[i] += num_rows + len(gone)
+    first_lines = []  # the line before each of this rank's splits
+    for r, pieces in enumerate(every):
+        for i, num_rows, num_lines, problem, gone, _ in pieces:
+            if problem is not None:  # the first problem in the files, on every rank
+                line, (what, missing) = lines_before[i] + problem[0], problem[1:]
+                raise UsageError(f"{headers[i].path} line {line}: {what}" + f"; {hint}" * missing)
+            if r == rank:
+                first_lines.append(lines_before[i])
+            lines_before[i] += num_lines
+            file_rows[i] += num_rows
+            if len(gone):
+                dropped.append((i, lengths[i], gone))
+            lengths[i] += num_rows + len(gone)
     levels = dict(given)
     if categorical is not None:
         worded = frozenset(j for pieces in every for piece in pieces for j in piece[5])
@@ -255,7 +261,17 @@ def _scattered_rows(
             else _parse_csv_split(data, names, used, drop, _Kinds(as_text=worded))
             for (_, data), s in zip(texts, splits)
         ]
-        levels = _agreed_levels(splits, names, worded, categorical, job)
+
+        def refuse(j: int, number: str, _word: bool) -> UsageError:
+            """A column of numbers with a word: the files' first word in it, found by the
+            ranks together (each its own first, one allgather)."""
+            mine = _first_word(j, texts, splits, first_lines)
+            found = [f for f in (job.allgather(mine) if size > 1 else [mine]) if f is not None]
+            i, line, word = min(found)
+            return mixed_column(f"{headers[i].path} line {line}", word, names[j], number)
+
+        rows = sum(piece[1] for pieces in every for piece in pieces)
+        levels = _agreed_levels(splits, names, worded, categorical, job, rows, refuse)
     starts = np.cumsum([0, *lengths])
     ids = [starts[i] + before + gone for i, before, gone in dropped]
     if len(splits) == 1:  # one file's range: no copy
@@ -274,9 +290,12 @@ def _agreed_levels(
     worded: frozenset[int],
     categorical: Categorical,
     job: Job | None,
+    rows: int,
+    refuse: Refuse,
 ) -> Levels:
     """The levels of the categorical columns (those with a word on any rank, and those
-    --categorical names), agreed by the ranks; each split's cells in them become level codes."""
+    --categorical names), agreed by the ranks over the files' rows; each split's cells in
+    them become level codes. A column of numbers with a word, not named, is refused."""
     columns = sorted(worded | categorical.named)
     if not columns:
         return {}
@@ -287,7 +306,8 @@ def _agreed_levels(
             local[j].update(
                 s.words[j].present() if j in worded else np.unique(s.rows[:, j]).tolist()
             )
-    levels = agree_levels(local, names, categorical.max_levels, job)
+    inferred = worded - categorical.named
+    levels = agree_levels(local, names, categorical.max_levels, job, rows, inferred, refuse)
     for s in splits:
         for j in columns:
             if j in worded:
@@ -295,6 +315,21 @@ def _agreed_levels(
             else:
                 s.rows[:, j] = codes(s.rows[:, j], levels[j])
     return levels
+
+
+def _first_word(
+    j: int, texts: list[tuple[int, Buffer]], splits: list[_CsvSplit], first_lines: list[int]
+) -> tuple[int, int, str] | None:
+    """This rank's first word in column j (a cell neither missing nor a number), as (file,
+    line, its text); None where its splits hold none."""
+    for (i, data), split, before in zip(texts, splits, first_lines):
+        words = split.words.get(j)
+        row = words.first_word() if words is not None else None
+        if row is not None:
+            text = words.texts[words.index[row]]
+            every_row = np.delete(np.arange(len(split.rows) + len(split.dropped)), split.dropped)
+            return i, before + _line_of(str(data, "utf-8", "replace"), int(every_row[row])), text
+    return None
 
 
 def _columns(

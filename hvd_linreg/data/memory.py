@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from hvd_linreg.config import Config, UsageError
+from hvd_linreg.data.categorical import mixed_column, reads_as_number
 from hvd_linreg.data.holdout import Holdout, to_owners
 from hvd_linreg.data.layout import layout_for
 from hvd_linreg.data.rows import Carried
@@ -120,6 +121,9 @@ def _numbers(what: str, values, ndim: int) -> np.ndarray:
         shape = "rows x features" if ndim == 2 else "one value per row"
         raise UsageError(f"{what} must be {ndim}-dimensional ({shape}), got shape {array.shape}")
     if array.dtype.kind not in "biuf":
+        mixed = mixed_text_column(values) if _named(values) else None
+        if mixed is not None:
+            raise mixed
         raise UsageError(
             f"{what} holds {array.dtype} values, not numbers"
             + (f" (column {_first_non_number(values)!r})" if _named(values) else "")
@@ -129,6 +133,37 @@ def _numbers(what: str, values, ndim: int) -> np.ndarray:
 
 def _first_non_number(frame) -> str:
     return next(str(c) for c in frame.columns if frame[c].dtype.kind not in "biuf")
+
+
+def mixed_text_column(frame) -> UsageError | None:
+    """The error of a DataFrame's first column of objects that holds numbers (or numbers
+    written as text) and words, as the file readers refuse one: a typo is not a category.
+    None where there is no such column."""
+    for column in frame.columns:
+        cells = frame[column]
+        if cells.dtype != object:
+            continue
+        texts = [str(c).strip() if isinstance(c, str) else c for c in cells]
+        numbers = (
+            i
+            for i, t in enumerate(texts)
+            if isinstance(t, str)
+            and reads_as_number(t)
+            or isinstance(t, (int, float))
+            and not isinstance(t, bool)
+            and t == t
+        )
+        words = (i for i, t in enumerate(texts) if isinstance(t, str) and not reads_as_number(t))
+        number, word = next(numbers, None), next(words, None)
+        if number is not None and word is not None:
+            return mixed_column(
+                f"row {word} of this rank's rows",
+                texts[word],
+                str(column),
+                str(texts[number]),
+                "pass a column of levels as its dummies (pandas.get_dummies(drop_first=True))",
+            )
+    return None
 
 
 def _named(X) -> bool:

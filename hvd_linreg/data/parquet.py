@@ -21,6 +21,7 @@ from hvd_linreg.data.categorical import (
     expand,
     expanded_names,
     level_name,
+    mixed_column,
     named_columns,
 )
 from hvd_linreg.data.columns import check_same_columns, choose_columns, column_list
@@ -55,7 +56,16 @@ def parquet_table(
     starts = np.cumsum([0] + [m.row_group(g).num_rows for _, m, g in groups])
     # by the columns' positions among those read
     coded = [columns.index(names[j]) for j in categorical]
-    levels = _levels(pq, groups, starts, columns, coded, spec, dropped, job) if coded else {}
+    # string columns are categorical by their words; a dictionary (pandas' category) or
+    # boolean column, or one --categorical names, by the user's choice
+    inferred = frozenset(
+        columns.index(names[j])
+        for j in categorical
+        if j not in named and _is_text(schema.field(names[j]).type)
+    )
+    levels = (
+        _levels(pq, groups, starts, columns, coded, inferred, spec, dropped, job) if coded else {}
+    )
     at = list(range(len(columns) - 1))
     expanded = [*expanded_names(columns, at, levels), columns[-1]]
     last = {}  # the row group read last: the next read usually starts in it
@@ -152,11 +162,16 @@ def _holds_levels(arrow_type) -> bool:
     import pyarrow as pa
 
     return (
-        pa.types.is_string(arrow_type)
-        or pa.types.is_large_string(arrow_type)
+        _is_text(arrow_type)
         or pa.types.is_dictionary(arrow_type)
         or pa.types.is_boolean(arrow_type)
     )
+
+
+def _is_text(arrow_type) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
 
 
 def _levels(
@@ -165,6 +180,7 @@ def _levels(
     starts: np.ndarray,
     columns: list[str],
     coded: list[int],
+    inferred: frozenset[int],
     spec: DataSpec,
     dropped: np.ndarray | None,
     job,
@@ -172,21 +188,54 @@ def _levels(
     """The levels of the columns `coded` (positions among `columns`) over the row groups, in
     the rows kept, sorted: each rank collects those of its share of the groups (those columns
     alone, decoded by pyarrow) and one allgather joins them (agree_levels), so every rank has
-    the same levels at any rank count."""
-    import pyarrow as pa
-
+    the same levels at any rank count. A string column (`inferred`) that holds numbers is
+    refused: a typo, or numbers written as text, is not a category."""
     names = [columns[j] for j in coded]
     found: dict[int, set] = {j: set() for j in coded}
     for i in _share(len(groups), job):
-        rows = _read_row_groups(pq, *groups[i], names)
-        if dropped is not None:
-            gone = dropped[(dropped >= starts[i]) & (dropped < starts[i + 1])] - starts[i]
-            keep = np.ones(rows.num_rows, bool)
-            keep[gone] = False
-            rows = rows.filter(pa.array(keep))
+        rows, _ = _kept_rows(pq, groups, starts, i, names, dropped)
         for j, name in zip(coded, names):
             found[j].update(v for v in rows.column(name).unique().to_pylist() if v is not None)
-    return agree_levels(found, columns, spec.max_levels, job)
+
+    def refuse(j: int, number: str, word: bool) -> UsageError:
+        """A string column that holds numbers: named by its first word, found by the ranks
+        together (each its own first, one allgather); or, without words, as numbers."""
+        path = groups[0][0]
+        if not word:
+            return UsageError(
+                f"{path}: column {columns[j]!r} is text whose every value reads as a number "
+                f"({number!r} among them); write it as numbers, or name it in --categorical to "
+                "read each of its values as a level"
+            )
+        mine = None
+        for i in _share(len(groups), job):
+            rows, kept = _kept_rows(pq, groups, starts, i, [columns[j]], dropped)
+            words = Words.of_arrow(rows.column(0))
+            row = words.first_word()
+            if row is not None:
+                file_row = int(starts[i] - starts[i - groups[i][2]] + kept[row])
+                mine = (i, file_row, words.texts[words.index[row]])
+                break
+        every = job.allgather(mine) if job is not None and job.size > 1 else [mine]
+        i, row, text = min(f for f in every if f is not None)
+        where = f"{groups[i][0]} data row {row} (0-based)"
+        return mixed_column(where, text, columns[j], number)
+
+    rows = int(starts[-1]) - (0 if dropped is None else len(dropped))
+    return agree_levels(found, columns, spec.max_levels, job, rows, inferred, refuse)
+
+
+def _kept_rows(pq, groups: list, starts: np.ndarray, i: int, names: list[str], dropped):
+    """Row group i's columns `names`, without the rows dropped; and the kept rows' positions
+    in the group."""
+    import pyarrow as pa
+
+    rows = _read_row_groups(pq, *groups[i], names)
+    keep = np.ones(rows.num_rows, bool)
+    if dropped is not None:
+        keep[dropped[(dropped >= starts[i]) & (dropped < starts[i + 1])] - starts[i]] = False
+        rows = rows.filter(pa.array(keep))
+    return rows, np.flatnonzero(keep)
 
 
 PARQUET = TableReader(

@@ -31,7 +31,7 @@ def __getattr__(name: str):
 
         return getattr(library, name)
     if name == "UsageError":
-        from hvd_linreg.config import UsageError
+        from hvd_linreg.errors import UsageError
 
         return UsageError
     raise AttributeError(f"module 'hvd_linreg' has no attribute {name!r}")

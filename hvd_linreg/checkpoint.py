@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from hvd_linreg.atomic import atomic_write
-from hvd_linreg.config import UsageError
+from hvd_linreg.errors import UsageError
 
 _NAME = re.compile(r"^ckpt-(\d{10})\.npz$")
 FORMAT = 1

@@ -10,8 +10,9 @@ import os
 import sys
 from dataclasses import fields
 
-from hvd_linreg import __version__
-from hvd_linreg.config import Config, UsageError, field_names
+from hvd_linreg import __version__, families
+from hvd_linreg.config import Config, field_names
+from hvd_linreg.errors import UsageError
 from hvd_linreg.hosts import check_elastic_launch, check_host_name
 from hvd_linreg.launcher import launch_rank, speaks_for
 from hvd_linreg.ranks import (
@@ -67,8 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs = {"action": "store_true", "default": None}
         else:
             kwargs = {"type": _TYPES[kind], "metavar": f.metadata["metavar"]}
-            if f.metadata["choices"]:
-                kwargs = {"choices": f.metadata["choices"]}
+            choices = f.metadata["choices"] or (f.name in CHOICES and CHOICES[f.name]())
+            if choices:
+                kwargs = {"choices": choices}
         # The seed's spelling (--num_steps) and the dashed one (--num-steps) both work.
         flags = [f"--{f.name}", f"--{f.name.replace('_', '-')}"]
         p.add_argument(*dict.fromkeys(flags), dest=f.name, help=help_text, **kwargs)
@@ -82,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _TYPES = {"int": int, "float": float, "str": str}
+# The choices a setting takes that Config does not know: the families say which models exist
+# (asked when the parser is built: a family may be registered after this module is imported).
+CHOICES = {"model": lambda: tuple(families.FAMILIES)}
 
 MODEL_COMMANDS = ("predict", "evaluate")
 
@@ -150,7 +155,9 @@ def parse_config(argv: list[str] | None = None) -> Config:
     path = args.pop("config")
     from_file = read_config_file(path) if path else {}
     given = {k: v for k, v in args.items() if v is not None}
-    return Config(**{**from_file, **given})
+    cfg = Config(**{**from_file, **given})
+    families.for_config(cfg)  # the model, link and power, checked before anything starts
+    return cfg
 
 
 def read_config_file(path: str) -> dict:

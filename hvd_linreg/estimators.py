@@ -20,8 +20,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from hvd_linreg import families
-from hvd_linreg.config import UsageError
 from hvd_linreg.data.memory import mixed_text_column
+from hvd_linreg.errors import UsageError
 from hvd_linreg.library import fit, start_job
 
 

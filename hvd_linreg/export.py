@@ -15,9 +15,10 @@ import numpy as np
 
 from hvd_linreg import __version__
 from hvd_linreg.atomic import atomic_directory
-from hvd_linreg.config import Config, UsageError
+from hvd_linreg.config import Config
 from hvd_linreg.data import Shard
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
+from hvd_linreg.errors import UsageError
 from hvd_linreg.families import FAMILIES
 
 # TensorFlow Serving's place for files of the model that are not TensorFlow's own.

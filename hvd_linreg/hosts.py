@@ -8,8 +8,8 @@ import os
 import socket
 from pathlib import Path
 
-from hvd_linreg.config import UsageError
-from hvd_linreg.launcher import HostError, job_size, spans_hosts
+from hvd_linreg.errors import HostError, UsageError
+from hvd_linreg.launcher import job_size, spans_hosts
 
 
 def check_host_name() -> None:

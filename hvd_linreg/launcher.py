@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from hvd_linreg.config import UsageError
+from hvd_linreg.errors import HostError
 
 # Launchers announce the rank before any MPI call; we need it to keep non-root ranks quiet
 # when the command line is rejected before Horovod starts.
@@ -42,11 +42,6 @@ def _launcher_value(names: tuple[str, ...], default: int) -> int:
 def launch_rank() -> int:
     """This process's rank as the launcher set it, or 0 when started without one."""
     return _launcher_value(_RANK_VARIABLES, 0)
-
-
-class HostError(UsageError):
-    """A usage error of this host, found before Horovod starts: only the ranks on this host
-    see it and cannot tell the others, so the first rank on the host speaks for it."""
 
 
 def speaks_for(error: BaseException | None = None) -> bool:

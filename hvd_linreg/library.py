@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from hvd_linreg.config import Config, UsageError
+from hvd_linreg.config import Config
+from hvd_linreg.errors import UsageError
 
 # Settings that describe a file or a launch, which fit() does not take: its rows are its
 # arguments, and an elastic run needs the launcher's host discovery.
@@ -41,7 +42,7 @@ def config_for_fit(settings: dict[str, Any]) -> Config:
         if name in settings:
             raise UsageError(f"fit() does not take {name}=: {instead}")
     try:
-        return Config(**{"quiet": True, **settings})
+        cfg = Config(**{"quiet": True, **settings})
     except TypeError:
         known = set(Config.__dataclass_fields__)
         unknown = sorted(set(settings) - known)
@@ -49,6 +50,10 @@ def config_for_fit(settings: dict[str, Any]) -> Config:
             f"fit() got unknown settings {', '.join(unknown)}; its settings are the command "
             "line's flags by the same names (hvd-linreg --help)"
         ) from None
+    from hvd_linreg import families
+
+    families.for_config(cfg)  # the model, link and power: Config knows no family
+    return cfg
 
 
 def fit(X, y, *, weights=None, offset=None, **settings) -> FitResult:

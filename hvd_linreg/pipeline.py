@@ -13,8 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from hvd_linreg import checkpoint, export, families, ranks, solvers
-from hvd_linreg.config import Config, UsageError
+from hvd_linreg.config import Config
 from hvd_linreg.data import Shard, load_shard
+from hvd_linreg.errors import UsageError
 from hvd_linreg.hosts import keepalive_warning
 from hvd_linreg.optimizer import make_optimizer
 from hvd_linreg.plot import save_plot
@@ -51,7 +52,9 @@ def prepare(cfg: Config, family, job: Job, load=None) -> tuple[Shard, Path | Non
     # training: a problem any rank sees stops all of them together, with one message.
     shard, ckpt_dir, error = None, None, None
     try:
-        shard = load() if load else load_shard(cfg, job.rank, job.size, job)
+        shard = (
+            load() if load else load_shard(cfg, job.rank, job.size, job, family.synthetic_target)
+        )
         if job.is_root:
             check_writable("--metrics_json", cfg.metrics_json)
             check_writable("--plot", cfg.plot)

@@ -14,7 +14,6 @@ import numpy as np
 
 from hvd_linreg import families, ranks
 from hvd_linreg.atomic import atomic_write
-from hvd_linreg.config import UsageError
 from hvd_linreg.data import (
     CsvHeader,
     DataSpec,
@@ -27,6 +26,7 @@ from hvd_linreg.data import (
 from hvd_linreg.data.categorical import Levels, expand, width
 from hvd_linreg.data.parquet import parquet_columns, parquet_rows
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
+from hvd_linreg.errors import UsageError
 from hvd_linreg.export import ExportedModel, load
 from hvd_linreg.ranks import Job
 

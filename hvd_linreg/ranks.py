@@ -16,8 +16,9 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from hvd_linreg.config import UsageError
+from hvd_linreg.buffers import aligned_empty
 from hvd_linreg.daemons import end_parent_if_it_hangs
+from hvd_linreg.errors import UsageError
 from hvd_linreg.hosts import check_distinct_hosts, machine_id
 from hvd_linreg.launcher import job_size, local_size, speaks_for
 from hvd_linreg.startup import import_tensorflow
@@ -440,8 +441,6 @@ def as_tensor(a: np.ndarray) -> tf.Tensor:
     first copied once into such a buffer. Nothing writes to a shard after loading, nor to rows
     being sent, so sharing is safe."""
     import tensorflow as tf
-
-    from hvd_linreg.data.table import aligned_empty
 
     if not (a.flags.c_contiguous and a.flags.writeable and a.ctypes.data % 64 == 0):
         a, unaligned = aligned_empty(a.shape, a.dtype), a

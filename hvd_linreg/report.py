@@ -14,8 +14,9 @@ import numpy as np
 
 from hvd_linreg import __version__
 from hvd_linreg.atomic import atomic_write
-from hvd_linreg.config import Config, UsageError
+from hvd_linreg.config import Config
 from hvd_linreg.data import Shard, global_batch_size
+from hvd_linreg.errors import UsageError
 from hvd_linreg.ranks import Job
 from hvd_linreg.statistics import describe
 from hvd_linreg.statistics.table import SHOWN_WEIGHTS as _SHOWN_WEIGHTS

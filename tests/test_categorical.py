@@ -375,7 +375,7 @@ def quoted(tmp_path):
 def test_quoted_line_breaks_stay_inside_their_record_at_any_rank_count(quoted, size):
     """Given the quotes ahead of each rank's bytes (split_quotes' sum), the ranks' texts are
     the file's records, each once, in order, wherever a range starts inside a quoted field."""
-    from hvd_linreg.data.csv import csv_header, csv_split_texts
+    from hvd_linreg.data import csv_header, csv_split_texts
 
     header = csv_header(quoted)
     data = quoted.read_bytes()[header.data_start :]
@@ -417,7 +417,7 @@ def test_rows_parsed_in_parts_give_the_same_shard(late_word, tmp_path, monkeypat
     """A split is parsed PARSE_ROWS rows at a time: with parts of 7 rows, the word in the
     last part still makes the whole named column words (unnamed, a typo named by its line),
     and rows dropped or refused in later parts are named by their own lines."""
-    from hvd_linreg.data import csv as csv_reader
+    from hvd_linreg.data import csv_parse as csv_reader
 
     named = ["--data", str(late_word), "--categorical", "g", "--solver", "exact"]
     whole = tmp_path / "whole.json"

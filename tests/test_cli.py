@@ -13,7 +13,8 @@ import pytest
 
 from conftest import LAUNCH_TIMEOUT_S, REPO, launcher_env
 from hvd_linreg.cli import MODEL_COMMANDS, build_model_parser, main, parse_config
-from hvd_linreg.config import Config, UsageError, field_names
+from hvd_linreg.config import Config, field_names
+from hvd_linreg.errors import UsageError
 
 
 def test_defaults_are_the_seed_programs():

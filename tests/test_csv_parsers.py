@@ -9,8 +9,8 @@ import random
 import numpy as np
 import pytest
 
-from hvd_linreg.data import csv as csv_reader
 from hvd_linreg.data import csv_arrow
+from hvd_linreg.data import csv_parse as csv_reader
 
 NAMES = ["x", "g", "note", "y"]
 WORDS = frozenset({1, 2})  # the features that may hold words
@@ -18,7 +18,7 @@ WORDS = frozenset({1, 2})  # the features that may hold words
 
 def both(data: bytes, used=(0, 1, 3), drop=False, as_text=frozenset(), given=None):
     """(pyarrow's split or None, the tool's parser's split) of the same bytes."""
-    kinds = csv_reader._Kinds(WORDS, as_text, given or {})
+    kinds = csv_reader.Kinds(WORDS, as_text, given or {})
     keep = sorted(set(used))
     # as a rank's range is parsed: mapped from its file, not copied
     fast = csv_reader._arrow_split(memoryview(data), NAMES, keep, drop, kinds)

@@ -9,10 +9,11 @@ import re
 import numpy as np
 import pytest
 
-from hvd_linreg.config import Config, UsageError
+from hvd_linreg.config import Config
 from hvd_linreg.data import csv_split_text, load_shard, synthetic_rows, true_weights
 from hvd_linreg.data.holdout import Holdout, to_owners
 from hvd_linreg.data.layout import layout_for
+from hvd_linreg.errors import UsageError
 
 
 @pytest.mark.parametrize("size", [2, 3, 4])

@@ -7,8 +7,8 @@ import pytest
 
 from conftest import launch, params_of, read_metrics
 from hvd_linreg.cli import main, parse_config
-from hvd_linreg.config import UsageError
 from hvd_linreg.data import synthetic_rows
+from hvd_linreg.errors import UsageError
 from reference import SGD, Adam, averaged, constant, linear_warmup, lstsq, mse
 
 

@@ -413,7 +413,7 @@ def test_irls_step_takes_the_gram_where_its_error_is_below_the_coefficients(depe
     of it: a bound relative to the step refuses every Gram (and IRLS paid a Householder pass
     per iteration), one relative to the coefficients takes it where its error is below their
     digits, and still refuses it where κ² would cost them."""
-    from hvd_linreg.solvers.least_squares import _gram_factor
+    from hvd_linreg.solvers.qr import _gram_factor
 
     X, r = _step_design(np.random.default_rng(3), dependent)
     A = np.c_[X, r]

@@ -341,11 +341,13 @@ def test_synthetic_logistic_rows_are_the_same_for_any_rank_count():
     """y ~ Bernoulli(σ(5x + 2)), a pure function of (seed, row): 3 ranks' shards and the
     held-out rows hold exactly the rows of one rank, and the target is 0/1 at the rate the
     model gives."""
+    from hvd_linreg import families
     from hvd_linreg.data import load_shard
 
     cfg = Config(model="logistic", num_samples=6000, batch_size=10, validation_fraction=0.1)
-    whole = load_shard(cfg, 0, 1)
-    parts = [load_shard(cfg, rank, 3) for rank in range(3)]
+    target = families.for_config(cfg).synthetic_target
+    whole = load_shard(cfg, 0, 1, target=target)
+    parts = [load_shard(cfg, rank, 3, target=target) for rank in range(3)]
     X = np.concatenate([whole.X, whole.validation.X])
     y = np.concatenate([whole.y, whole.validation.y])
     assert set(np.unique(y)) == {0.0, 1.0}

@@ -12,7 +12,8 @@ import pytest
 
 from conftest import REPO, launch, params_of
 from hvd_linreg import families
-from hvd_linreg.config import Config, UsageError
+from hvd_linreg.config import Config
+from hvd_linreg.errors import UsageError
 from hvd_linreg.families import FAMILIES
 from reference import SGD, averaged, constant
 
@@ -37,8 +38,11 @@ def data(tmp_path_factory):
 
 
 def test_an_unregistered_family_is_a_usage_error():
+    """Config knows no family: the families refuse one they do not register."""
+    from hvd_linreg import families
+
     with pytest.raises(UsageError, match="--model must be one of linear"):
-        Config(model="lad")
+        families.for_config(Config(model="lad"))
 
 
 @pytest.mark.multiprocess

@@ -13,8 +13,9 @@ import pytest
 
 from conftest import launch, params_of, read_metrics
 from hvd_linreg.cli import main
-from hvd_linreg.config import Config, UsageError
+from hvd_linreg.config import Config
 from hvd_linreg.data import csv_split_texts, load_shard
+from hvd_linreg.errors import UsageError
 from reference import averaged_sgd, lstsq
 
 NAMES = ["a", "b", "c", "y"]

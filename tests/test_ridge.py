@@ -8,7 +8,8 @@ import pytest
 from sklearn.linear_model import Ridge
 
 from conftest import params_of, run_metrics
-from hvd_linreg.config import Config, UsageError
+from hvd_linreg.config import Config
+from hvd_linreg.errors import UsageError
 from reference import averaged_sgd, mse, ridge
 
 L2 = 0.3

@@ -56,7 +56,7 @@ def test_a_word_in_a_column_of_numbers_is_refused_naming_its_line(tmp_path, caps
 def test_a_word_past_the_first_64_kb_is_refused_by_either_parser(tmp_path, capsys, monkeypatch):
     """pyarrow reads the first 64 KB to find columns of words; a later word is found as its
     float parser refuses it. The tool's own parser gives the same line."""
-    from hvd_linreg.data import csv as csv_reader
+    from hvd_linreg.data import csv_parse as csv_reader
 
     path = numbers_with_a_word(tmp_path / "late.csv", 5000, 4500)
     assert path.stat().st_size > 3 * 65536

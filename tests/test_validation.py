@@ -13,8 +13,9 @@ import pytest
 from sklearn import metrics
 
 from conftest import REPO, launch, params_of, run_metrics
-from hvd_linreg.config import Config, UsageError
+from hvd_linreg.config import Config
 from hvd_linreg.data import load_shard, synthetic_rows
+from hvd_linreg.errors import UsageError
 from reference import averaged_sgd, lstsq
 
 MASK = (1 << 64) - 1

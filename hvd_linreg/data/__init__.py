@@ -6,6 +6,8 @@ The modules, in the order the data flows through them:
   npy        .npy and .npz files, read by ranges of rows
   parquet    Parquet files, read by row groups (pyarrow is imported only to read one)
   csv        CSV files, each rank parsing its byte range, rows sent to their ranks
+  csv_ranges   a CSV file cut by bytes, records whole (quotes counted across ranks)
+  csv_parse    a split's rows parsed: by pyarrow (csv_arrow) or the tool's own parser
   missing    which cells are missing (--missing), and the file rows of the rows kept
   categorical  columns of words or codes as treatment dummies, levels agreed by the ranks
   columns    choosing named columns (--target, --features)
@@ -19,13 +21,9 @@ The modules, in the order the data flows through them:
   memory     memory_shard: the shard of the rows each rank passes to hvd_linreg.fit
 """
 
-from hvd_linreg.data.csv import (
-    CsvHeader,
-    csv_header,
-    csv_split_text,
-    csv_split_texts,
-    read_csv_split,
-)
+from hvd_linreg.buffers import aligned_empty
+from hvd_linreg.data.csv import CsvHeader, csv_header, read_csv_split
+from hvd_linreg.data.csv_ranges import csv_split_text, csv_split_texts
 from hvd_linreg.data.files import READERS, data_files, open_table
 from hvd_linreg.data.holdout import Holdout, is_validation
 from hvd_linreg.data.layout import Layout, global_batch_size, layout_for, run_length
@@ -34,7 +32,7 @@ from hvd_linreg.data.rows import Rows
 from hvd_linreg.data.shard import Shard
 from hvd_linreg.data.spec import DataSpec, ScatterReader, TableReader
 from hvd_linreg.data.synthetic import NOISE_STDDEV, TRUE_BIAS, synthetic_rows, true_weights
-from hvd_linreg.data.table import StoredArray, Table, aligned_empty, own_dtype, read_across, rows_of
+from hvd_linreg.data.table import StoredArray, Table, own_dtype, read_across, rows_of
 
 __all__ = [
     "NOISE_STDDEV",

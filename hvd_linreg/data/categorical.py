@@ -18,9 +18,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hvd_linreg.config import UsageError
+from hvd_linreg.buffers import aligned_empty
 from hvd_linreg.data.columns import column_list
-from hvd_linreg.data.table import aligned_empty
+from hvd_linreg.errors import UsageError
 
 Level = str | float
 # Levels: a categorical column's index among the data's columns -> its levels, sorted

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hvd_linreg.config import UsageError
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
+from hvd_linreg.errors import UsageError
 
 
 def choose_columns(

@@ -1,5 +1,5 @@
 """A CSV split's columns parsed by pyarrow's CSV reader, when pyarrow is installed: the same
-values, texts and missing cells as the tool's own parser (data/csv.py), in C++ rather than
+values, texts and missing cells as the tool's own parser (data/csv_parse.py), in C++ rather than
 Python (docs/performance.md, section 11). Where the two could differ, this parser declines
 (None) and the split goes to the tool's own: a line that pyarrow cannot read, a cell that
 pyarrow's float parser refuses but Python's accepts (' 1.5', '1_000'), a word in a column of
@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from hvd_linreg.buffers import aligned_empty
 from hvd_linreg.data.categorical import Words
 from hvd_linreg.data.missing import MISSING_CELLS, is_missing
-from hvd_linreg.data.table import aligned_empty
 
 # pyarrow's reads of a split: blocks this large (its default is 1 MB). A block and its
 # columns stay in the cache while they are written into the table: 1 GB at 2 ranks took
@@ -46,7 +46,7 @@ def parse_split(
     words_allowed: frozenset[int],
     as_text: frozenset[int],
 ) -> Parsed | None:
-    """The columns `keep` of the split's rows, as data/csv.py's _parse_column reads them: a
+    """The columns `keep` of the split's rows, as data/csv_parse.py's _parse_column reads them: a
     column of numbers (and missing cells) as float64; a column in as_text, or in words_allowed
     with a word in it, as its Words. None where pyarrow cannot be trusted to read the split as
     the tool's parser does.

@@ -5,12 +5,12 @@ from __future__ import annotations
 import glob
 from pathlib import Path
 
-from hvd_linreg.config import UsageError
 from hvd_linreg.data.csv import CSV
 from hvd_linreg.data.npy import NPY, NPZ
 from hvd_linreg.data.parquet import PARQUET
 from hvd_linreg.data.spec import DataSpec, ScatterReader, TableReader
 from hvd_linreg.data.table import Table
+from hvd_linreg.errors import UsageError
 
 # The readers, by file name suffix: adding a format is one module that declares a reader, and
 # its entry here. The two kinds (hvd_linreg.data.spec): a TableReader opens the files as a

@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hvd_linreg.config import Config, UsageError
+from hvd_linreg.buffers import aligned_empty
+from hvd_linreg.config import Config
 from hvd_linreg.data.layout import Layout
-from hvd_linreg.data.table import Table, aligned_empty, rows_of
+from hvd_linreg.data.table import Table, rows_of
+from hvd_linreg.errors import UsageError
 
 if TYPE_CHECKING:
     from hvd_linreg.ranks import Job

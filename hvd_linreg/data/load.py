@@ -3,12 +3,12 @@ files' format (files.READERS)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
 
-from hvd_linreg import families
-from hvd_linreg.config import SYNTHETIC_FEATURES, SYNTHETIC_SAMPLES, Config, UsageError
+from hvd_linreg.config import SYNTHETIC_FEATURES, SYNTHETIC_SAMPLES, Config
 from hvd_linreg.data.columns import column_labels
 from hvd_linreg.data.files import READERS, data_files, open_table
 from hvd_linreg.data.holdout import Holdout
@@ -18,6 +18,7 @@ from hvd_linreg.data.shard import RowNames, Shard, with_validation
 from hvd_linreg.data.spec import DataSpec, ScatterReader, TableReader
 from hvd_linreg.data.synthetic import TRUE_BIAS, synthetic_rows, true_weights
 from hvd_linreg.data.table import Table, rows_of
+from hvd_linreg.errors import UsageError
 from hvd_linreg.ranks import Job, memory_per_rank
 
 # A shard larger than this share of the memory a rank may use is read as it is used: the rest
@@ -29,10 +30,22 @@ _SHARD_SHARE = 0.5
 _WHOLE_READ_NOTED_BYTES = 8 << 20
 
 
-def load_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Shard:
+# target(seed, ids, X, y): the synthetic rows' target for a model family, from the seed's
+# line y (families' synthetic_target); the line itself for least squares.
+SyntheticTarget = Callable[[int, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+def load_shard(
+    cfg: Config,
+    rank: int,
+    size: int,
+    job: Job | None = None,
+    target: SyntheticTarget | None = None,
+) -> Shard:
     """Build or read only this rank's rows; raise UsageError for anything the user can fix.
     job: the ranks' collectives, which reading a CSV file on several ranks needs, and the
-    cores this rank may use, which building synthetic rows uses."""
+    cores this rank may use, which building synthetic rows uses. target: the synthetic rows'
+    target, which the caller's model family gives (by default the seed's line)."""
     if not cfg.synthetic:
         return read_shard(cfg, rank, size, job)
     num_features = cfg.num_features or SYNTHETIC_FEATURES
@@ -40,13 +53,10 @@ def load_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     # Runs of 1 row: no file is read, so longer runs would only leave out more rows.
     layout = layout_for(holdout.num_train, rank, size, cfg.batch_size, batched=cfg.batched)
 
-    family = families.for_config(cfg)
-
     def rows(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         dtype, threads = cfg.dtype or "float32", job.threads if job else 1
         X, y = synthetic_rows(cfg.seed, ids, num_features, dtype, threads)
-        # The family's target for these features: y itself for least squares.
-        return X, family.synthetic_target(cfg.seed, ids, X, y)
+        return X, y if target is None else target(cfg.seed, ids, X, y)
 
     validation = Rows(*rows(holdout.piece(rank, size))) if holdout.held_out else None
     shard = Shard(*rows(holdout.global_ids(layout.rows())), layout, "synthetic")
@@ -67,29 +77,7 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     reader = READERS.get(suffix)
     if isinstance(reader, ScatterReader):
         return reader.read_shard(files, cfg, rank, size, job)
-    if spec.categorical and not (isinstance(reader, TableReader) and reader.named_columns):
-        raise UsageError(
-            f"--categorical codes the named columns of CSV and Parquet files as levels; a "
-            f"{suffix} file's columns are unnamed numbers: pass the dummies as its columns"
-        )
-    drop = spec.missing == "drop"
-    if drop and not (isinstance(reader, TableReader) and reader.open_ranked):
-        raise UsageError(
-            f"--missing drop drops the rows of CSV and Parquet files; a {suffix} file's NaNs "
-            "stop the run naming their row: drop those rows from it, or write it as Parquet"
-        )
-    if isinstance(reader, TableReader) and not reader.named_columns:
-        for flag, value in (("--target", spec.target), ("--features", spec.features)):
-            if value is not None:
-                raise UsageError(
-                    f"{flag} names columns of a CSV or Parquet file; it does not apply to {suffix}"
-                )
-        if spec.carried.names and not reader.named_arrays:
-            raise UsageError(
-                f"{spec.carried.roles[0]} names a column of a CSV or Parquet file, or an array "
-                f"of a .npz file (beside X and y); a {suffix} file has neither: save the "
-                "arrays in one .npz (np.savez(path, X=X, y=y, weight=w))"
-            )
+    _check_reader_takes(reader, spec, suffix)
     ranked = isinstance(reader, TableReader) and reader.open_ranked
     table = reader.open_ranked(files, spec, job) if ranked else open_table(files, spec)
     if table.num_rows == 0 and table.dropped is not None:
@@ -126,6 +114,33 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     except OSError as e:
         raise UsageError(f"cannot read {cfg.data}: {e}") from None
     return shard
+
+
+def _check_reader_takes(reader, spec: DataSpec, suffix: str) -> None:
+    """UsageError for a setting that a format's reader cannot apply: columns named in a file
+    of unnamed numbers, rows dropped from a format that is not read by rows."""
+    if spec.categorical and not (isinstance(reader, TableReader) and reader.named_columns):
+        raise UsageError(
+            f"--categorical codes the named columns of CSV and Parquet files as levels; a "
+            f"{suffix} file's columns are unnamed numbers: pass the dummies as its columns"
+        )
+    if spec.missing == "drop" and not (isinstance(reader, TableReader) and reader.open_ranked):
+        raise UsageError(
+            f"--missing drop drops the rows of CSV and Parquet files; a {suffix} file's NaNs "
+            "stop the run naming their row: drop those rows from it, or write it as Parquet"
+        )
+    if isinstance(reader, TableReader) and not reader.named_columns:
+        for flag, value in (("--target", spec.target), ("--features", spec.features)):
+            if value is not None:
+                raise UsageError(
+                    f"{flag} names columns of a CSV or Parquet file; it does not apply to {suffix}"
+                )
+        if spec.carried.names and not reader.named_arrays:
+            raise UsageError(
+                f"{spec.carried.roles[0]} names a column of a CSV or Parquet file, or an array "
+                f"of a .npz file (beside X and y); a {suffix} file has neither: save the "
+                "arrays in one .npz (np.savez(path, X=X, y=y, weight=w))"
+            )
 
 
 def _table_shard(

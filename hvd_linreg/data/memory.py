@@ -9,13 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from hvd_linreg.config import Config, UsageError
+from hvd_linreg.buffers import aligned_empty
+from hvd_linreg.config import Config
 from hvd_linreg.data.categorical import mixed_column, reads_as_number
 from hvd_linreg.data.holdout import Holdout, to_owners
 from hvd_linreg.data.layout import layout_for
 from hvd_linreg.data.rows import Carried
 from hvd_linreg.data.shard import RowNames, Shard, with_validation
-from hvd_linreg.data.table import aligned_empty
+from hvd_linreg.errors import UsageError
 from hvd_linreg.ranks import Job
 
 SOURCE = "the rows passed to fit()"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hvd_linreg.config import UsageError
 from hvd_linreg.data.spec import DataSpec, TableReader
 from hvd_linreg.data.table import StoredArray, Table, open_without_readahead, own_dtype, read_across
+from hvd_linreg.errors import UsageError
 
 
 def npy_table(files: list[Path], spec: DataSpec) -> Table:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 
-from hvd_linreg.config import UsageError
 from hvd_linreg.data.categorical import (
     Levels,
     Words,
@@ -34,6 +33,7 @@ from hvd_linreg.data.table import (
     read_across,
     without_rows,
 )
+from hvd_linreg.errors import UsageError
 
 
 def parquet_table(

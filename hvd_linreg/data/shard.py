@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hvd_linreg.config import UsageError
 from hvd_linreg.data.categorical import CodedFeatures
 from hvd_linreg.data.layout import Layout
 from hvd_linreg.data.missing import file_row
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried, Rows
 from hvd_linreg.data.table import Table
+from hvd_linreg.errors import UsageError
 
 if TYPE_CHECKING:
     from hvd_linreg.data.holdout import Holdout

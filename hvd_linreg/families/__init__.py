@@ -15,6 +15,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from hvd_linreg.errors import UsageError
+
 if TYPE_CHECKING:
     from hvd_linreg.families.family import Family
 
@@ -42,5 +44,18 @@ def get(name: str, link: str | None = None, power: float | None = None) -> Famil
 
 
 def for_config(cfg) -> Family:
-    """The family a run's settings ask for."""
-    return get(cfg.model, cfg.link, cfg.tweedie_power)
+    """The family a run's settings ask for; UsageError for a model, link or power it does not
+    take, and for an exposure without the log link. Config knows no family: its callers ask
+    this as soon as they have one."""
+    if cfg.model not in FAMILIES:
+        raise UsageError(f"--model must be one of {', '.join(FAMILIES)}, got {cfg.model!r}")
+    if cfg.tweedie_power is not None and cfg.model != "tweedie":
+        raise UsageError("--tweedie_power is for --model tweedie")
+    family = get(cfg.model, cfg.link, cfg.tweedie_power)
+    if cfg.exposure is not None and family.link.name != "log":
+        raise UsageError(
+            f"--exposure multiplies the mean only under the log link, and --model "
+            f"{cfg.model} has the {family.link.name} link here: add --link log, or pass "
+            "log(exposure) with --offset"
+        )
+    return family

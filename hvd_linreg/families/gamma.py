@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hvd_linreg.families.family import Family, check_target_values, lgamma
+from hvd_linreg.families.family import Family, check_target_values
+from hvd_linreg.families.maths import lgamma
 
 
 class Gamma(Family):

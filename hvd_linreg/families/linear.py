@@ -15,8 +15,8 @@ from functools import reduce
 
 import numpy as np
 
-from hvd_linreg.families.family import Blocks, block_rows, linear_predictor, predictor
 from hvd_linreg.families.gaussian import Gaussian
+from hvd_linreg.families.maths import Blocks, block_rows, linear_predictor, predictor
 from hvd_linreg.families.scores import Scores
 from hvd_linreg.ranks import Job
 

@@ -15,17 +15,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from hvd_linreg.config import UsageError
 from hvd_linreg.data.rows import Rows
 from hvd_linreg.data.synthetic import TRUE_BIAS, true_weights, uniforms
-from hvd_linreg.families.family import (
-    Blocks,
-    Family,
-    check_target_values,
-    lgamma,
-    predictor,
-    xlogy,
-)
+from hvd_linreg.errors import UsageError
+from hvd_linreg.families.family import Family, check_target_values
+from hvd_linreg.families.maths import Blocks, lgamma, predictor, xlogy
 from hvd_linreg.families.scores import Scores
 from hvd_linreg.ranks import Job
 

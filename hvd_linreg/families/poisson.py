@@ -9,13 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from hvd_linreg.data.synthetic import TRUE_BIAS, true_weights, uniforms
-from hvd_linreg.families.family import (
-    Family,
-    check_target_values,
-    lgamma,
-    linear_predictor,
-    xlogy,
-)
+from hvd_linreg.families.family import Family, check_target_values
+from hvd_linreg.families.maths import lgamma, linear_predictor, xlogy
 
 # The synthetic job's log-mean: the seed's line x·w_true + b_true, scaled by this
 SYNTHETIC_SCALE = 0.2

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hvd_linreg.families.family import predictor
+from hvd_linreg.families.maths import predictor
 
 
 class Scores:

@@ -1,6 +1,6 @@
 """The exact solvers, one per method, each handed a family: least squares by the distributed QR
-(least_squares.py), and IRLS for every other family (irls.py), whose steps least squares
-solves; and the robust covariance at either's optimum (sandwich.py)."""
+(least_squares.py, on the factor of qr.py), and IRLS for every other family (irls.py), whose
+steps least squares solves; and the robust covariance at either's optimum (sandwich.py)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ At θ = [w..., b] each row has its mean μ = g⁻¹(x·w + b), its working weigh
 and its working residual r = (y - μ) g'(μ). The Fisher-scoring step δ is the weighted least
 squares of r on [X 1] (with --l2, ridge rows that penalise w + δ), solved as the linear family's
 exact fit is: the TSQR of √W·[Xc rc], or the weighted Gram's Cholesky factor where its error
-bound allows (least_squares.factorise_blocks). For a canonical link the Fisher information is
+bound allows (qr.factorise_blocks). For a canonical link the Fisher information is
 the Hessian, and the step Newton's.
 
 Each iteration is one pass over each rank's rows and one allreduce (a second pass and an
@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hvd_linreg.config import UsageError
-from hvd_linreg.families.family import Family, block_rows, penalty, predictor
+from hvd_linreg.errors import UsageError
+from hvd_linreg.families.family import Family
+from hvd_linreg.families.maths import block_rows, penalty, predictor
 from hvd_linreg.ranks import Job
-from hvd_linreg.solvers.least_squares import Factor, factorise_blocks, solve
+from hvd_linreg.solvers.least_squares import solve
+from hvd_linreg.solvers.qr import Factor, factorise_blocks
 
 MAX_ITERATIONS = 100
 # The step's size, relative to each coefficient (absolute for coefficients below 1): Fisher

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hvd_linreg.families.family import Family, block_rows, predictor
+from hvd_linreg.families.family import Family
+from hvd_linreg.families.maths import block_rows, predictor
 from hvd_linreg.ranks import Job
 
 

@@ -1,0 +1,12 @@
+"""The errors a user can cause and fix. A leaf: every module that raises one imports it from
+here, and it imports nothing of the tool."""
+
+
+class UsageError(ValueError):
+    """A problem the user caused and can fix: the command line ends every rank with exit code
+    2 and its message; hvd_linreg.fit raises it on every rank."""
+
+
+class HostError(UsageError):
+    """A usage error of this host, found before Horovod starts: only the ranks on this host
+    see it and cannot tell the others, so the first rank on the host speaks for it."""

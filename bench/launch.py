@@ -50,6 +50,11 @@ def _run(cmd: list[str], env: dict[str, str] | None = None) -> str:
     return proc.stdout
 
 
+def output(cmd: list[str], env: dict[str, str] | None = None) -> str:
+    """Run cmd to its end (or LaunchError); what it printed on stdout."""
+    return _run(cmd, env)
+
+
 def wall_s(cmd: list[str], env: dict[str, str] | None = None) -> float:
     """Seconds from starting cmd to its exit: what a user waits for."""
     start = time.perf_counter()

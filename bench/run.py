@@ -39,6 +39,11 @@
    (a word column as its level codes), by the tool's reader at 1 and 2 ranks (load_shard
    between two barriers, bench/csv_parse.py), next to pyarrow.csv.read_csv plus dictionary
    encoding of the two string columns on one core.
+12. Whole runs, start to exit, with each rank's peak RSS (bench/whole_runs.py meters every
+   process): `hvd-linreg --solver exact` (which starts no TensorFlow) at 1 rank without a
+   launcher and at 2 under mpirun, next to a script that loads the same file and fits with
+   scikit-learn, or with glum where it is installed, taking turns: least squares, logistic and
+   Poisson on 2,000,000 x 32 float64 rows (.npz), and Poisson on a 5,000-row CSV file.
 `--sections 1,6` runs only those sections (2 and 4 come from the same runs).
 
 The machine is shared and noisy: every figure is a median of repeated runs, and the targets
@@ -53,6 +58,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -524,6 +530,81 @@ def csv_parse(rounds: int, progress) -> dict:
     return {"rows": CSV_ROWS, "bytes": size, "seconds": seconds, "runs_s": runs}
 
 
+WHOLE_ROWS, WHOLE_FEATURES = 2_000_000, 32
+WHOLE_MODELS = ("linear", "logistic", "poisson")
+WHOLE_RANKS = (1, 2)
+SMALL_CSV_ROWS, SMALL_CSV_FEATURES = 5_000, 8
+WHOLE_PEERS = ("sklearn", "glum")
+WHOLE_AGREE = 1e-6
+
+
+def whole_run(command: list[str], np_: int = 1) -> dict:
+    """command from start to exit (under mpirun at np_ > 1), each process metered by
+    bench/whole_runs.py: wall seconds, every rank's peak RSS, and what it printed last."""
+    with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
+        metered = [sys.executable, str(launch.BENCH / "whole_runs.py"), "--meter", tmp, "--"]
+        full = [*(launch.launcher(np_) if np_ > 1 else []), *metered, *command]
+        start = time.perf_counter()
+        out = launch.output(full, BASELINE_ENV)
+        wall = time.perf_counter() - start
+        peaks = [json.loads(f.read_text())["peak_rss_mib"] for f in Path(tmp).glob("*.json")]
+    return {"wall_s": wall, "peak_rss_mib": peaks, "output": out}
+
+
+def time_to_whole_results(rounds: int, progress) -> dict:
+    """Section 12: whole runs, as a user waits for them: the tool's exact fit (no TensorFlow)
+    at 1 rank without a launcher and at 2 under mpirun, next to scikit-learn's and glum's
+    scripts that load the same file and fit, taking turns, `rounds` times each; on the
+    2,000,000 x 32 rows of each model (.npz) and on a 5,000-row CSV (Poisson)."""
+    peers = [p for p in WHOLE_PEERS if launch.importable(PEER_MODULES[p])]
+    tool = shutil.which("hvd-linreg") or "hvd-linreg"
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
+        cases = []
+        for model in WHOLE_MODELS:
+            data = str(Path(tmp) / f"{model}.npz")
+            launch.run_python(["whole_runs.py", "--write", model, data, "--rows", str(WHOLE_ROWS),
+                               "--features", str(WHOLE_FEATURES)])  # fmt: skip
+            cases.append((model, model, data, WHOLE_RANKS))
+        small = str(Path(tmp) / "small.csv")
+        launch.run_python(["whole_runs.py", "--write", "poisson", small, "--rows",
+                           str(SMALL_CSV_ROWS), "--features", str(SMALL_CSV_FEATURES)])  # fmt: skip
+        cases.append(("poisson, 5,000-row CSV", "poisson", small, (1,)))
+        runs = {case[0]: {} for case in cases}
+        for i in range(rounds):
+            for name, model, data, ranks in cases:
+                for n in ranks:
+                    metrics = str(Path(tmp) / "metrics.json")
+                    args = ["--data", data, "--model", model, "--solver", "exact", "--quiet"]
+                    done = whole_run([tool, *args, "--metrics_json", metrics], n)
+                    done["params"] = params(json.loads(Path(metrics).read_text()))
+                    runs[name].setdefault(f"tool_{n}", []).append(done)
+                for peer in peers:
+                    script = [sys.executable, str(launch.BENCH / "whole_runs.py"), "--peer", peer]
+                    done = whole_run([*script, "--model", model, "--data", data])
+                    done["params"] = np.array(json.loads(done["output"].splitlines()[-1])["params"])
+                    runs[name].setdefault(peer, []).append(done)
+            progress(f"whole runs, round {i + 1} of {rounds}")
+    for name, by in runs.items():
+        reference = by["tool_1"][0]["params"]
+        results[name] = {
+            who: {
+                "wall_s": statistics.median(r["wall_s"] for r in done),
+                "peak_rss_mib": max(max(r["peak_rss_mib"]) for r in done),
+                "max_gap": max(
+                    float(
+                        np.max(np.abs(r["params"] - reference) / np.maximum(np.abs(reference), 1))
+                    )
+                    for r in done
+                ),
+                "runs_s": [r["wall_s"] for r in done],
+            }
+            for who, done in by.items()
+        }
+    missing = [p for p in WHOLE_PEERS if p not in peers]
+    return {"rows": WHOLE_ROWS, "features": WHOLE_FEATURES, "cases": results, "missing": missing}
+
+
 # Each section's name for --sections, and what it runs (rounds, progress) -> results to merge.
 SECTIONS = {
     "1": latency_and_levers,
@@ -536,6 +617,7 @@ SECTIONS = {
     "9": lambda rounds, progress: {"families": family_steps(rounds)},
     "10": lambda rounds, progress: {"poisson": poisson_fits(rounds, progress)},
     "11": lambda rounds, progress: {"csv": csv_parse(rounds, progress)},
+    "12": lambda rounds, progress: {"whole_runs": time_to_whole_results(rounds, progress)},
 }
 
 

@@ -57,6 +57,8 @@ def targets(results: dict) -> list[dict]:
             ratio = csv["pyarrow"] / csv[f"tool_{n}"]  # rows/s over pyarrow's rows/s
             label = f"CSV rows/s, {n} rank{'s' * (n > 1)}: hvd-linreg / pyarrow on one core"
             rows.append((label, ratio, ">=", limit))
+    if "whole_runs" in results:
+        rows += _targets_whole(results["whole_runs"])
     hosts = results.get("hosts", {}).get("latency")
     if hosts:
         rows.append(
@@ -398,6 +400,45 @@ def _csv(c: dict) -> list[str]:
     return out
 
 
+WHOLE_NAMES = {
+    "tool_1": "hvd-linreg --solver exact, 1 rank (no launcher)",
+    "tool_2": "hvd-linreg --solver exact, 2 ranks (mpirun)",
+    "sklearn": "scikit-learn script: load, fit",
+    "glum": "glum script: load, fit",
+}
+
+
+def _whole_runs(w: dict) -> list[str]:
+    out = [
+        f"12. Whole runs, start to exit: {w['rows']:,} x {w['features']} float64 rows (.npz) "
+        "and a 5,000-row CSV (medians of wall seconds; the largest peak RSS of a rank)"
+    ]
+    rows = [
+        [case, WHOLE_NAMES[who], f"{r['wall_s']:.2f}", f"{r['peak_rss_mib']:.0f}",
+         f"{r['max_gap']:.0e}"]
+        for case, by in w["cases"].items()
+        for who, r in by.items()
+    ]  # fmt: skip
+    out += _grid(["data", "run", "seconds", "peak RSS (MiB)", "max rel. gap to the tool"], rows)
+    if w["missing"]:
+        out.append(f"   not installed, so not run: {', '.join(w['missing'])} (pip install them)")
+    return out
+
+
+def _targets_whole(w: dict) -> list[tuple]:
+    """Every whole run at 1 rank within the fastest peer's; the small CSV's RSS within 300 MiB."""
+    rows = []
+    for case, by in w["cases"].items():
+        peers = [r["wall_s"] for who, r in by.items() if not who.startswith("tool_")]
+        if peers:
+            label = f"whole run, {case}, 1 rank: hvd-linreg / fastest peer"
+            rows.append((label, by["tool_1"]["wall_s"] / min(peers), "<=", 1.0))
+        if "CSV" in case:
+            rss = by["tool_1"]["peak_rss_mib"] / 300
+            rows.append((f"peak RSS, {case}: hvd-linreg / 300 MiB", rss, "<=", 1.0))
+    return rows
+
+
 def render(results: dict) -> list[str]:
     m = results["machine"]
     out = [
@@ -426,6 +467,8 @@ def render(results: dict) -> list[str]:
         out += _poisson(results["poisson"]) + [""]
     if "csv" in results:
         out += _csv(results["csv"]) + [""]
+    if "whole_runs" in results:
+        out += _whole_runs(results["whole_runs"]) + [""]
     if "stacks" in results:
         out += _stacks(results["stacks"])
     if not results["targets"]:  # sections 8 and 9 alone have none

@@ -20,7 +20,7 @@ from hvd_linreg.ranks import (
     say,
     settle,
 )
-from hvd_linreg.startup import import_tensorflow, quiet_tensorflow
+from hvd_linreg.startup import quiet_tensorflow
 
 
 class _Parser(argparse.ArgumentParser):
@@ -141,10 +141,8 @@ def run_model_command(command: str, argv: list[str]) -> int:
     args = build_model_parser(command).parse_args(argv)
     check_host_name()
     quiet_tensorflow()
-    from hvd_linreg import predict  # checks the model and data before TensorFlow starts
+    from hvd_linreg import predict  # checks the model and data first; starts no TensorFlow
 
-    # TensorFlow is imported in there (import_tensorflow, without pandas), once the inputs are
-    # checked; reading a Parquet file may then import pandas through pyarrow
     if command == "predict":
         return predict.predict(args.model, args.data, args.out, args.threshold)
     return predict.evaluate(args.model, args.data, args.metrics_json)
@@ -195,7 +193,6 @@ def main(argv: list[str] | None = None) -> int:
         cfg = parse_config(argv)
         check_host_name()  # a bad host name would crash Horovod: refuse it before it starts
         check_elastic_launch(cfg.elastic)
-        import_tensorflow()  # after the flags are checked: it takes seconds
         if cfg.elastic:
             from hvd_linreg.elastic import run
         else:

@@ -124,7 +124,12 @@ def keepalive_warning(hosts: tuple[str, ...], controller: str, stall_limit_s: fl
     lost host's daemon itself (hvd_linreg/daemons.py). Open MPI 5's prterun is untested."""
     orte = "OMPI_MCA_orte_hnp_uri" in os.environ  # Open MPI 4's daemons
     daemons = orte or "PRTE_LAUNCHED" in os.environ
-    if controller != "MPI" or len(set(hosts)) < 2 or not daemons or _keepalives_set():
+    if (
+        controller not in ("MPI", "mpi4py")
+        or len(set(hosts)) < 2
+        or not daemons
+        or _keepalives_set()
+    ):
         return None
     if orte and stall_limit_s > 0:
         return None

@@ -68,3 +68,9 @@ def spans_hosts() -> bool:
 def local_size() -> int:
     """The ranks on this host as the launcher set it, or 1."""
     return _launcher_value(_LOCAL_SIZE_VARIABLES, 1)
+
+
+def gloo_launch() -> bool:
+    """Whether horovodrun started this rank with its Gloo controller (--gloo, or elastic): its
+    collectives are then Horovod's, MPI being absent."""
+    return bool(os.environ.get("HOROVOD_GLOO_RENDEZVOUS_ADDR"))

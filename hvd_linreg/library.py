@@ -63,9 +63,10 @@ def fit(X, y, *, weights=None, offset=None, **settings) -> FitResult:
     weight and offset. The ranks' rows in rank order are the dataset. Call it on every rank,
     with or without hvd.init() before; every rank gets the same FitResult."""
     cfg = config_for_fit(settings)
-    job = start_job(cfg.verbose)
     from hvd_linreg import pipeline
     from hvd_linreg.data.memory import memory_shard
+
+    job = start_job(cfg.verbose, horovod=pipeline.needs_horovod(cfg))
 
     family = pipeline.family_for(cfg)
 
@@ -78,15 +79,14 @@ def fit(X, y, *, weights=None, offset=None, **settings) -> FitResult:
     return FitResult(report)
 
 
-def start_job(verbose: bool = False):
-    """This process's job for a library call: the first call imports TensorFlow quietly and
-    starts Horovod (a no-op where the caller's script has), leaving the caller's signal
-    handlers as they are."""
+def start_job(verbose: bool = False, horovod: bool = False):
+    """This process's job for a library call, leaving the caller's signal handlers as they are.
+    An exact fit starts neither TensorFlow nor Horovod (ranks.init); horovod: an SGD fit's
+    first call imports TensorFlow quietly and starts Horovod (a no-op where the caller's script
+    has)."""
     from hvd_linreg import ranks
-    from hvd_linreg.startup import import_tensorflow
 
-    import_tensorflow()
-    return ranks.init(verbose=verbose, own_process=False)
+    return ranks.init(verbose=verbose, own_process=False, horovod=horovod)
 
 
 @dataclass(frozen=True)

@@ -11,25 +11,24 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hvd_linreg import checkpoint, export, families, ranks, solvers
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard, load_shard
 from hvd_linreg.errors import UsageError
 from hvd_linreg.hosts import keepalive_warning
-from hvd_linreg.optimizer import make_optimizer
 from hvd_linreg.plot import save_plot
 from hvd_linreg.ranks import Job
 from hvd_linreg.report import Report, TrainingResult, check_writable, header_line, write_json
-from hvd_linreg.startup import horovod_functions_without_autograph
-from hvd_linreg.trainer import Trainer
 
-horovod_functions_without_autograph()
+if TYPE_CHECKING:
+    from hvd_linreg.trainer import Trainer
 
 
 def run(cfg: Config) -> int:
     """A plain (not elastic) run: the command line's."""
-    job = ranks.init(verbose=cfg.verbose)
+    job = ranks.init(verbose=cfg.verbose, horovod=needs_horovod(cfg))
     family = family_for(cfg)
     shard, ckpt_dir = prepare(cfg, family, job)
     result, optimum = fit(cfg, family, job, shard, ckpt_dir)
@@ -114,9 +113,18 @@ def fit(cfg: Config, family, job: Job, shard: Shard, ckpt_dir: Path | None):
     return train(cfg, family, job, shard, trainer)
 
 
+def needs_horovod(cfg: Config) -> bool:
+    """Whether a run needs Horovod, and so TensorFlow: SGD does (hvd.DistributedOptimizer), an
+    exact fit does not (its collectives are MPI's, or none in one process)."""
+    return cfg.solver == "sgd"
+
+
 def make_trainer(cfg: Config, family, job: Job, shard: Shard) -> Trainer:
     """The trainer, handed the family's model and the Horovod-wrapped optimizer."""
     import tensorflow as tf
+
+    from hvd_linreg.optimizer import make_optimizer
+    from hvd_linreg.trainer import Trainer
 
     start = family.initial_params(cfg.seed, job.rank, shard.num_features)
     model = family.model(start, shard.dtype, cfg.l2)

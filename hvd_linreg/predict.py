@@ -41,8 +41,7 @@ def predict(model_path: str, data_path: str, out: str, threshold: float | None =
     if threshold is not None and not 0 < threshold < 1:
         raise UsageError(f"--threshold {threshold:g} must be between 0 and 1 (a probability)")
     request = Request.check(model_path, data_path, need_target=False)
-    job = ranks.init()
-    # after Horovod: it imports TensorFlow
+    job = ranks.init(horovod=False)  # numbers and a file: neither Horovod nor TensorFlow
     family = families.get(request.model.family, request.model.link, request.model.power)
     if threshold is not None and family.classes is None:
         raise UsageError(
@@ -64,7 +63,7 @@ def predict(model_path: str, data_path: str, out: str, threshold: float | None =
 def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
     """Print the model's scores on the data file (it needs the target column)."""
     request = Request.check(model_path, data_path, need_target=True)
-    job = ranks.init()
+    job = ranks.init(horovod=False)
     rows = request.read(job, "--metrics_json", metrics_json)
     from hvd_linreg.report import write_json
 

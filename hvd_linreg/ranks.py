@@ -1,8 +1,9 @@
-"""Everything about ranks once Horovod runs: who am I, how many are we, who speaks, how we
-agree, and every collective (Job).
+"""A rank's life in the job: who am I, how many are we, who speaks, how we agree (Job), and
+how a rank starts (init), stalls (Watchdog) and ends (settle, the SIGTERM handlers).
 
-This is the only module that starts Horovod (init, and restart for an elastic reset);
-launcher.py reads what the launcher told the rank before.
+This is the only module that starts Horovod (init, and restart for an elastic reset) or
+chooses the job's collectives (collectives.py); launcher.py reads what the launcher told the
+rank before, and resources.py what the host gives it.
 """
 
 from __future__ import annotations
@@ -13,63 +14,25 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from hvd_linreg.buffers import aligned_empty
+from hvd_linreg.collectives import Collectives, HorovodCollectives, MpiCollectives, OneProcess
 from hvd_linreg.daemons import end_parent_if_it_hangs
 from hvd_linreg.errors import UsageError
 from hvd_linreg.hosts import check_distinct_hosts, machine_id
-from hvd_linreg.launcher import job_size, local_size, speaks_for
+from hvd_linreg.launcher import gloo_launch, job_size, local_size, speaks_for
+from hvd_linreg.resources import thread_budget
 from hvd_linreg.startup import import_tensorflow
 
 if TYPE_CHECKING:
     import numpy as np
-    import tensorflow as tf
 
 
 STALL_DEFAULTS = {
     "HOROVOD_STALL_CHECK_TIME_SECONDS": 30,
     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": 120,
 }
-
-
-def memory_per_rank() -> int:
-    """Bytes of memory this rank may use: HVD_LINREG_RANK_MEMORY if set, else the memory
-    available on this host, or its cgroup's limit if lower, shared by the ranks on this host."""
-    given = os.environ.get("HVD_LINREG_RANK_MEMORY", "")
-    if given.isdigit():
-        return int(given)
-    with open("/proc/meminfo") as f:
-        available = next(int(line.split()[1]) * 1024 for line in f if "MemAvailable" in line)
-    limit = min([available, *_cgroup_limits()])
-    return limit // local_size()
-
-
-def _cgroup_limits() -> list[int]:
-    """The memory limits of this process's cgroup (v2 memory.max, v1 memory.limit_in_bytes)."""
-    limits = []
-    try:
-        with open("/proc/self/cgroup") as f:
-            entries = [line.rstrip("\n").split(":", 2) for line in f]
-    except OSError:
-        return limits
-    for _, controllers, path in entries:
-        if controllers == "":
-            candidates = [f"/sys/fs/cgroup{path}/memory.max"]
-        elif "memory" in controllers.split(","):
-            candidates = [f"/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"]
-        else:
-            continue
-        for candidate in candidates:
-            try:
-                with open(candidate) as f:
-                    value = f.read().strip()
-            except OSError:
-                continue
-            if value.isdigit():
-                limits.append(int(value))
-    return limits
 
 
 def say(line: str, *, stream=None) -> None:
@@ -93,18 +56,21 @@ class Job:
     - allreduce_sum, mean: sums and averages of numbers over the ranks;
     - barrier: every rank has got here;
     - agree: the same UsageError on every rank when any rank hit one.
-    Each is a no-op on one rank, so a one-rank run needs no peer.
+    Each is a no-op on one rank, so a one-rank run needs no peer. They are made by the job's
+    collectives (collectives.py): Horovod's, MPI's through mpi4py, or none; broadcast_variables
+    and mean take TensorFlow values, and only SGD, which always runs on Horovod, calls them.
     """
 
     rank: int
     size: int
-    controller: str  # "MPI" or "Gloo"
+    controller: str  # "MPI" or "Gloo" (Horovod's), "mpi4py", or "none" (one process)
     stall_limit_s: float  # HOROVOD_STALL_SHUTDOWN_TIME_SECONDS; 0 turns the watchdog off
     hosts: tuple[str, ...] = ()  # each rank's host name, by rank
     verbose: bool = False
     threads: int = 1  # the cores this rank may use (thread_budget): building data uses them
     # A library call's warnings are Python warnings (the caller's filters apply), not lines
     python_warnings: bool = False
+    collectives: Collectives = field(default_factory=OneProcess, compare=False, repr=False)
 
     @property
     def is_root(self) -> bool:
@@ -130,37 +96,24 @@ class Job:
 
     def broadcast(self, obj):
         """Rank 0's value of obj, on every rank."""
-        return broadcast_object(obj) if self.size > 1 else obj
+        return self.collectives.broadcast(obj) if self.size > 1 else obj
 
     def allgather(self, obj, name: str | None = None) -> list:
         """Every rank's value of obj, by rank, on every rank."""
-        import horovod.tensorflow as hvd
-
-        return hvd.allgather_object(obj, name=name) if self.size > 1 else [obj]
+        return self.collectives.allgather(obj, name) if self.size > 1 else [obj]
 
     def allgather_rows(self, rows: np.ndarray, name: str) -> np.ndarray:
         """Every rank's rows (a 2-D array of one width), stacked in rank order, on every rank:
-        as a tensor, not pickled as allgather's objects are."""
-        if self.size == 1:
-            return rows
-        import horovod.tensorflow as hvd
-        import tensorflow as tf
-
-        return hvd.allgather(tf.constant(rows), name=name).numpy()
+        as an array, not pickled as allgather's objects are."""
+        return self.collectives.allgather_rows(rows, name) if self.size > 1 else rows
 
     def alltoall(self, rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """Send counts[r] consecutive rows to rank r (in rank order); return the rows every rank
         sent here, concatenated by sending rank."""
-        if self.size == 1:
-            return rows
-        import horovod.tensorflow as hvd
-        import tensorflow as tf
-
-        received, _ = hvd.alltoall(as_tensor(rows), splits=tf.constant(counts, tf.int32))
-        return received.numpy()
+        return self.collectives.alltoall(rows, counts) if self.size > 1 else rows
 
     def broadcast_variables(self, variables: list) -> None:
-        """Assign rank 0's values to these TensorFlow variables on every rank."""
+        """Assign rank 0's values to these TensorFlow variables on every rank (SGD)."""
         if self.size > 1:
             import horovod.tensorflow as hvd
 
@@ -171,15 +124,10 @@ class Job:
         import numpy as np
 
         values = np.asarray(values, np.float64)
-        if self.size == 1:
-            return values
-        import horovod.tensorflow as hvd
-        import tensorflow as tf
-
-        return hvd.allreduce(tf.constant(values), op=hvd.Sum, name=name).numpy()
+        return self.collectives.allreduce_sum(values, name) if self.size > 1 else values
 
     def mean(self, value, name: str) -> float:
-        """The average over the ranks of a number (a float or a TensorFlow scalar)."""
+        """The average over the ranks of a number (a float or a TensorFlow scalar; SGD)."""
         if self.size == 1:
             return float(value)
         import horovod.tensorflow as hvd
@@ -245,7 +193,15 @@ def settle(error: UsageError) -> None:
     # that launchers reporting the worst exit code (srun) report 2, not 143.
     exit_on_sigterm(2)
     hvd = sys.modules.get("horovod.tensorflow")  # not imported: the error came before init
-    if hvd is not None and hvd.is_initialized():
+    mpi = sys.modules.get("mpi4py.MPI")  # imported: an exact run's collectives are MPI's
+    if hvd is None and mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        if mpi.COMM_WORLD.Get_size() > 1:
+            MpiCollectives(float(os.environ["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"])).barrier()
+            mpi.Finalize()  # a rank that ends without it is one that failed, to mpirun
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(2)
+    elif hvd is not None and hvd.is_initialized():
         if hvd.size() > 1:
             hvd.join()
             # Then straight out: Python's teardown (TensorFlow's) takes seconds and first puts
@@ -306,22 +262,17 @@ class Watchdog:
                 os._exit(1)  # no clean shutdown: it would wait on the stuck rank forever
 
 
-def thread_budget(local_size: int) -> int:
-    """TensorFlow threads for one of local_size ranks sharing this machine.
+def init(
+    verbose: bool = False, elastic: bool = False, own_process: bool = True, horovod: bool = True
+) -> Job:
+    """Describe this process's place in the job, with the means of its collectives.
 
-    Without a limit each rank starts one thread per core and they trample each other. Each
-    takes its even share of the machine's cores, and no more than it may run on: a launcher
-    that binds ranks (mpirun --bind-to core, srun --cpus-per-task) or taskset gives it fewer.
-    """
-    share = (os.cpu_count() or 1) // local_size
-    return max(1, min(share, len(os.sched_getaffinity(0))))
-
-
-def init(verbose: bool = False, elastic: bool = False, own_process: bool = True) -> Job:
-    """Start Horovod (and TensorFlow) and describe this process's place in the job.
-
-    Elastic jobs describe it later (current_job, inside hvd.elastic.run): a worker that joins
-    a running job must make no collective call before it has synchronised with the others.
+    horovod: the run needs Horovod (SGD): start it, and TensorFlow. An exact run needs neither:
+    under an MPI launcher (mpirun, srun, horovodrun's MPI mode) its collectives are MPI's
+    through mpi4py, and in one process there are none. Horovod makes them all the same under a
+    Gloo launch (horovodrun --gloo), and where the caller's script has started it.
+    Elastic jobs describe the job later (current_job, inside hvd.elastic.run): a worker that
+    joins a running job must make no collective call before it has synchronised with the others.
     own_process: the tool runs the process (the command line), so it may set SIGTERM's handler;
     a library call (hvd_linreg.fit) in the caller's script leaves it as the caller has it."""
     if job_size() > 1:
@@ -335,13 +286,46 @@ def init(verbose: bool = False, elastic: bool = False, own_process: bool = True)
         os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
     # A rank that stops taking part (stuck in I/O, SIGSTOPped, a livelock) must end the job,
     # not hang it: Horovod warns after STALL_CHECK seconds and shuts down after
-    # STALL_SHUTDOWN. Both are overridable from the environment.
+    # STALL_SHUTDOWN (mpi4py's collectives keep the same limit). Both are overridable from
+    # the environment.
     for name, seconds in STALL_DEFAULTS.items():
         os.environ.setdefault(name, str(seconds))
+    if horovod or elastic or gloo_launch() or horovod_started():
+        return _horovod_init(verbose, elastic, own_process)
+    stall_limit_s = float(os.environ["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"])
+    here = (socket.gethostname(), machine_id())
+    job = Job(0, 1, "none", stall_limit_s, (here[0],), verbose, thread_budget(1))
+    if job_size() > 1:
+        mpi = MpiCollectives(stall_limit_s)
+        hosts = mpi.allgather(here)
+        check_distinct_hosts(hosts)
+        job = replace(
+            job,
+            rank=mpi.comm.Get_rank(),
+            size=mpi.comm.Get_size(),
+            controller=mpi.name,
+            hosts=tuple(name for name, _ in hosts),
+            threads=thread_budget(local_size()),
+            collectives=mpi,
+        )
+    return replace(job, python_warnings=not own_process)
+
+
+def horovod_started() -> bool:
+    """Whether Horovod runs in this process already (an earlier fit, or the caller's script)."""
+    hvd = sys.modules.get("horovod.tensorflow")
+    return hvd is not None and hvd.is_initialized()
+
+
+def _horovod_init(verbose: bool, elastic: bool, own_process: bool) -> Job:
+    """Start Horovod and TensorFlow (a no-op where the caller's script has)."""
     import_tensorflow()
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
+    from hvd_linreg.startup import horovod_functions_without_autograph
+
+    horovod_functions_without_autograph()
     tf.get_logger().setLevel("ERROR")
     hvd.init()  # a no-op where the caller's script has called it
     threads = thread_budget(hvd.local_size())
@@ -424,25 +408,14 @@ def current_job(verbose: bool = False) -> Job:
 def _job(hosts: tuple[str, ...], verbose: bool) -> Job:
     import horovod.tensorflow as hvd
 
+    controller = "Gloo" if hvd.gloo_enabled() else "MPI"
     return Job(
         rank=hvd.rank(),
         size=hvd.size(),
-        controller="Gloo" if hvd.gloo_enabled() else "MPI",
+        controller=controller,
         stall_limit_s=float(os.environ["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"]),
         hosts=hosts,
         verbose=verbose,
         threads=thread_budget(hvd.local_size()),
+        collectives=HorovodCollectives(controller),
     )
-
-
-def as_tensor(a: np.ndarray) -> tf.Tensor:
-    """A tensor on the array's memory: tf.constant would copy it, twice over while converting.
-    DLPack shares memory that is C-ordered, writable and 64-byte aligned; anything else is
-    first copied once into such a buffer. Nothing writes to a shard after loading, nor to rows
-    being sent, so sharing is safe."""
-    import tensorflow as tf
-
-    if not (a.flags.c_contiguous and a.flags.writeable and a.ctypes.data % 64 == 0):
-        a, unaligned = aligned_empty(a.shape, a.dtype), a
-        a[...] = unaligned
-    return tf.experimental.dlpack.from_dlpack(a.__dlpack__())

@@ -57,24 +57,36 @@ def header_line(cfg: Config, family, job: Job, shard: Shard) -> str:
     )
     held_out = f" + {shard.num_validation} validation" if shard.num_validation else ""
     dropped = f" ({shard.num_dropped} with a missing value dropped)" if shard.num_dropped else ""
+    by = "" if job.controller == "none" else f" ({job.controller})"  # one process: no peers
     return (
-        f"hvd-linreg: {job.size} rank{'s' * (job.size > 1)} ({job.controller}), "
+        f"hvd-linreg: {job.size} rank{'s' * (job.size > 1)}{by}, "
         f"{shard.num_samples}{held_out} samples x {shard.num_features} feature"
         f"{'s' * (shard.num_features > 1)} ({shard.dtype}) from {shard.source}{dropped}, {run}"
     )
 
 
 def versions() -> dict[str, str]:
-    import horovod
-    import tensorflow as tf
-
+    """The versions of what the run stands on, read from the installed packages' metadata: an
+    exact fit imports neither Horovod nor TensorFlow to say which it would use."""
     return {
         "hvd_linreg": __version__,
-        "horovod": horovod.__version__,
-        "tensorflow": tf.__version__,
+        "horovod": _installed("horovod"),
+        "tensorflow": _installed("tensorflow", "tensorflow-cpu", "tensorflow-intel"),
         "numpy": np.__version__,
         "python": platform.python_version(),
     }
+
+
+def _installed(*names: str) -> str:
+    """The version of the first of these distributions installed, or "none"."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name in names:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            continue
+    return "none"
 
 
 @dataclass

@@ -14,11 +14,12 @@ import numpy as np
 import tensorflow as tf
 
 from hvd_linreg import checkpoint
+from hvd_linreg.collectives import as_tensor
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard
 from hvd_linreg.errors import UsageError
 from hvd_linreg.monitor import Monitor
-from hvd_linreg.ranks import Job, Watchdog, as_tensor
+from hvd_linreg.ranks import Job, Watchdog
 from hvd_linreg.report import TrainingResult
 
 # A window of a shard read from its file as training uses it (see Trainer._rows).

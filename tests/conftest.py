@@ -96,9 +96,10 @@ def launch(
     metrics: bool = True,
     program: tuple[str, ...] = ("hvd-linreg",),
     wrap: tuple[str, ...] = (),
+    env: dict | None = None,
 ) -> Run:
     """Run to the end; with metrics=True the tool also writes its metrics JSON, read back. wrap
-    is a command the launcher runs under (e.g. `unshare --uts ...`)."""
+    is a command the launcher runs under (e.g. `unshare --uts ...`); env, variables set for it."""
     metrics_path = tmp_path / f"metrics-{launcher}-{np_}-{len(list(tmp_path.iterdir()))}.json"
     cmd = [*wrap, *launch_command(launcher, np_, launcher_args, program), *args]
     if metrics:
@@ -110,7 +111,7 @@ def launch(
         text=True,
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
-        env=launcher_env(),
+        env=launcher_env(env),
     )
     try:
         stdout, stderr = proc.communicate(timeout=timeout)

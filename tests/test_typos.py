@@ -78,14 +78,17 @@ def test_a_word_after_rows_dropped_names_its_line_in_the_file(tmp_path, capsys):
 
 @pytest.mark.multiprocess
 @pytest.mark.parametrize("launcher", ["mpirun", "horovodrun-gloo"])
+@pytest.mark.parametrize("solver", ["sgd", "exact"])
 @pytest.mark.parametrize("size", [2, 4])
 @pytest.mark.parametrize("line", [2, 3900], ids=["first cell", "a line rank 0 does not hold"])
-def test_every_rank_stops_with_the_same_line(tmp_path, launcher, size, line):
+def test_every_rank_stops_with_the_same_line(tmp_path, launcher, solver, size, line):
     """At any rank count the word's true line is named, once, by rank 0; every rank exits 2,
-    before anything is trained. Line 3900 of 4000 is parsed by the last rank; line 2 by rank 0,
+    before anything is trained, whichever collectives the run makes (an exact run's under
+    mpirun are mpi4py's). Line 3900 of 4000 is parsed by the last rank; line 2 by rank 0,
     while the other ranks see only numbers."""
     path = numbers_with_a_word(tmp_path / "cell.csv", 4000, line)
-    run = launch_each_rank_reporting(launcher, size, ["--data", str(path)], tmp_path)
+    args = ["--data", str(path), "--solver", solver]
+    run = launch_each_rank_reporting(launcher, size, args, tmp_path)
     assert run.codes == dict.fromkeys(range(size), 2), run.output
     errors = [x for x in run.stderr.splitlines() if ERROR in x]
     assert len(errors) == 1, run.output

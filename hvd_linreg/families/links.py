@@ -98,13 +98,13 @@ class Probit(Link):
     name = "probit"
 
     def __call__(self, mu):
-        """Φ⁻¹(μ), by TensorFlow's ndtri (NumPy has none): vectorised, to 1e-15."""
-        return _in_tensorflow("ndtri", mu)
+        """Φ⁻¹(μ), by SciPy's ndtri (NumPy has none): vectorised, to 1e-15."""
+        return _special("ndtri", mu)
 
     def inverse(self, eta):
         """Φ(η), the standard normal CDF, by erfc: exact in both tails."""
         eta = np.clip(eta, -_PROBIT_CLIP, _PROBIT_CLIP)
-        return 0.5 * _in_tensorflow("erfc", -eta / math.sqrt(2.0))
+        return 0.5 * _special("erfc", -eta / math.sqrt(2.0))
 
     def derivative(self, mu):
         eta = self(mu)
@@ -186,9 +186,9 @@ def named(name: str) -> Link:
     return LINKS[name]()
 
 
-def _in_tensorflow(name: str, x) -> np.ndarray:
-    """tf.math.NAME of x in float64, as NumPy: the special functions NumPy lacks, vectorised
-    (a Python loop over math's would take a second per million rows)."""
-    import tensorflow as tf
+def _special(name: str, x) -> np.ndarray:
+    """scipy.special.NAME of x in float64: the special functions NumPy lacks, vectorised (a
+    Python loop over math's would take a second per million rows)."""
+    import scipy.special
 
-    return getattr(tf.math, name)(tf.constant(np.asarray(x, np.float64))).numpy()
+    return getattr(scipy.special, name)(np.asarray(x, np.float64))

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import tensorflow as tf
+from scipy.linalg import solve_triangular
 
 from hvd_linreg.data import Shard
 from hvd_linreg.ranks import Job
@@ -116,9 +116,8 @@ def refine(factor: Factor, solution: Solution, gradient: np.ndarray, l2: float =
     w, residual_sum = solution.params[:-1], gradient[-1]
     gradient = gradient[:-1]
     rhs = gradient - factor.count * l2 * w if l2 > 0 else gradient
-    upper = tf.constant(solution.upper)
-    half = tf.linalg.triangular_solve(upper, tf.constant(rhs[:, None]), lower=False, adjoint=True)
-    delta = tf.linalg.triangular_solve(upper, half, lower=False).numpy()[:, 0]
+    half = solve_triangular(solution.upper, rhs, lower=False, trans="T")
+    delta = solve_triangular(solution.upper, half, lower=False)
     w = w + delta
     # b = ȳ - x̄·w, less the mean residual the rows still have, in extended precision: in
     # float64 the cancellation of ȳ and x̄·w (large means, a small b: NIST's Wampler sets)
@@ -154,8 +153,8 @@ def _triangular_least_squares(
     s = np.linalg.svd(scaled, compute_uv=False)
     tolerance = len(s) * np.finfo(np.float64).eps * (s[0] if len(s) else 0.0)
     if len(s) == 0 or s[-1] > tolerance:
-        solved = tf.linalg.triangular_solve(upper, rhs[:, None], lower=False)
-        return solved.numpy()[:, 0], (), float(s[0] / s[-1]) if len(s) else 1.0
+        solved = solve_triangular(upper, rhs, lower=False)
+        return solved, (), float(s[0] / s[-1]) if len(s) else 1.0
     u, s, vt = np.linalg.svd(scaled)
     kept = s > tolerance
     w = vt[kept].T @ ((u[:, kept].T @ rhs) / s[kept])

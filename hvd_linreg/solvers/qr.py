@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
-import tensorflow as tf
+from scipy.linalg import solve_triangular
 
 from hvd_linreg.data import Shard
 from hvd_linreg.ranks import Job
@@ -65,11 +65,10 @@ class Factor:
         """diag((Xcᵀ Xc)⁻¹) = the squared row norms of R⁻¹, and then x̄ᵀ (Xcᵀ Xc)⁻¹ x̄: what
         the standard errors of w and b scale (Var(b) = σ² (1/N + x̄ᵀ (Xcᵀ Xc)⁻¹ x̄))."""
         F = len(self.x_mean)
-        upper = tf.constant(self.r[:F, :F])
-        inverse = tf.linalg.triangular_solve(upper, tf.eye(F, dtype=tf.float64), lower=False)
-        mean = tf.constant(self.x_mean[:, None])
-        u = tf.linalg.triangular_solve(upper, mean, lower=False, adjoint=True)  # R⁻ᵀ x̄
-        return np.append(np.sum(np.square(inverse.numpy()), axis=1), np.sum(np.square(u)))
+        upper = self.r[:F, :F]
+        inverse = solve_triangular(upper, np.eye(F), lower=False)
+        u = solve_triangular(upper, self.x_mean, lower=False, trans="T")  # R⁻ᵀ x̄
+        return np.append(np.sum(np.square(inverse), axis=1), np.sum(np.square(u)))
 
 
 def triangle(stacked: np.ndarray) -> np.ndarray:

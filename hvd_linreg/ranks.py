@@ -162,7 +162,10 @@ COLLECTIVE_OPS = ("HorovodAllreduce", "HorovodAllgather", "HorovodBroadcast")
 
 def is_collective_failure(e: Exception) -> bool:
     """A collective that failed because another rank died or Horovod shut down; any other
-    TensorFlow error is a bug and keeps its traceback."""
+    TensorFlow error is a bug and keeps its traceback. Without Horovod (an exact run) no
+    collective of Horovod's failed: nothing is imported to tell."""
+    if "horovod.tensorflow" not in sys.modules:
+        return False
     from horovod.common.exceptions import HorovodInternalError
     from tensorflow.errors import UnknownError
 

@@ -253,7 +253,11 @@ class Family:
     # The exported model and the plot
 
     def save_model(self, directory: Path, theta: np.ndarray, dtype: str) -> None:
-        """A SavedModel whose serving signature maps features to SERVING_OUTPUT."""
+        """A SavedModel whose serving signature maps features to SERVING_OUTPUT (TensorFlow
+        started quietly here, where an exact run had none)."""
+        from hvd_linreg.startup import import_tensorflow
+
+        import_tensorflow()
         from hvd_linreg.families.model import save_serving
 
         save_serving(directory, self.model(theta, dtype), self.SERVING_OUTPUT)

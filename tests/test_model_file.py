@@ -84,7 +84,8 @@ import sys, numpy as np, tensorflow as tf
 signature = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
 (spec,) = signature.structured_input_signature[1].values()
 print(spec.name, spec.shape.as_list(), spec.dtype.name, *signature.structured_outputs)
-np.save(sys.argv[3], signature(features=tf.constant(np.load(sys.argv[2])))["prediction"].numpy())
+(out,) = signature(features=tf.constant(np.load(sys.argv[2]))).values()
+np.save(sys.argv[3], out.numpy())
 """
 
 
@@ -124,6 +125,27 @@ def test_metadata_records_the_model_and_its_training(exported):
     assert (meta["dtype"], meta["num_features"]) == ("float64", NUM_FEATURES)
     assert meta["data"] == str(exported["dir"] / "train.npy")
     assert (meta["feature_names"], meta["target_name"]) == (None, None)  # an array names none
+
+
+@pytest.mark.multiprocess
+def test_an_exact_models_predictions_equal_its_saved_models(tmp_path):
+    """An exact Poisson fit under mpirun (no TensorFlow but for the export's SavedModel):
+    predict, which starts neither TensorFlow nor Horovod, gives what the serving signature
+    gives, to 1e-12."""
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((300, 3))
+    y = rng.poisson(np.exp(X @ [0.3, -0.2, 0.1] + 0.5)).astype(np.float64)
+    np.save(tmp_path / "train.npy", np.column_stack([X, y]))
+    np.save(tmp_path / "features.npy", X[:50])
+    args = ["--data", "train.npy", "--model", "poisson", "--solver", "exact", "--export", "model"]
+    run = launch("mpirun", 2, args, tmp_path)
+    assert run.returncode == 0, run.output
+    assert run.metrics["controller"] == "mpi4py"
+    model, out = str(tmp_path / "model"), tmp_path / "p.npy"
+    predict = ["predict", "--model", model, "--data", str(tmp_path / "features.npy")]
+    assert _tool([*predict, "--out", str(out)], tmp_path).returncode == 0
+    served, _ = _serve(model, X[:50], tmp_path)
+    np.testing.assert_allclose(np.load(out), served, rtol=1e-12)
 
 
 @pytest.mark.multiprocess

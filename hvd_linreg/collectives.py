@@ -1,53 +1,27 @@
-"""The collectives a job's ranks make, by one of three means: Horovod's (SGD, Gloo launches,
-elastic runs, a script that has started Horovod), MPI's own through mpi4py (an exact fit under
-an MPI launcher: mpirun, srun, horovodrun's MPI mode), or none (one process). ranks.Job holds
-one and every collective the tool makes goes through it, so a run that needs no Horovod
-imports neither Horovod nor TensorFlow.
+"""The collectives a job's ranks make, by one of two means: Horovod's (SGD, Gloo launches,
+elastic runs, a script that has started Horovod), or MPI's own through mpi4py (an exact fit
+under an MPI launcher: mpirun, srun, horovodrun's MPI mode). ranks.Job holds one and every
+collective the tool makes goes through it, so a run that needs no Horovod imports neither
+Horovod nor TensorFlow; a job of one rank holds none and makes no collective.
 
-Every implementation gives every rank the same bytes: mpi4py's sums are reduced on rank 0 and
-broadcast, so that the ranks, which take the same decisions from them (IRLS's step halving),
-never disagree in a last bit.
+mpi4py's sums are reduced on rank 0 and broadcast, so that every rank holds the same bytes:
+the ranks take the same decisions from them (IRLS's step halving) and must never disagree in a
+last bit.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hvd_linreg.buffers import aligned_empty
-from hvd_linreg.daemons import end_parent_if_it_hangs
+from hvd_linreg.daemons import end_stalled_rank
 from hvd_linreg.launcher import launch_rank
 
 if TYPE_CHECKING:
     import tensorflow as tf
-
-
-class OneProcess:
-    """A job of one rank: every collective is its own value."""
-
-    name = "none"
-
-    def allgather(self, obj, name: str | None = None) -> list:
-        return [obj]
-
-    def allgather_rows(self, rows: np.ndarray, name: str) -> np.ndarray:
-        return rows
-
-    def alltoall(self, rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        return rows
-
-    def allreduce_sum(self, values: np.ndarray, name: str) -> np.ndarray:
-        return values
-
-    def broadcast(self, obj):
-        return obj
-
-    def barrier(self) -> None:
-        pass
 
 
 class HorovodCollectives:
@@ -84,9 +58,6 @@ class HorovodCollectives:
         import horovod.tensorflow as hvd
 
         return hvd.broadcast_object(obj, root_rank=0)
-
-    def barrier(self) -> None:
-        self.allreduce_sum(np.zeros(1), "barrier")
 
 
 class MpiCollectives:
@@ -158,18 +129,15 @@ def _world():
 
 
 # What a Job's collectives are made by
-Collectives = OneProcess | HorovodCollectives | MpiCollectives
+Collectives = HorovodCollectives | MpiCollectives
 
 
 def _stalled(rank: int, limit_s: float) -> None:
     """End this rank: a collective has waited limit_s for a rank that never came."""
-    line = (
+    end_stalled_rank(
         f"hvd-linreg: error: [rank {rank}] a collective waited {limit_s:.0f} s: another rank is "
-        "stuck or dead; ending the job (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS sets the limit)\n"
+        "stuck or dead; ending the job (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS sets the limit)"
     )
-    os.write(sys.stderr.fileno(), line.encode())
-    end_parent_if_it_hangs()  # mpirun may wait for a lost host: end it too
-    os._exit(1)
 
 
 def as_tensor(a: np.ndarray) -> tf.Tensor:

@@ -42,6 +42,15 @@ def end_parent_if_it_hangs(grace_s: float = GRACE_S) -> None:
         )
 
 
+def end_stalled_rank(line: str) -> None:
+    """End this rank, which waited too long for another: its error line on stderr in one
+    write, the launcher ended too should it wait for a lost host, then exit 1 at once (a
+    clean shutdown would wait on the stuck rank for ever)."""
+    os.write(sys.stderr.fileno(), (line + "\n").encode())
+    end_parent_if_it_hangs()
+    os._exit(1)
+
+
 def _name(pid: int) -> str | None:
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()

@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from hvd_linreg.collectives import Collectives, HorovodCollectives, MpiCollectives, OneProcess
-from hvd_linreg.daemons import end_parent_if_it_hangs
+from hvd_linreg.collectives import Collectives, HorovodCollectives, MpiCollectives
+from hvd_linreg.daemons import end_stalled_rank
 from hvd_linreg.errors import UsageError
 from hvd_linreg.hosts import check_distinct_hosts, machine_id
 from hvd_linreg.launcher import gloo_launch, job_size, local_size, speaks_for
@@ -70,7 +70,7 @@ class Job:
     threads: int = 1  # the cores this rank may use (thread_budget): building data uses them
     # A library call's warnings are Python warnings (the caller's filters apply), not lines
     python_warnings: bool = False
-    collectives: Collectives = field(default_factory=OneProcess, compare=False, repr=False)
+    collectives: Collectives | None = field(default=None, compare=False, repr=False)  # 1 rank: none
 
     @property
     def is_root(self) -> bool:
@@ -255,14 +255,11 @@ class Watchdog:
         while not self._stop.wait(1.0):
             idle = time.monotonic() - self._last
             if idle > max(self.limit, 10 * self._slowest):
-                say(
+                end_stalled_rank(
                     f"hvd-linreg: error: [rank {self.rank}] no training progress for "
                     f"{idle:.0f} s: another rank is stuck or dead; ending the job "
-                    "(HOROVOD_STALL_SHUTDOWN_TIME_SECONDS sets the limit)",
-                    stream=sys.stderr,
+                    "(HOROVOD_STALL_SHUTDOWN_TIME_SECONDS sets the limit)"
                 )
-                end_parent_if_it_hangs()  # mpirun may wait for a lost host: end it too
-                os._exit(1)  # no clean shutdown: it would wait on the stuck rank forever
 
 
 def init(

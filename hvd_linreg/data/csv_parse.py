@@ -13,7 +13,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from hvd_linreg.data.categorical import Levels, Words, codes, level_name
+from hvd_linreg.data.categorical import Levels, Words, codes, level_name, reads_as_number
 from hvd_linreg.data.columns import column_list
 from hvd_linreg.data.csv_arrow import parse_split
 from hvd_linreg.data.csv_ranges import Buffer
@@ -221,7 +221,7 @@ def _parse_column(
     # Each distinct cell is looked at once: a categorical column holds few of them.
     distinct = set(cells)
     gaps = {c for c in distinct if is_missing(c)}
-    numbers = {c for c in distinct - gaps if _is_float(c)}
+    numbers = {c for c in distinct - gaps if reads_as_number(c)}
     missing = np.fromiter(map(gaps.__contains__, cells), bool, len(cells))
     if not as_text and len(gaps) + len(numbers) == len(distinct):  # numbers and gaps only
         values = [np.nan if m else float(c) for c, m in zip(cells, missing)]
@@ -248,11 +248,3 @@ def line_of(text: str, wanted: int) -> int:
             if row == wanted:
                 return reader.line_num
     raise AssertionError("a parsed row is not in its text")
-
-
-def _is_float(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True

@@ -64,8 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
         if f.default is not None and f.default is not False:
             help_text += f" (default {f.default})"
         if kind == "bool":
-            # default=None: a flag not given leaves the config file's value, or the default.
-            kwargs = {"action": "store_true", "default": None}
+            # default=None: a flag not given leaves the config file's value, or the default;
+            # a setting on by default takes its --no- form to turn it off.
+            action = argparse.BooleanOptionalAction if f.default else "store_true"
+            kwargs = {"action": action, "default": None}
         else:
             kwargs = {"type": _TYPES[kind], "metavar": f.metadata["metavar"]}
             choices = f.metadata["choices"] or (f.name in CHOICES and CHOICES[f.name]())

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Collection
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from hvd_linreg.constraints import (
+    between_1_and_2,
+    finite_from_0,
+    folds,
+    fraction,
+    int_from_0,
+    one_of,
+    open_unit_interval,
+    optional,
+    positive_finite,
+    positive_int,
+    setting,
+    unit_interval,
+)
 from hvd_linreg.errors import UsageError
 
 SOLVERS = ("sgd", "exact")
@@ -15,81 +27,10 @@ DTYPES = ("float32", "float64")
 OPTIMALITY_GAP = ("auto", "always", "never")
 COV_TYPES = ("nonrobust", "HC0", "HC1")  # solvers/sandwich.py
 MISSING = ("error", "drop")  # data/missing.py
+SELECT = ("min", "1se")  # solvers/path.py
 MAX_LEVELS = 1000  # --max_levels' default: more in one column is an ID or free text
 SYNTHETIC_SAMPLES = 1000  # the seed's dataset
 SYNTHETIC_FEATURES = 1
-
-
-# A setting's own constraint: called with the setting's name and value, raises UsageError.
-Constraint = Callable[[str, Any], None]
-
-
-def setting(
-    default: Any,
-    help: str,
-    metavar: str | None = None,
-    choices=None,
-    check: Constraint | None = None,
-) -> Any:
-    """A Config field that carries its command-line help and its constraint: the one place a
-    setting is declared (cli builds the parser from these; tests/test_cli.py checks the
-    README's table against it; Config.__post_init__ applies each check)."""
-    metadata = {"help": help, "metavar": metavar, "choices": choices, "check": check}
-    return field(default=default, metadata=metadata)
-
-
-def positive_int(name: str, value: Any) -> None:
-    if not _is_int(value) or value <= 0:
-        raise UsageError(f"--{name} must be a positive whole number, got {value!r}")
-
-
-def int_from_0(name: str, value: Any) -> None:
-    if not _is_int(value) or value < 0:
-        raise UsageError(f"--{name} must be a whole number >= 0, got {value!r}")
-
-
-def positive_finite(name: str, value: Any) -> None:
-    if not _is_number(value) or not math.isfinite(value):
-        raise UsageError(f"--{name} must be a finite number, got {value!r}")
-    if value <= 0:
-        raise UsageError(f"--{name} must be > 0, got {value!r}")
-
-
-def finite_from_0(name: str, value: Any) -> None:
-    if not _is_number(value) or not 0 <= value < math.inf:
-        raise UsageError(f"--{name} must be a finite number >= 0, got {value!r}")
-
-
-def fraction(name: str, value: Any) -> None:
-    """A share of something that must keep some of it: in [0, 1)."""
-    if not _is_number(value) or not 0 <= value < 1:
-        raise UsageError(f"--{name} must be a number in [0, 1), got {value!r}")
-
-
-def between_1_and_2(name: str, value: Any) -> None:
-    """The compound Poisson-Gamma's power: strictly between 1 and 2."""
-    if not _is_number(value) or not 1 < value < 2:
-        raise UsageError(f"--{name} must be a number between 1 and 2 (exclusive), got {value!r}")
-
-
-def optional(check: Constraint) -> Constraint:
-    """The check, for a setting that None leaves to a default worked out later."""
-
-    def unless_none(name: str, value: Any) -> None:
-        if value is not None:
-            check(name, value)
-
-    return unless_none
-
-
-def one_of(choices: Collection[str]) -> Constraint:
-    """A choice among these, for settings that a config file gives past argparse's choices."""
-
-    def among(name: str, value: Any) -> None:
-        if value not in choices:
-            raise UsageError(f"--{name} must be one of {', '.join(choices)}, got {value!r}")
-
-    return among
 
 
 # Defaults are the seed program's (../shared/seed): 1000 steps, lr 0.01, batch 100, logs every 100.
@@ -237,6 +178,59 @@ class Config:
         choices=COV_TYPES,
         check=one_of(COV_TYPES),
     )
+    alpha: float | None = setting(
+        None,
+        "the elastic net's strength: minimise the mean deviance / 2 + ALPHA x (l1_ratio "
+        "|w|_1 + (1 - l1_ratio) / 2 |w|^2), the bias not penalised (scikit-learn's and glum's "
+        "alpha, glmnet's lambda); without it, a path of --n_alphas strengths (--solver exact)",
+        "ALPHA",
+        check=optional(finite_from_0),
+    )
+    l1_ratio: float | None = setting(
+        None,
+        "the elastic net's share of L1: 1 lasso, 0 ridge (glmnet's alpha; default 1); only "
+        "--solver exact fits it",
+        "R",
+        check=optional(unit_interval),
+    )
+    standardize: bool = setting(
+        True,
+        "penalise each feature scaled by its weighted standard deviation, as glmnet and H2O "
+        "do (coefficients are reported on the features' own scale); --no-standardize "
+        "penalises them as they are, as scikit-learn and glum do",
+    )
+    n_alphas: int = setting(
+        100,
+        "strengths on the path, log-spaced from the least that zeroes every coefficient",
+        "N",
+        check=positive_int,
+    )
+    alpha_min_ratio: float | None = setting(
+        None,
+        "the path's last strength over its first (default 1e-4, or 1e-2 with more features "
+        "than rows, as glmnet's)",
+        "R",
+        check=optional(open_unit_interval),
+    )
+    cv: int | None = setting(
+        None,
+        "cross-validate the path over K folds drawn by a hash of the row index and --seed "
+        "(the same folds at any number of ranks), all in the path's own passes",
+        "K",
+        check=optional(folds),
+    )
+    fold_column: str | None = setting(
+        None,
+        "cross-validate over the folds this column gives, whole numbers (glmnet's foldid)",
+        "COL",
+    )
+    select: str = setting(
+        "min",
+        "the cross-validated model to report and export: min (the least mean deviance) or 1se "
+        "(the largest strength within one standard error of it)",
+        choices=SELECT,
+        check=one_of(SELECT),
+    )
     optimizer: str = setting(
         "sgd", "the optimizer Horovod wraps", choices=OPTIMIZERS, check=one_of(OPTIMIZERS)
     )
@@ -293,6 +287,7 @@ class Config:
         self._check_whole_steps()
         self._check_elastic()
         self._check_columns()
+        self._check_penalty()
 
     def _check_whole_steps(self) -> None:
         """Checkpoints and log lines fall between updates, never inside an accumulation."""
@@ -324,6 +319,7 @@ class Config:
                 ("--weights", self.weights),
                 ("--offset", self.offset),
                 ("--exposure", self.exposure),
+                ("--fold_column", self.fold_column),
             ):
                 if value is not None:
                     raise UsageError(
@@ -333,6 +329,7 @@ class Config:
             ("--weights", self.weights),
             ("--offset", self.offset),
             ("--exposure", self.exposure),
+            ("--fold_column", self.fold_column),
         )
         named = [(flag, name) for flag, name in carried if name is not None]
         for flag, name in named:
@@ -348,6 +345,58 @@ class Config:
                     raise UsageError(
                         f"{flag} takes distinct column names separated by commas, got {value!r}"
                     )
+
+    def _check_penalty(self) -> None:
+        """The elastic net is the exact solver's, on its own: no second penalty, no standard
+        errors, and cross-validation by one of --cv and --fold_column."""
+        if self.cv is not None and self.fold_column is not None:
+            raise UsageError("--cv and --fold_column both choose the folds: give one of them")
+        if not self.penalized:
+            if self.select != "min":
+                raise UsageError(
+                    f"--select {self.select} chooses among cross-validated strengths: it needs "
+                    "--cv or --fold_column"
+                )
+            return
+        given = [
+            flag
+            for flag, value in (
+                ("--alpha", self.alpha),
+                ("--l1_ratio", self.l1_ratio),
+                ("--cv", self.cv),
+                ("--fold_column", self.fold_column),
+            )
+            if value is not None
+        ]
+        if self.solver != "exact":
+            l1 = ", with L1 (--l1_ratio above 0)," if self.penalty_l1_ratio > 0 else ""
+            raise UsageError(
+                f"{', '.join(given)} ask for the elastic net{l1} which only --solver exact "
+                "fits; SGD takes a ridge penalty by --l2"
+            )
+        if self.l2 > 0:
+            raise UsageError(
+                f"--l2 and {given[0]} are two penalties: give one (--l2 LAMBDA is --alpha "
+                "2 LAMBDA / (the family's loss scale) with --l1_ratio 0 --no-standardize; "
+                "docs/models.md, Elastic net)"
+            )
+        if self.cov_type != "nonrobust":
+            raise UsageError(
+                f"--cov_type {self.cov_type} is for an unpenalized fit: a penalized fit has no "
+                "standard errors"
+            )
+        if self.select != "min" and self.cv is None and self.fold_column is None:
+            raise UsageError(f"--select {self.select} needs --cv or --fold_column")
+
+    @property
+    def penalized(self) -> bool:
+        """Whether the run fits the elastic net (solvers/path.py)."""
+        return any(v is not None for v in (self.alpha, self.l1_ratio, self.cv, self.fold_column))
+
+    @property
+    def penalty_l1_ratio(self) -> float:
+        """--l1_ratio, by default 1 (the lasso, glmnet's default)."""
+        return 1.0 if self.l1_ratio is None else float(self.l1_ratio)
 
     def _check_elastic(self) -> None:
         """What a reset cannot carry over: a rate scaled by the rank count, gradients
@@ -399,11 +448,3 @@ def field_names() -> list[str]:
 def _names(value: str) -> tuple[str, ...]:
     """A comma-separated list of column names."""
     return tuple(name.strip() for name in value.split(","))
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)

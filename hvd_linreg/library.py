@@ -114,8 +114,8 @@ class FitResult:
         """The coefficients' standard errors (the settings' cov_type), from the exact optimum;
         None where it was not solved (an SGD run that skipped it)."""
         statistics = self.report.statistics
-        if statistics is None:
-            return None
+        if statistics is None or self.report.penalized:
+            return None  # a penalized fit has none (statistics/path.py)
         return np.array([c.std_error for c in statistics.coefficients], np.float64)
 
     @property
@@ -124,6 +124,13 @@ class FitResult:
         (one QR), 0 where the exact optimum was not solved."""
         optimum = self.report.optimum
         return 0 if optimum is None else int(getattr(optimum, "iterations", 1))
+
+    @property
+    def path(self):
+        """A penalized fit's path and cross-validation (solvers.path.PathFit: alphas,
+        coefficients, deviance, dev_ratio, nonzero, cv, the chosen index and alpha); None for
+        an unpenalized fit."""
+        return self.report.optimum if self.report.penalized else None
 
     def summary(self) -> str:
         """The summary the command line prints, as one string."""

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING
 
 from hvd_linreg import checkpoint, export, families, ranks, solvers
 from hvd_linreg.config import Config
-from hvd_linreg.data import Shard, load_shard
+from hvd_linreg.data import Shard, folds, load_shard
 from hvd_linreg.errors import UsageError
 from hvd_linreg.hosts import keepalive_warning
 from hvd_linreg.plot import save_plot
 from hvd_linreg.ranks import Job
 from hvd_linreg.report import Report, TrainingResult, check_writable, header_line, write_json
+from hvd_linreg.solvers import path
 
 if TYPE_CHECKING:
     from hvd_linreg.trainer import Trainer
@@ -157,8 +158,28 @@ def optimum(cfg: Config, family, job: Job, shard: Shard):
     too_wide = shard.num_features > family.MAX_EXACT_FEATURES
     if family.SOLVER is None or too_wide or not wants_optimum(cfg, shard):
         return None
+    if cfg.penalized:
+        return path.fit(job, shard, family, path_settings(cfg, job, shard))
     # The recipe pairs the family with its solver: the solver knows the family only as Family.
     return solvers.optimum(job, shard, family, cfg.l2, shard.feature_names, cfg.cov_type)
+
+
+def path_settings(cfg: Config, job: Job, shard: Shard) -> path.PathSettings:
+    """The elastic net the settings ask for, its folds agreed by every rank."""
+    chosen = None
+    if cfg.cv is not None:
+        chosen = folds.hashed(cfg.cv, cfg.seed)
+    elif cfg.fold_column is not None:
+        chosen = folds.agree(job, shard, cfg.fold_column)
+    return path.PathSettings(
+        l1_ratio=cfg.penalty_l1_ratio,
+        standardize=cfg.standardize,
+        alphas=None if cfg.alpha is None else (float(cfg.alpha),),
+        n_alphas=cfg.n_alphas,
+        alpha_min_ratio=cfg.alpha_min_ratio,
+        folds=chosen,
+        select=cfg.select,
+    )
 
 
 def wants_optimum(cfg: Config, shard: Shard) -> bool:

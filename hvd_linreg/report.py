@@ -50,7 +50,9 @@ class TrainingResult:
 def header_line(cfg: Config, family, job: Job, shard: Shard) -> str:
     """What rank 0 says before training: the job, the data and the run."""
     run = (
-        family.SOLVER_NAME
+        _penalized_run(cfg)
+        if cfg.penalized
+        else family.SOLVER_NAME
         if cfg.solver == "exact"
         else f"batch {cfg.batch_size} per rank ({shard.layout.global_batch} global), "
         f"{cfg.num_steps} steps, {cfg.optimizer}, learning rate {cfg.learning_rate}"
@@ -63,6 +65,21 @@ def header_line(cfg: Config, family, job: Job, shard: Shard) -> str:
         f"{shard.num_samples}{held_out} samples x {shard.num_features} feature"
         f"{'s' * (shard.num_features > 1)} ({shard.dtype}) from {shard.source}{dropped}, {run}"
     )
+
+
+def _penalized_run(cfg: Config) -> str:
+    """The header's account of an elastic-net run."""
+    what = (
+        f"alpha {cfg.alpha:g}" if cfg.alpha is not None else f"a path of {cfg.n_alphas} strengths"
+    )
+    folds = (
+        f", {cfg.cv}-fold cross-validation"
+        if cfg.cv
+        else f", cross-validation by {cfg.fold_column}"
+        if cfg.fold_column
+        else ""
+    )
+    return f"elastic net (l1_ratio {cfg.penalty_l1_ratio:g}), {what}{folds}"
 
 
 def versions() -> dict[str, str]:
@@ -109,6 +126,11 @@ class Report:
         )
 
     @property
+    def penalized(self) -> bool:
+        """Whether the fit is the elastic net's (its statistics are the path's)."""
+        return self.cfg.penalized and self.optimum is not None
+
+    @property
     def exact_loss(self) -> float | None:
         return None if self.optimum is None else self.optimum.loss
 
@@ -131,8 +153,8 @@ class Report:
     @property
     def optimality_gap(self) -> float | None:
         """How far the result's objective (with --l2, the ridge one) is above the optimum's."""
-        if self.optimum is None:
-            return None
+        if self.optimum is None or self.penalized:
+            return None  # an exact penalized fit is its own optimum
         achieved = self.family.objective(self.result.loss, self.result.params, self.cfg.l2)
         return achieved - self.optimum.objective
 
@@ -171,6 +193,11 @@ class Report:
             "exact_loss": self.exact_loss,
             "optimality_gap": self.optimality_gap,
             "statistics": None if self.statistics is None else self.statistics.as_json(),
+            **(
+                self.statistics.sections()
+                if self.penalized
+                else {"path": None, "cv": None, "passes": None}
+            ),
             "training_scores": None
             if result.training is None
             else {
@@ -223,12 +250,19 @@ class Report:
                 else []
             ),
             (
-                f"  exact optimum's loss: {self.exact_loss:.6g}, {gap}: {self.optimality_gap:.3g}"
+                f"  penalized objective: {self.optimum.objective:.10g} (mean deviance / 2 + "
+                "penalty)"
+                if self.penalized
+                else f"  exact optimum's loss: {self.exact_loss:.6g}, {gap}: "
+                f"{self.optimality_gap:.3g}"
                 if self.exact_loss is not None
                 else f"  exact optimum: skipped ({self.exact_skipped})"
             ),
             (
-                f"  wall time: {result.wall_s:.3f} s ({self.family.SOLVER_COST})"
+                f"  wall time: {result.wall_s:.3f} s ({self.optimum.passes} passes over the "
+                "data, coordinate descent on their Gram matrices)"
+                if self.penalized
+                else f"  wall time: {result.wall_s:.3f} s ({self.family.SOLVER_COST})"
                 if self.cfg.solver == "exact"
                 else f"  wall time: {result.wall_s:.3f} s, {result.steps_per_s:.1f} steps/s, "
                 f"{self.samples_per_s:.4g} samples/s"

@@ -124,10 +124,14 @@ class Layout:
 
     def global_row(self, local: int) -> int:
         """The global id of this rank's row number local (its runs, then its tail piece)."""
-        if local >= self.num_train:
-            return self.tail.start + local - self.num_train
-        run, j = divmod(local, self.run_length)
-        return run * self.stride + self.rank * self.run_length + j
+        return int(self.global_rows(np.array([local]))[0])
+
+    def global_rows(self, local: np.ndarray) -> np.ndarray:
+        """global_row of each of an array of local row numbers."""
+        local = np.asarray(local, np.int64)
+        run, j = np.divmod(local, self.run_length)
+        batched = run * self.stride + self.rank * self.run_length + j
+        return np.where(local >= self.num_train, self.tail.start + local - self.num_train, batched)
 
     def owners(self, ids: np.ndarray) -> np.ndarray:
         """The rank that holds each of the global row ids."""

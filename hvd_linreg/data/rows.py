@@ -47,18 +47,27 @@ class Carried:
     weight: str | None = None  # --weights: prior weights, >= 0
     offset: str | None = None  # --offset: added to the linear predictor
     exposure: str | None = None  # --exposure: log(exposure) added to it, exposure > 0
+    # --fold_column: each row's cross-validation fold, a whole number (data/folds.py); read
+    # with the rows, not a field of Rows: only the penalized path's passes take it
+    fold: str | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
-        """The columns read, in this order: weight, offset, exposure (those given)."""
-        return tuple(name for name in (self.weight, self.offset, self.exposure) if name)
+        """The columns read, in this order: weight, offset, exposure, fold (those given)."""
+        given = (self.weight, self.offset, self.exposure, self.fold)
+        return tuple(name for name in given if name)
 
     @property
     def roles(self) -> tuple[str, ...]:
         """The flag of each column of names."""
-        flags = ("--weights", "--offset", "--exposure")
-        given = (self.weight, self.offset, self.exposure)
+        flags = ("--weights", "--offset", "--exposure", "--fold_column")
+        given = (self.weight, self.offset, self.exposure, self.fold)
         return tuple(flag for flag, name in zip(flags, given) if name)
+
+    @property
+    def fold_index(self) -> int:
+        """The fold column's place among the carried columns (the last)."""
+        return len(self) - 1
 
     def __len__(self) -> int:
         return len(self.names)
@@ -86,6 +95,7 @@ class Carried:
         is), or None: a weight is >= 0, an exposure > 0 (finite: checked with the rows)."""
         rules = {"--weights": (lambda c: c >= 0, "a weight must be >= 0")}
         rules["--exposure"] = (lambda c: c > 0, "an exposure must be > 0")
+        rules["--fold_column"] = (lambda c: c == np.floor(c), "a fold is a whole number")
         for j, role in enumerate(self.roles):
             if role in rules:
                 ok, what = rules[role]

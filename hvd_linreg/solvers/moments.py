@@ -1,0 +1,77 @@
+"""Weighted means and centred scatter matrices of sets of rows, merged block by block and then
+rank by rank (Chan, Golub and LeVeque's pairwise update): the Gram matrices of a penalized fit,
+one per model of a cross-validation, centred without the cancellation of Σ v a aᵀ - s m mᵀ.
+
+Each rank merges its blocks; one allgather brings every rank's moments of every model (and a
+few sums beside them) to every rank, which merges them in rank order: every rank then holds the
+same bytes, and they differ from one rank count to another only by the rounding of the merges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Σ v, the v-weighted mean of each column of A and Σ v (a - mean)(a - mean)ᵀ."""
+
+    weight: float
+    mean: np.ndarray  # (n,)
+    scatter: np.ndarray  # (n, n)
+
+    @classmethod
+    def empty(cls, n: int) -> Moments:
+        return cls(0.0, np.zeros(n), np.zeros((n, n)))
+
+    @classmethod
+    def of(cls, A: np.ndarray, v: np.ndarray) -> Moments:
+        """The moments of the rows A (rows x n, float64) with weights v (>= 0)."""
+        s = float(v.sum())
+        if not s > 0:
+            return cls.empty(A.shape[1])
+        mean = (v @ A) / s
+        B = (A - mean) * np.sqrt(v)[:, None]
+        return cls(s, mean, B.T @ B)
+
+    def merge(self, other: Moments) -> Moments:
+        """The moments of both sets of rows."""
+        if other.weight == 0:
+            return self
+        if self.weight == 0:
+            return other
+        s = self.weight + other.weight
+        d = other.mean - self.mean
+        mean = self.mean + d * (other.weight / s)
+        scatter = self.scatter + other.scatter + np.outer(d, d) * (self.weight * other.weight / s)
+        return Moments(s, mean, scatter)
+
+    def pack(self) -> np.ndarray:
+        return np.concatenate([[self.weight], self.mean, self.scatter.ravel()])
+
+    @classmethod
+    def unpack(cls, row: np.ndarray, n: int) -> Moments:
+        scatter = row[n + 1 : packed_size(n)].reshape(n, n).copy()
+        return cls(float(row[0]), row[1 : n + 1].copy(), scatter)
+
+
+def packed_size(n: int) -> int:
+    return 1 + n + n * n
+
+
+def gather(job, moments: list[Moments], sums: np.ndarray, name: str):
+    """Every rank's moments (one list, the same models on every rank) merged in rank order,
+    and the sums (a 2-D array, a row per model) added in rank order: one allgather."""
+    n = len(moments[0].mean)
+    rows = np.array([np.concatenate([m.pack(), s]) for m, s in zip(moments, sums)])
+    every = job.allgather_rows(rows, name)  # every rank's, in rank order
+    k = len(moments)
+    merged = [Moments.unpack(every[i], n) for i in range(k)]
+    total = every[:k, packed_size(n) :].copy()
+    for start in range(k, len(every), k):
+        for i in range(k):
+            merged[i] = merged[i].merge(Moments.unpack(every[start + i], n))
+            total[i] += every[start + i, packed_size(n) :]
+    return merged, total

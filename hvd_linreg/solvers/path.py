@@ -1,0 +1,425 @@
+"""The elastic-net path and its cross-validation, for every family and link (penalty.py has the
+objective): glmnet's algorithm on the tool's distributed passes.
+
+The strengths run from α_max, the smallest at which every coefficient is zero, down to
+α_max x the ratio, log-spaced; each fit starts from the one before (warm start). At each
+strength, each IRLS iteration is one pass over each rank's rows and one allgather of every
+model's weighted, centred Gram matrix of [X r] (moments.py); coordinate descent then runs on it
+on every rank alike (coordinate_descent.py), sweeping first the features the sequential strong
+rule keeps and then any whose KKT condition fails. A gaussian identity fit needs no IRLS: its
+Gram matrix does not depend on the coefficients, and the whole path, folds included, comes from
+the one pass that sums it.
+
+Cross-validation fits every fold's model in the same passes: a pass sums, for each model, the
+Gram of its training rows (every fold but its own) and the deviance of its held-out rows, so
+K + 1 models cost K + 1 Grams a pass, not K + 1 runs over the data. The models step through the
+strengths together; a pass skips the models already settled at the current one.
+
+An IRLS step is taken whole while it lowers the penalized objective (else halved, as irls.py
+does); the fit at a strength has settled when the step moves the linear predictor by at most
+TOLERANCE of the working response's spread, Σ W Δη² <= TOLERANCE² x the deviance, and the
+objective by at most irls.OBJECTIVE_TOLERANCE.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hvd_linreg.data.folds import Folds
+from hvd_linreg.errors import UsageError
+from hvd_linreg.families.family import Family
+from hvd_linreg.families.gaussian import Gaussian
+from hvd_linreg.families.maths import block_rows
+from hvd_linreg.ranks import Job
+from hvd_linreg.solvers.coordinate_descent import minimise
+from hvd_linreg.solvers.irls import MAX_ITERATIONS, OBJECTIVE_TOLERANCE
+from hvd_linreg.solvers.moments import Moments, gather
+from hvd_linreg.solvers.penalty import Penalty
+
+TOLERANCE = 1e-10
+# With l1_ratio 0 (ridge) every strength keeps every coefficient: α_max is taken at this
+# l1_ratio instead, as glmnet does.
+RIDGE_L1_RATIO = 1e-3
+# A pass's sums beside each model's moments
+_TRAIN_DEVIANCE, _OUTSIDE, _HELD_DEVIANCE, _HELD_WEIGHT = range(4)
+
+
+@dataclass(frozen=True)
+class PathSettings:
+    """What a penalized fit is asked for (config.py's --alpha ... --select)."""
+
+    l1_ratio: float = 1.0
+    standardize: bool = True
+    alphas: tuple[float, ...] | None = None  # --alpha: these strengths alone; None: the path
+    n_alphas: int = 100
+    alpha_min_ratio: float | None = None  # None: 1e-4 with more rows than features, else 1e-2
+    folds: Folds | None = None
+    select: str = "min"  # the model reported with cross-validation: "min" or "1se"
+
+
+@dataclass(frozen=True)
+class CrossValidation:
+    """cv.glmnet's figures: each fold's mean held-out deviance at each strength (weighted by
+    the rows' weights), their mean over the folds weighted by each fold's weight, and its
+    standard error."""
+
+    raw: np.ndarray  # (K, strengths)
+    weights: np.ndarray  # (K,) each fold's Σw
+    mean: np.ndarray
+    se: np.ndarray
+    index_min: int  # the largest strength with the least mean
+    index_1se: int  # the largest strength within one standard error of it
+
+
+@dataclass(frozen=True)
+class PathFit:
+    """A penalized fit: the whole path, the cross-validation, and the model chosen."""
+
+    params: np.ndarray  # the chosen model's [w..., b]
+    loss: float  # the family's mean loss there, as an unpenalized fit reports it
+    objective: float  # the penalized objective there
+    index: int  # the chosen strength's place on the path
+    alphas: np.ndarray
+    coefficients: np.ndarray  # (strengths, F + 1): [w..., b] at each
+    deviance: np.ndarray  # Σ w d at each strength, on the training rows
+    null_deviance: float  # the intercept-only model's (with the offsets)
+    cv: CrossValidation | None
+    passes: int  # over the data, in all
+    count: int  # rows of weight > 0
+    settings: PathSettings = field(repr=False)
+
+    @property
+    def iterations(self) -> int:
+        """Its passes over the data, as an unpenalized fit counts its iterations."""
+        return self.passes
+
+    @property
+    def alpha(self) -> float:
+        return float(self.alphas[self.index])
+
+    @property
+    def dev_ratio(self) -> np.ndarray:
+        """The fraction of the null deviance explained at each strength."""
+        if not self.null_deviance > 0:
+            return np.zeros(len(self.alphas))
+        return 1.0 - self.deviance / self.null_deviance
+
+    @property
+    def nonzero(self) -> np.ndarray:
+        return np.count_nonzero(self.coefficients[:, :-1], axis=1)
+
+
+@dataclass
+class _Model:
+    """One model of the fit: the full data's (fold None) or one fold's, and its state."""
+
+    fold: int | None
+    prior: Moments  # of [X z] on its training rows, by the prior weights
+    scales: np.ndarray  # the penalty's per-feature factors
+    theta: np.ndarray
+    gradient: np.ndarray | None = None  # of the smooth part at the last solution (Σ scale)
+    deviance: float = math.nan  # its training rows' Σ w d at theta
+    held: tuple[float, float] = (math.nan, 0.0)  # its held-out rows' Σ w d and Σ w
+
+
+def fit(job: Job, shard, family: Family, settings: PathSettings) -> PathFit:
+    """The penalized fit the settings ask for, the same on every rank."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return _Path(job, shard, family, settings).run()
+
+
+class _Path:
+    def __init__(self, job: Job, shard, family: Family, settings: PathSettings):
+        self.job, self.shard, self.family, self.s = job, shard, family, settings
+        self.F = shard.num_features
+        self.gaussian = isinstance(family, Gaussian) and family.link.name == "identity"
+        self.K = settings.folds.count if settings.folds else 0
+        self.passes = 0
+
+    def run(self) -> PathFit:
+        F, s = self.F, self.s
+        parts, count = self._prior_pass()
+        whole = _merged(parts)
+        if whole.weight == 0:
+            raise UsageError("no row has a weight above 0: there is nothing to fit")
+        self.models = [self._model(None, whole)]
+        for k in range(self.K):
+            self.models.append(self._model(k, _merged(parts[:k] + parts[k + 1 :])))
+        self.parts = parts
+        if self.gaussian:
+            null_deviance, gradient = whole.scatter[F, F], whole.scatter[:F, F]
+        else:
+            null_deviance, gradient = self._null()
+        alphas = self._alphas(gradient, whole.weight, count)
+        coefficients, deviance = [], []
+        held = np.full((self.K, len(alphas)), math.nan)
+        previous = None
+        for i, alpha in enumerate(alphas):
+            self._solve(alpha, previous)
+            previous = alpha
+            full = self.models[0]
+            coefficients.append(full.theta.copy())
+            deviance.append(full.deviance)
+            for k, model in enumerate(self.models[1:]):
+                held[k, i] = model.held[0] / model.held[1] if model.held[1] else math.nan
+        coefficients = np.array(coefficients)
+        cv = _cross_validation(held, np.array([p.weight for p in parts])) if self.K else None
+        index = 0 if cv is None else (cv.index_1se if s.select == "1se" else cv.index_min)
+        if cv is None and len(alphas) > 1:
+            index = len(alphas) - 1  # the smallest strength: the path's end
+        theta = coefficients[index]
+        penalty = Penalty.elastic_net(alphas[index], s.l1_ratio, self.models[0].scales)
+        dev = float(deviance[index])
+        if self.gaussian:  # the mean loss from the moments: no pass
+            loss = 0.5 * self.family.LOSS_SCALE * dev / count
+        else:
+            loss = self.family.loss(self.job, self.shard, theta)
+        return PathFit(
+            params=theta,
+            loss=loss,
+            objective=dev / (2 * whole.weight) + penalty.value(theta[:-1]),
+            index=index,
+            alphas=np.asarray(alphas),
+            coefficients=coefficients,
+            deviance=np.array(deviance),
+            null_deviance=float(null_deviance),
+            cv=cv,
+            passes=self.passes,
+            count=count,
+            settings=s,
+        )
+
+    # Passes over the rows
+
+    def _blocks(self):
+        """This rank's rows of weight > 0 in float64 blocks: (X, y, offset or None, weight,
+        fold or None)."""
+        shard, folds = self.shard, self.s.folds
+        carried = shard.carried_columns
+        at = 0
+        for X, y, C in shard.raw_blocks(block_rows(self.F + 2)):
+            rows = carried.rows(X, y, C)
+            fold = None
+            if folds is not None:
+                ids = shard.layout.global_rows(np.arange(at, at + len(y)))
+                fold = folds.of(ids, None if folds.column is None else C[:, carried.fold_index])
+            at += len(y)
+            weight = rows.weights()
+            keep = weight > 0
+            offset = rows.offset
+            if not keep.all():
+                rows = rows.counted()
+                weight = weight[keep]
+                fold = None if fold is None else fold[keep]
+                offset = rows.offset
+            yield np.asarray(rows.X, np.float64), rows.y.astype(np.float64), offset, weight, fold
+
+    def _prior_pass(self) -> tuple[list[Moments], int]:
+        """Each fold's (or the one set's) moments of [X z] by the prior weights, z the target
+        less any offset for a gaussian identity fit, else the target: the features' scales,
+        and the whole of a gaussian identity fit. One pass, one allgather."""
+        K = max(self.K, 1)
+        parts = [Moments.empty(self.F + 1) for _ in range(K)]
+        count = np.zeros((K, 1))
+        for X, y, offset, weight, fold in self._blocks():
+            z = y - offset if self.gaussian and offset is not None else y
+            A = np.c_[X, z]
+            for k in range(K):
+                mine = slice(None) if fold is None else fold == k
+                parts[k] = parts[k].merge(Moments.of(A[mine], weight[mine]))
+                count[k] += len(z) if fold is None else np.count_nonzero(mine)
+        self.passes += 1
+        parts, count = gather(self.job, parts, count, "path_moments")
+        return parts, int(count.sum())
+
+    def _glm_pass(self, models: list[_Model]) -> tuple[list[Moments], np.ndarray]:
+        """Each model's moments of [X r] by the working weights W at its theta on its training
+        rows, its training deviance, its rows off the family's domain, and its held-out rows'
+        deviance and weight: one pass, one allgather."""
+        family, link, F = self.family, self.family.link, self.F
+        moments = [Moments.empty(F + 1) for _ in models]
+        sums = np.zeros((len(models), 4))
+        for X, y, offset, weight, fold in self._blocks():
+            for i, model in enumerate(models):
+                eta = X @ model.theta[:-1] + model.theta[-1]
+                if offset is not None:
+                    eta += offset
+                mu = link.inverse(eta)
+                valid = family.valid_mean(mu)
+                deviance = np.where(valid, family.unit_deviance(y, mu), 0.0)
+                train = slice(None) if model.fold is None else fold != model.fold
+                if model.fold is not None:
+                    held = ~train
+                    sums[i, _HELD_DEVIANCE] += weight[held] @ deviance[held]
+                    sums[i, _HELD_WEIGHT] += weight[held].sum()
+                mu, valid, w, yt = mu[train], valid[train], weight[train], y[train]
+                variance, slope = family.variance_and_slope(mu)
+                W = np.where(valid, w / (variance * slope * slope), 0.0)
+                r = np.where(valid, (yt - mu) * slope, 0.0)
+                moments[i] = moments[i].merge(Moments.of(np.c_[X[train], r], W))
+                sums[i, _TRAIN_DEVIANCE] += w @ deviance[train]
+                sums[i, _OUTSIDE] += len(yt) - np.count_nonzero(valid)
+        self.passes += 1
+        return gather(self.job, moments, sums, "path_pass")
+
+    # The fit at one strength
+
+    def _model(self, fold: int | None, prior: Moments) -> _Model:
+        F = self.F
+        scales = np.ones(F)
+        if self.s.standardize:
+            scales = np.sqrt(np.maximum(np.diag(prior.scatter)[:F], 0.0) / prior.weight)
+        theta = np.zeros(F + 1)
+        if not self.gaussian:
+            y_mean = prior.mean[F]
+            start = float(self.family.link(np.array([self.family.starting_mean(y_mean)]))[0])
+            theta[-1] = start if math.isfinite(start) else 0.0
+        return _Model(fold, prior, scales, theta)
+
+    def _null(self) -> tuple[float, np.ndarray]:
+        """Every model's intercept-only fit (with the offsets, by IRLS on b alone): the path's
+        start. The full data's null deviance, and its gradient there, which gives α_max."""
+        self._irls(None, None)
+        full = self.models[0]
+        return full.deviance, full.gradient
+
+    def _alphas(self, gradient: np.ndarray, weight: float, rows: int) -> list[float]:
+        s = self.s
+        if s.alphas is not None:
+            return list(s.alphas)
+        scales = self.models[0].scales
+        ratio = max(s.l1_ratio, RIDGE_L1_RATIO)
+        penalized = scales > 0
+        if not penalized.any():
+            raise UsageError("every feature is constant: there is no path to fit")
+        top = float(np.max(np.abs(gradient[penalized]) / (weight * ratio * scales[penalized])))
+        if not top > 0:
+            top = 1.0  # no feature moves the fit: every strength gives the null model
+        low = s.alpha_min_ratio or (1e-4 if rows > self.F else 1e-2)
+        return [
+            float(a) for a in np.exp(np.linspace(math.log(top), math.log(top * low), s.n_alphas))
+        ]
+
+    def _solve(self, alpha: float, previous: float | None) -> None:
+        if self.gaussian:
+            for model in self.models:
+                self._least_squares(model, alpha, previous)
+        else:
+            self._irls(alpha, previous)
+
+    def _penalty(self, model: _Model, alpha: float) -> Penalty:
+        return Penalty.elastic_net(alpha, self.s.l1_ratio, model.scales).scaled(model.prior.weight)
+
+    def _strong(self, model: _Model, alpha: float, previous: float | None, penalty: Penalty):
+        """The sequential strong rule's candidates: |gradient_j| >= l1_j (2α - α_previous)/α;
+        every feature where there is no previous solution or no L1 part."""
+        if previous is None or model.gradient is None or self.s.l1_ratio == 0:
+            return None
+        bound = penalty.l1 * (2 * alpha - previous) / alpha
+        return np.flatnonzero(np.abs(model.gradient) >= bound)
+
+    def _least_squares(self, model: _Model, alpha: float, previous: float | None) -> None:
+        """A gaussian identity model at α, from its moments alone."""
+        F, prior = self.F, model.prior
+        penalty = self._penalty(model, alpha)
+        H, c = prior.scatter[:F, :F], prior.scatter[:F, F]
+        candidates = self._strong(model, alpha, previous, penalty)
+        beta, gradient, _ = minimise(
+            H, c, np.zeros(F), model.theta[:-1], penalty, candidates, prior.scatter[F, F]
+        )
+        b = prior.mean[F] - prior.mean[:F] @ beta
+        model.theta, model.gradient = np.append(beta, b), gradient
+        v = np.append(beta, -1.0)
+        model.deviance = float(v @ prior.scatter @ v)
+        if model.fold is not None:
+            part = self.parts[model.fold]
+            error = part.mean[F] - part.mean[:F] @ beta - b
+            model.held = (float(v @ part.scatter @ v + part.weight * error * error), part.weight)
+
+    def _irls(self, alpha: float | None, previous: float | None) -> None:
+        """Every model's IRLS at α (None: the intercept alone), from its current theta: the
+        models step together, one pass for all of them per iteration."""
+        F = self.F
+        state = {id(m): _Step() for m in self.models}
+        pending = list(self.models)
+        for _ in range(MAX_ITERATIONS):
+            moments, sums = self._glm_pass(pending)
+            still = []
+            for model, M, row in zip(pending, moments, sums):
+                st = state[id(model)]
+                penalty = None if alpha is None else self._penalty(model, alpha)
+                value = row[_TRAIN_DEVIANCE] / 2 + (
+                    penalty.value(model.theta[:-1]) if penalty else 0
+                )
+                worse = st.best is not None and not value <= st.best[1] + 1e-13 * abs(st.best[1])
+                if row[_OUTSIDE] or worse or not math.isfinite(value):
+                    if st.best is None:
+                        raise UsageError(
+                            f"IRLS cannot start: --model {self.family.NAME} with the "
+                            f"{self.family.link.name} link has no valid mean at the target's mean"
+                        )
+                    st.scale /= 2
+                    model.theta = st.best[0] + st.scale * st.step
+                    still.append(model)
+                    continue
+                previous_value = None if st.best is None else st.best[1]
+                st.best, st.scale = (model.theta.copy(), value), 1.0
+                H, c = M.scatter[:F, :F], M.scatter[:F, F]
+                beta = model.theta[:-1]
+                if penalty is None:
+                    new, gradient = beta, -c
+                else:
+                    candidates = self._strong(model, alpha, previous, penalty)
+                    new, gradient, _ = minimise(
+                        H, c, beta, beta, penalty, candidates, M.scatter[F, F]
+                    )
+                delta = new - beta
+                b_step = M.mean[F] - M.mean[:F] @ delta
+                st.step = np.append(delta, b_step)
+                moved = float(delta @ H @ delta + M.weight * M.mean[F] ** 2)
+                small = moved <= TOLERANCE * TOLERANCE * max(row[_TRAIN_DEVIANCE], 1e-300)
+                settled = previous_value is None or abs(value - previous_value) <= (
+                    OBJECTIVE_TOLERANCE * (abs(value) + 0.1)
+                )
+                if small and settled:
+                    model.gradient = gradient
+                    model.deviance = float(row[_TRAIN_DEVIANCE])
+                    model.held = (float(row[_HELD_DEVIANCE]), float(row[_HELD_WEIGHT]))
+                    continue
+                model.theta = model.theta + st.step
+                still.append(model)
+            pending = still
+            if not pending:
+                return
+        at = "the intercept-only model" if alpha is None else f"alpha {alpha:.6g}"
+        raise UsageError(
+            f"the penalized IRLS did not converge in {MAX_ITERATIONS} iterations at {at}"
+        )
+
+
+@dataclass
+class _Step:
+    best: tuple[np.ndarray, float] | None = None  # the best theta so far and its objective
+    step: np.ndarray | None = None
+    scale: float = 1.0
+
+
+def _merged(parts: list[Moments]) -> Moments:
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.merge(part)
+    return out
+
+
+def _cross_validation(held: np.ndarray, weights: np.ndarray) -> CrossValidation:
+    """cv.glmnet's mean and standard error over the folds (grouped, weighted by each fold's
+    Σw), and its two choices of strength."""
+    K = len(weights)
+    mean = weights @ held / weights.sum()
+    se = np.sqrt((weights @ (held - mean) ** 2) / weights.sum() / (K - 1))
+    best = int(np.argmin(mean))  # the first, the largest strength, of the least
+    within = np.flatnonzero(mean <= mean[best] + se[best])
+    return CrossValidation(held, weights, mean, se, best, int(within[0]))

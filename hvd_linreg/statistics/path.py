@@ -1,0 +1,115 @@
+"""What a penalized fit reports: the path as a table (strength, non-zero coefficients, share of
+the deviance explained, the cross-validated deviance), the chosen model's coefficients by name,
+and the JSON's path, cv and passes. A penalized fit has no standard errors or p-values: the
+usual ones ignore the selection and the shrinkage, and glmnet, scikit-learn and glum give none
+either."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hvd_linreg.solvers.path import PathFit
+
+NO_ERRORS = (
+    "no standard errors or p-values: a penalized fit has none that mean what they would "
+    "without the penalty (refit the chosen features unpenalized for them)"
+)
+
+
+@dataclass(frozen=True)
+class PathStatistics:
+    fit: PathFit
+    names: tuple[str, ...]
+
+    @property
+    def chosen(self) -> str:
+        """How the reported strength was chosen."""
+        fit = self.fit
+        if fit.settings.alphas is not None:
+            return "as given (--alpha)"
+        if fit.cv is None:
+            return "the path's last: no cross-validation (--cv, --fold_column) to choose"
+        return f"--select {fit.settings.select}, by {len(fit.cv.weights)}-fold cross-validation"
+
+    def as_json(self) -> dict:
+        fit = self.fit
+        return {
+            "method": "elastic net",
+            "alpha": fit.alpha,
+            "l1_ratio": fit.settings.l1_ratio,
+            "standardize": fit.settings.standardize,
+            "deviance": float(fit.deviance[fit.index]),
+            "null_deviance": fit.null_deviance,
+            "dev_ratio": float(fit.dev_ratio[fit.index]),
+            "coefficients": [
+                {"name": name, "estimate": float(value)}
+                for name, value in zip(self.names, fit.params)
+            ],
+            "undefined": {"std_error": NO_ERRORS},
+        }
+
+    def sections(self) -> dict:
+        """The metrics JSON's path, cv and passes."""
+        fit = self.fit
+        cv = fit.cv
+        return {
+            "path": {
+                "alpha": fit.alphas.tolist(),
+                "w": fit.coefficients[:, :-1].tolist(),
+                "b": fit.coefficients[:, -1].tolist(),
+                "deviance": fit.deviance.tolist(),
+                "dev_ratio": fit.dev_ratio.tolist(),
+                "nonzero": fit.nonzero.tolist(),
+                "chosen": fit.index,
+            },
+            "cv": None
+            if cv is None
+            else {
+                "folds": len(cv.weights),
+                "mean": _numbers(cv.mean),
+                "se": _numbers(cv.se),
+                "alpha_min": float(fit.alphas[cv.index_min]),
+                "alpha_1se": float(fit.alphas[cv.index_1se]),
+                "fold_weights": cv.weights.tolist(),
+            },
+            "passes": fit.passes,
+        }
+
+    def table(self) -> list[str]:
+        fit, cv = self.fit, self.fit.cv
+        s = fit.settings
+        scaled = "standardized" if s.standardize else "as they are"
+        lines = [
+            f"  elastic net, l1_ratio {s.l1_ratio:g}, features {scaled}: {len(fit.alphas)} "
+            f"strength{'s' * (len(fit.alphas) > 1)}, {fit.passes} pass"
+            f"{'es' * (fit.passes > 1)} over the data",
+            f"  {'alpha':>12}{'nonzero':>9}{'%dev':>9}" + ("  cv mean deviance ± se" if cv else ""),
+        ]
+        for i, alpha in enumerate(fit.alphas):
+            row = f"  {alpha:>12.5g}{fit.nonzero[i]:>9d}{100 * fit.dev_ratio[i]:>9.2f}"
+            if cv is not None:
+                row += f"  {cv.mean[i]:.6g} ± {cv.se[i]:.3g}"
+                marks = [m for m, at in (("min", cv.index_min), ("1se", cv.index_1se)) if at == i]
+                row += f"  <- {', '.join(marks)}" if marks else ""
+            lines.append(row)
+        width = max(12, 1 + max(len(name) for name in self.names))
+        lines += [
+            f"  chosen: alpha {fit.alpha:.6g}, {self.chosen}",
+            f"  {'coefficient':<{width}}{'estimate':>14}",
+            *(f"  {name:<{width}}{value:>14.6g}" for name, value in zip(self.names, fit.params)),
+            f"  {NO_ERRORS}",
+        ]
+        return lines
+
+
+def describe(fit: PathFit, feature_names: tuple[str, ...] | None) -> PathStatistics:
+    F = len(fit.params) - 1
+    names = tuple(feature_names or (f"w[{j}]" for j in range(F)))
+    return PathStatistics(fit, (*names, "b"))
+
+
+def _numbers(values: np.ndarray) -> list:
+    """A list for JSON: NaN (a fold with no rows) as null."""
+    return [None if not np.isfinite(v) else float(v) for v in values]

@@ -1,0 +1,335 @@
+"""The elastic net, its path and its cross-validation (solvers/path.py), against independent
+references: scikit-learn's ElasticNet, glum's GeneralizedLinearRegressor for every family, R's
+glmnet (where R is installed), and the KKT conditions computed here from the rows."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import refused, run_metrics
+
+FEATURES = [f"x{j}" for j in range(6)]
+
+
+def _data(n: int = 1500, seed: int = 3) -> pd.DataFrame:
+    """Correlated features of unlike scales and means, weights, an exposure, folds, and a
+    target of each family."""
+    rng = np.random.default_rng(seed)
+    F = len(FEATURES)
+    cov = 0.6 ** np.abs(np.subtract.outer(np.arange(F), np.arange(F)))
+    X = rng.multivariate_normal(np.zeros(F), cov, size=n) * [1, 2, 0.5, 3, 1, 10]
+    X += [0, 5, 0, -3, 0, 100]
+    df = pd.DataFrame(X, columns=FEATURES)
+    df["w"] = rng.uniform(0.5, 2, n)
+    df["exposure"] = rng.uniform(0.5, 3, n)
+    df["fold"] = rng.integers(1, 6, n)
+    df["y"] = X @ [1.5, -0.5, 0, 0, 2, 0.01] + rng.normal(size=n)
+    df["count"] = rng.poisson(df.exposure * np.exp(0.3 * X[:, 0] - 0.2 * X[:, 4] + 0.1))
+    df["yes"] = (rng.uniform(size=n) < 1 / (1 + np.exp(-(X[:, 0] - X[:, 4])))).astype(int)
+    df["cost"] = rng.gamma(2.0, np.exp(0.5 + 0.2 * X[:, 0]) / 2.0)
+    return df
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    df = _data()
+    path = tmp_path_factory.mktemp("enet") / "data.csv"
+    df.to_csv(path, index=False)
+    return df, path
+
+
+def _args(path, target: str, model: str = "linear", *more: str) -> list[str]:
+    return [
+        "--solver",
+        "exact",
+        "--data",
+        str(path),
+        "--target",
+        target,
+        "--features",
+        ",".join(FEATURES),
+        "--model",
+        model,
+        "--quiet",
+        *more,
+    ]
+
+
+@pytest.mark.parametrize("l1_ratio", [1.0, 0.5, 0.0])
+def test_least_squares_equals_scikit_learn_elastic_net(data, tmp_path, l1_ratio):
+    from sklearn.linear_model import ElasticNet
+
+    df, path = data
+    more = ["--weights", "w", "--no-standardize", "--alpha", "0.05", "--l1_ratio", str(l1_ratio)]
+    m = run_metrics(tmp_path, 1, _args(path, "y", "linear", *more))
+    ref = ElasticNet(alpha=0.05, l1_ratio=l1_ratio, tol=1e-14, max_iter=1_000_000)
+    ref.fit(df[FEATURES].values, df.y.values, sample_weight=df.w.values)
+    np.testing.assert_allclose(m["w"], ref.coef_, rtol=0, atol=1e-8)
+    assert m["b"] == pytest.approx(ref.intercept_, abs=1e-8)
+    assert m["passes"] == 1 and m["cv"] is None
+    assert m["statistics"]["undefined"]["std_error"].startswith("no standard errors")
+
+
+GLUM_FAMILIES = [
+    ("poisson", "count", "poisson", ["--exposure", "exposure"]),
+    ("logistic", "yes", "binomial", []),
+    ("gamma", "cost", "gamma", []),
+]
+
+
+@pytest.mark.parametrize("l1_ratio", [1.0, 0.5, 0.0])
+@pytest.mark.parametrize(("model", "target", "family", "more"), GLUM_FAMILIES)
+def test_every_family_equals_glum(data, tmp_path, model, target, family, more, l1_ratio):
+    """glum's objective is the tool's: (1 / 2Σw) Σ w d + α (ρ |β|₁ + (1 - ρ)/2 |β|²)."""
+    from glum import GeneralizedLinearRegressor
+
+    df, path = data
+    link = ["--link", "log"] if model == "gamma" else []
+    args = _args(path, target, model, "--weights", "w", *more, *link, "--no-standardize")
+    m = run_metrics(tmp_path, 1, [*args, "--alpha", "0.01", "--l1_ratio", str(l1_ratio)])
+    offset = np.log(df.exposure.values) if more else None
+    ref = GeneralizedLinearRegressor(
+        family=family, link="log" if model == "gamma" else "auto", alpha=0.01,
+        l1_ratio=l1_ratio, gradient_tol=1e-13, max_iter=10_000,
+    )  # fmt: skip
+    ref.fit(df[FEATURES].values, df[target].values, sample_weight=df.w.values, offset=offset)
+    np.testing.assert_allclose(m["w"], ref.coef_, rtol=0, atol=1e-6)
+    assert m["b"] == pytest.approx(ref.intercept_, abs=1e-6)
+
+
+def _kkt(df, target, mean_of, weight_of, theta, alpha, l1_ratio, scales):
+    """Each coefficient's violation of the elastic net's KKT conditions at theta, in its
+    feature's scale, and the intercept's, from the rows: the gradient of (1/2Σw) Σ w d is
+    -(1/Σw) Xᵀ (w (y - μ) / (V g')), computed here per family (mean_of, weight_of)."""
+    X, y, w = df[FEATURES].values, df[target].values, df.w.values
+    eta = X @ theta[:-1] + theta[-1]
+    mu = mean_of(eta)
+    score = w * (y - mu) * weight_of(mu)  # w (y - μ) / (V g')
+    gradient = -(X.T @ score) / w.sum()
+    l1, l2 = alpha * l1_ratio * scales, alpha * (1 - l1_ratio) * scales**2
+    beta = theta[:-1]
+    g = gradient + l2 * beta
+    worst = np.where(beta == 0, np.maximum(np.abs(g) - l1, 0), np.abs(g + l1 * np.sign(beta)))
+    return worst / scales, abs(score.sum()) / w.sum()
+
+
+KKT_FAMILIES = [
+    ("linear", "y", lambda eta: eta, lambda mu: np.ones_like(mu)),
+    ("poisson", "count", np.exp, lambda mu: np.ones_like(mu)),  # V g' = μ / μ
+    ("logistic", "yes", lambda eta: 1 / (1 + np.exp(-eta)), lambda mu: np.ones_like(mu)),
+    ("gamma", "cost", np.exp, lambda mu: 1 / mu),  # log link, not canonical: V g' = μ² / μ
+]
+
+
+@pytest.mark.parametrize(("model", "target", "mean_of", "weight_of"), KKT_FAMILIES)
+def test_kkt_conditions_hold_along_the_path(data, tmp_path, model, target, mean_of, weight_of):
+    df, path = data
+    link = ["--link", "log"] if model == "gamma" else []
+    args = _args(path, target, model, "--weights", "w", *link, "--l1_ratio", "0.7")
+    m = run_metrics(tmp_path, 1, [*args, "--n_alphas", "15"])
+    w = df.w.values
+    X = df[FEATURES].values
+    scales = np.sqrt(np.average((X - np.average(X, axis=0, weights=w)) ** 2, axis=0, weights=w))
+    alphas = m["path"]["alpha"]
+    assert len(alphas) == 15 and alphas[0] > alphas[-1]
+    assert m["path"]["nonzero"][0] == 0 and m["path"]["nonzero"][-1] == len(FEATURES)
+    for alpha, coef, b in zip(alphas, m["path"]["w"], m["path"]["b"]):
+        theta = np.append(coef, b)
+        worst, intercept = _kkt(df, target, mean_of, weight_of, theta, alpha, 0.7, scales)
+        # relative to the gradient's own size at the null model, α_max (its largest entry)
+        assert np.max(worst) < 1e-9 * alphas[0], (alpha, worst)
+        assert intercept < 1e-9, (alpha, intercept)
+
+
+def test_a_gaussian_path_with_five_fold_cross_validation_reads_each_row_once(data, tmp_path):
+    df, path = data
+    m = run_metrics(tmp_path, 1, _args(path, "y", "linear", "--cv", "5", "--l1_ratio", "0.5"))
+    assert m["passes"] == 1
+    assert len(m["path"]["alpha"]) == 100 and len(m["cv"]["mean"]) == 100
+    assert m["cv"]["alpha_min"] <= m["cv"]["alpha_1se"]
+    chosen = m["path"]["chosen"]
+    assert m["path"]["alpha"][chosen] == m["cv"]["alpha_min"]
+    np.testing.assert_allclose(m["w"], m["path"]["w"][chosen], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("model", "target"), [("linear", "y"), ("poisson", "count")])
+def test_each_folds_held_out_deviance_is_that_of_a_fit_on_its_training_rows(
+    data, tmp_path, model, target
+):
+    """Every fold's model comes from the same passes as the full path: each equals glum (or
+    scikit-learn) fitted on that fold's training rows alone, scored on its held-out rows."""
+    from glum import GeneralizedLinearRegressor
+
+    df, path = data
+    args = _args(path, target, model, "--fold_column", "fold", "--no-standardize")
+    m = run_metrics(tmp_path, 1, [*args, "--n_alphas", "6", "--l1_ratio", "0.5"])
+    family = "normal" if model == "linear" else "poisson"
+    assert m["passes"] == 1 if model == "linear" else m["passes"] > 6
+    for i in (1, 4):
+        alpha = m["path"]["alpha"][i]
+        raw = []
+        for k in range(1, 6):
+            train, held = df[df.fold != k], df[df.fold == k]
+            ref = GeneralizedLinearRegressor(
+                family=family, alpha=alpha, l1_ratio=0.5, gradient_tol=1e-13, max_iter=10_000
+            ).fit(train[FEATURES].values, train[target].values)
+            mu = ref.predict(held[FEATURES].values)
+            y = held[target].values
+            if model == "linear":
+                d = (y - mu) ** 2
+            else:
+                d = 2 * (np.where(y > 0, y * np.log(np.where(y > 0, y, 1) / mu), 0) - (y - mu))
+            raw.append(d.mean())
+        sizes = np.bincount(df.fold)[1:]
+        mean = sizes @ raw / sizes.sum()
+        assert m["cv"]["mean"][i] == pytest.approx(mean, rel=1e-6)
+
+
+def test_one_standard_error_selects_the_larger_strength(data, tmp_path):
+    df, path = data
+    args = _args(path, "y", "linear", "--cv", "4", "--select", "1se", "--n_alphas", "30")
+    m = run_metrics(tmp_path, 1, args)
+    chosen = m["path"]["chosen"]
+    assert m["path"]["alpha"][chosen] == m["cv"]["alpha_1se"] >= m["cv"]["alpha_min"]
+    mean, se = np.array(m["cv"]["mean"]), np.array(m["cv"]["se"])
+    best = int(np.argmin(mean))
+    within = np.flatnonzero(mean <= mean[best] + se[best])
+    assert chosen == within[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--l1_ratio", "1.5"], "--l1_ratio must be a number in [0, 1], got 1.5"),
+        (["--alpha", "-1"], "--alpha must be a finite number >= 0, got -1.0"),
+        (["--cv", "1"], "--cv must be a whole number of folds >= 2, got 1"),
+        (["--solver", "sgd", "--l1_ratio", "0.5"], "only --solver exact fits"),
+        (["--cv", "3", "--fold_column", "fold"], "give one of them"),
+        (["--alpha", "0.1", "--l2", "0.1"], "two penalties"),
+        (["--select", "1se"], "needs --cv or --fold_column"),
+    ],
+)
+def test_bad_penalty_settings_end_with_exit_2(capsys, data, argv, says):
+    _, path = data
+    args = [a for a in _args(path, "y") if a not in ("--solver", "exact")]
+    solver = [] if "--solver" in argv else ["--solver", "exact"]
+    assert says in refused(capsys, [*args, *solver, *argv])
+
+
+def test_fold_columns_that_are_not_folds_end_with_exit_2(capsys, data, tmp_path):
+    df, _ = data
+    one = df.assign(fold=1)
+    odd = df.assign(fold=df.fold + 0.5)
+    for frame, says in ((one, "holds one fold (1); cross-validation needs at least two"),
+                        (odd, "a fold is a whole number")):  # fmt: skip
+        p = tmp_path / "folds.csv"
+        frame.to_csv(p, index=False)
+        assert says in refused(capsys, [*_args(p, "y"), "--fold_column", "fold"])
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize(("model", "target"), [("linear", "y"), ("logistic", "yes")])
+def test_the_path_and_its_folds_are_the_same_on_any_number_of_ranks(data, tmp_path, model, target):
+    _, path = data
+    args = _args(path, target, model, "--weights", "w", "--cv", "3", "--n_alphas", "12")
+    runs = [run_metrics(tmp_path, size, [*args, "--l1_ratio", "0.5"]) for size in (1, 2, 3)]
+    first = runs[0]
+    for other in runs[1:]:
+        assert other["size"] > 1
+        np.testing.assert_allclose(other["path"]["alpha"], first["path"]["alpha"], rtol=1e-12)
+        np.testing.assert_allclose(other["path"]["w"], first["path"]["w"], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(other["cv"]["mean"], first["cv"]["mean"], rtol=1e-10)
+        assert other["path"]["chosen"] == first["path"]["chosen"]
+        assert other["cv"]["alpha_min"] == pytest.approx(first["cv"]["alpha_min"], rel=1e-12)
+        assert other["passes"] == first["passes"]
+
+
+R_SCRIPT = r"""
+library(glmnet)
+args <- commandArgs(TRUE)
+d <- read.csv(args[1]); X <- as.matrix(d[, strsplit(args[2], ",")[[1]]])
+lam <- as.numeric(strsplit(args[4], ",")[[1]])
+free <- glmnet(X, d[[args[3]]], family=args[5], weights=d$w, alpha=0.5, thresh=1e-14, maxit=1e7)
+fit <- glmnet(X, d[[args[3]]], family=args[5], weights=d$w, alpha=0.5, lambda=lam,
+              thresh=1e-14, maxit=1e7)
+cv <- cv.glmnet(X, d[[args[3]]], family=args[5], weights=d$w, alpha=0.5, lambda=lam,
+                foldid=d$fold, thresh=1e-14, maxit=1e7)
+B <- as.matrix(coef(fit))
+g <- function(x) sprintf("%.17g", x)
+cat(g(free$lambda[1]), "\n", g(B), "\n", g(cv$cvm), "\n", g(cv$lambda.min), g(cv$lambda.1se), "\n")
+"""
+
+
+def _glmnet_available() -> bool:
+    if shutil.which("Rscript") is None:
+        return False
+    probe = subprocess.run(["Rscript", "-e", "library(glmnet)"], capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _glmnet_available(), reason="R's glmnet is not installed")
+@pytest.mark.parametrize(
+    ("model", "target", "family"),
+    [
+        ("linear", "y_unit", "gaussian"),
+        ("poisson", "count", "poisson"),
+        ("logistic", "yes", "binomial"),
+    ],
+)
+def test_path_and_cross_validation_equal_glmnet(data, tmp_path, model, target, family):
+    """glmnet at thresh 1e-14: its α_max, its coefficients at every strength, cv.glmnet's mean
+    deviance over the same folds, and its two choices. glmnet scales a gaussian target to unit
+    variance inside, so the gaussian target is given so scaled; and each of cv.glmnet's
+    gaussian folds scales its own, which changes their objective: there the CV means agree to
+    1e-3 only, and its choices may differ where the curve is flat."""
+    df, _ = data
+    w = df.w.values
+    spread = np.sqrt(np.average((df.y - np.average(df.y, weights=w)) ** 2, weights=w))
+    df = df.assign(y_unit=df.y / spread)
+    path = tmp_path / "glmnet.csv"
+    df.to_csv(path, index=False)
+    args = _args(path, target, model, "--weights", "w", "--fold_column", "fold")
+    m = run_metrics(tmp_path, 1, [*args, "--l1_ratio", "0.5", "--n_alphas", "40"])
+    alphas = m["path"]["alpha"]
+    script = tmp_path / "glmnet.R"
+    script.write_text(R_SCRIPT)
+    lam = ",".join(repr(a) for a in alphas)
+    out = subprocess.run(
+        ["Rscript", str(script), str(path), ",".join(FEATURES), target, lam, family],
+        capture_output=True, text=True, check=True,
+    ).stdout.split("\n")  # fmt: skip
+    alpha_max = float(out[0])
+    B = np.array(out[1].split(), float).reshape(len(alphas), len(FEATURES) + 1)
+    cvm = np.array(out[2].split(), float)
+    lambda_min, lambda_1se = map(float, out[3].split())
+    assert alphas[0] == pytest.approx(alpha_max, rel=1e-8)
+    np.testing.assert_allclose(m["path"]["b"], B[:, 0], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(m["path"]["w"], B[:, 1:], rtol=0, atol=1e-6)
+    if model == "linear":  # glmnet's folds each scale their own target: another objective
+        np.testing.assert_allclose(m["cv"]["mean"], cvm, rtol=1e-3)
+        return
+    np.testing.assert_allclose(m["cv"]["mean"], cvm, rtol=1e-6)
+    assert m["cv"]["alpha_min"] == pytest.approx(lambda_min, rel=1e-12)
+    assert m["cv"]["alpha_1se"] == pytest.approx(lambda_1se, rel=1e-12)
+
+
+def test_fit_takes_the_penalty_and_returns_the_path(data):
+    import hvd_linreg
+
+    df, _ = data
+    result = hvd_linreg.fit(
+        df[FEATURES], df.y, weights=df.w, solver="exact", l1_ratio=0.5, cv=5, n_alphas=20
+    )
+    path = result.path
+    assert len(path.alphas) == 20 and path.cv is not None
+    np.testing.assert_array_equal(result.params, path.coefficients[path.index])
+    assert result.bse is None
+    assert "no standard errors" in result.summary()
+    metrics = json.loads(json.dumps(result.to_dict()))
+    assert metrics["cv"]["alpha_min"] == path.alphas[path.cv.index_min]

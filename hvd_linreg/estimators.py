@@ -1,6 +1,8 @@
 """scikit-learn estimators over hvd_linreg.fit: LinearRegression, Ridge, LogisticRegression,
 PoissonRegressor, GammaRegressor and TweedieRegressor, with scikit-learn's parameter names and
-defaults, solved exactly (least squares by the distributed QR, the others by IRLS).
+defaults, solved exactly (least squares by the distributed QR, the others by IRLS); and the
+elastic net's (penalized_estimators.py): ElasticNet, Lasso, ElasticNetCV, LassoCV, and glum's
+GeneralizedLinearRegressor and GeneralizedLinearRegressorCV.
 
 In one process they are drop-in replacements for scikit-learn's estimators of the same names.
 Under a launcher (horovodrun, mpirun, srun), call fit on every rank with that rank's own rows:
@@ -15,107 +17,34 @@ needs scikit-learn installed; `import hvd_linreg` does not import this module.""
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from hvd_linreg import families
-from hvd_linreg.data.memory import mixed_text_column
-from hvd_linreg.errors import UsageError
-from hvd_linreg.library import fit, start_job
+from hvd_linreg.estimator_base import _check_iterations, _Exact, _non_negative, _positive
+from hvd_linreg.penalized_estimators import (
+    ElasticNet,
+    ElasticNetCV,
+    GeneralizedLinearRegressor,
+    GeneralizedLinearRegressorCV,
+    Lasso,
+    LassoCV,
+)
 
-
-class _Exact(BaseEstimator):
-    """What every estimator here shares: validation, the fit through hvd_linreg.fit, the
-    fitted attributes and summary()."""
-
-    _model = "linear"
-    _classifier = False
-
-    # --- what each estimator says -------------------------------------------------------
-    def _settings(self) -> dict:
-        """The tool's model, link and power for this estimator's parameters."""
-        return {"model": self._model}
-
-    def _check_params(self) -> None:
-        """ValueError for a parameter the tool cannot take (before any collective)."""
-
-    def _l2(self, weight_sum: float, rows: float) -> float:
-        """The tool's l2 for this estimator's penalty, given Σw and n over all ranks."""
-        return 0.0
-
-    def _check_target(self, y: np.ndarray) -> None:
-        """ValueError for a target this rank's rows show the estimator cannot fit."""
-
-    def _target(self, job, y: np.ndarray) -> np.ndarray:
-        """y as the tool's family takes it (the classifier's classes, agreed by every rank,
-        become 0/1); called on every rank, after the ranks agreed that their rows are valid."""
-        return y
-
-    # --- the shared path ----------------------------------------------------------------
-    def fit(self, X, y, sample_weight=None):
-        """Fit on this rank's rows X, y (and each row's weight); under a launcher every rank
-        calls fit with its own rows, and the rows of all the ranks are the dataset."""
-        job = start_job()
-        error = None
-        try:
-            if not self.fit_intercept:
-                raise ValueError(
-                    f"{type(self).__name__}(fit_intercept=False) is not supported: the tool "
-                    "always fits the intercept"
-                )
-            self._check_params()
-            mixed = mixed_text_column(X) if hasattr(X, "columns") else None
-            if mixed is not None:  # not "could not convert string to float": name the cell
-                raise mixed
-            X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=not self._classifier)
-            if len(X) < 2:
-                raise ValueError(f"{type(self).__name__} needs at least 2 samples, got 1 sample")
-            sample_weight = _check_sample_weight(
-                sample_weight, X, dtype=np.float64, ensure_non_negative=True
-            )
-            self._check_target(y)
-        except (TypeError, ValueError) as e:
-            if job.size == 1:
-                raise
-            error = UsageError(str(e))
-        job.agree(error)  # every rank raises, or none: no rank is left in a collective
-        y = self._target(job, y)
-        weight_sum, rows = job.allreduce_sum(
-            [sample_weight.sum(), np.count_nonzero(sample_weight)], "estimator_rows"
-        )
-        if rows == 0:
-            raise ValueError("every sample_weight is 0: there are no rows to fit")
-        names = getattr(self, "feature_names_in_", None)
-        if names is not None:
-            import pandas as pd
-
-            X = pd.DataFrame(X, columns=[str(c) for c in names])
-        result = fit(
-            X,
-            y,
-            weights=sample_weight,
-            solver="exact",
-            l2=self._l2(weight_sum, rows),
-            **self._settings(),
-        )
-        params = result.params
-        self.coef_ = params[:-1]
-        self.intercept_ = float(params[-1])
-        self.n_iter_ = result.iterations
-        self.summary_ = result.summary()
-        return self
-
-    def _linear_predictor(self, X) -> np.ndarray:
-        check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
-        return X @ np.ravel(self.coef_) + np.ravel(self.intercept_)[0]
-
-    def summary(self) -> str:
-        """The table the command line prints: each coefficient, its standard error, z or t,
-        p-value and confidence interval, and the fit's statistics."""
-        check_is_fitted(self)
-        return self.summary_
+__all__ = [
+    "ElasticNet",
+    "ElasticNetCV",
+    "GammaRegressor",
+    "GeneralizedLinearRegressor",
+    "GeneralizedLinearRegressorCV",
+    "Lasso",
+    "LassoCV",
+    "LinearRegression",
+    "LogisticRegression",
+    "PoissonRegressor",
+    "Ridge",
+    "TweedieRegressor",
+]
 
 
 class LinearRegression(RegressorMixin, _Exact):
@@ -149,17 +78,22 @@ class Ridge(RegressorMixin, _Exact):
 
 
 class LogisticRegression(ClassifierMixin, _Exact):
-    """Binary logistic regression, as sklearn.linear_model.LogisticRegression with its lbfgs
-    solver: minimises C·Σ sw·logloss + ‖w‖²/2 (penalty="l2"), which is the tool's --model
-    logistic objective times C·n with l2 = 1 / (2·C·n); penalty=None is l2 = 0. The classes are
-    the union of every rank's; exactly 2 (the tool fits binary models only)."""
+    """Binary logistic regression, as sklearn.linear_model.LogisticRegression: minimises
+    C·Σ sw·logloss + ‖w‖²/2 (penalty="l2"), which is the tool's --model logistic objective
+    times C·n with l2 = 1 / (2·C·n); penalty=None is l2 = 0. penalty="l1" and "elasticnet"
+    (with l1_ratio), scikit-learn's C·Σ sw·logloss + l1_ratio·‖w‖₁ + (1 - l1_ratio)/2·‖w‖², are
+    the elastic net (docs/elastic-net.md) at alpha = 1 / (C·Σsw), unstandardized. The classes
+    are the union of every rank's; exactly 2 (the tool fits binary models only)."""
 
     _model = "logistic"
     _classifier = True
 
-    def __init__(self, penalty="l2", *, C=1.0, fit_intercept=True, tol=1e-4, max_iter=100):
+    def __init__(
+        self, penalty="l2", *, C=1.0, fit_intercept=True, tol=1e-4, max_iter=100, l1_ratio=None
+    ):
         self.penalty = penalty
         self.C = C
+        self.l1_ratio = l1_ratio
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
@@ -169,9 +103,21 @@ class LogisticRegression(ClassifierMixin, _Exact):
             return 0.0
         return 1.0 / (2.0 * self.C * rows)
 
+    def _fit_settings(self, job, weight_sum, rows, local_rows):
+        if self.penalty not in ("l1", "elasticnet"):
+            return super()._fit_settings(job, weight_sum, rows, local_rows)
+        ratio = 1.0 if self.penalty == "l1" else float(self.l1_ratio)
+        return {"alpha": 1.0 / (self.C * weight_sum), "l1_ratio": ratio, "standardize": False}
+
     def _check_params(self):
-        if self.penalty not in ("l2", None):
-            raise ValueError(f"penalty={self.penalty!r} is not supported: use 'l2' or None")
+        if self.penalty not in ("l2", None, "l1", "elasticnet"):
+            raise ValueError(
+                f"penalty={self.penalty!r} is not supported: use 'l2', 'l1', 'elasticnet' or None"
+            )
+        if self.penalty == "elasticnet":
+            ratio = self.l1_ratio
+            if not isinstance(ratio, (int, float, np.number)) or not 0 <= ratio <= 1:
+                raise ValueError(f"l1_ratio must be between 0 and 1; got (l1_ratio={ratio!r})")
         _positive("C", self.C)
         _check_iterations(self)
 
@@ -321,24 +267,3 @@ class TweedieRegressor(_GLM):
         if model == "tweedie":
             settings["tweedie_power"] = power
         return settings
-
-
-def _check_iterations(estimator) -> None:
-    """tol and max_iter as scikit-learn checks them. The tool's IRLS stops at its own, stricter
-    tolerance (a step of 1e-10 of each coefficient) within 100 iterations: tol and max_iter
-    are taken for scikit-learn's signature, and n_iter_ says how many it took."""
-    _positive("tol", estimator.tol)
-    if not isinstance(estimator.max_iter, (int, np.integer)) or estimator.max_iter < 1:
-        raise ValueError(f"max_iter must be an integer >= 1, got {estimator.max_iter!r}")
-
-
-def _positive(name: str, value) -> float:
-    if not isinstance(value, (int, float, np.number)) or not value > 0:
-        raise ValueError(f"{name} must be a number > 0, got {value!r}")
-    return float(value)
-
-
-def _non_negative(name: str, value) -> float:
-    if not isinstance(value, (int, float, np.number)) or not value >= 0:
-        raise ValueError(f"{name} must be a number >= 0, got {value!r}")
-    return float(value)

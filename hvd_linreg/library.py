@@ -56,13 +56,18 @@ def config_for_fit(settings: dict[str, Any]) -> Config:
     return cfg
 
 
-def fit(X, y, *, weights=None, offset=None, **settings) -> FitResult:
+def fit(X, y, *, weights=None, offset=None, fold=None, **settings) -> FitResult:
     """Fit the model the settings name (the command line's flags, by the same names: model,
     solver, l2, ...) to the rows that every rank passes: X (rows x features: a NumPy array,
     or a pandas DataFrame whose columns name the coefficients), y, and each row's prior
     weight and offset. The ranks' rows in rank order are the dataset. Call it on every rank,
-    with or without hvd.init() before; every rank gets the same FitResult."""
+    with or without hvd.init() before; every rank gets the same FitResult. fold: each row's
+    cross-validation fold, whole numbers, for an elastic-net path (as --fold_column)."""
     cfg = config_for_fit(settings)
+    if fold is not None:
+        if cfg.cv is not None:
+            raise UsageError("fit() takes cv= or fold=, not both: both choose the folds")
+        cfg = replace(cfg, l1_ratio=cfg.penalty_l1_ratio)  # a path: its checks again
     from hvd_linreg import pipeline
     from hvd_linreg.data.memory import memory_shard
 
@@ -71,7 +76,7 @@ def fit(X, y, *, weights=None, offset=None, **settings) -> FitResult:
     family = pipeline.family_for(cfg)
 
     def load():
-        return memory_shard(cfg, job, X, y, weights, offset)
+        return memory_shard(cfg, job, X, y, weights, offset, fold)
 
     shard, ckpt_dir = pipeline.prepare(cfg, family, job, load)
     result, optimum = pipeline.fit(cfg, family, job, shard, ckpt_dir)

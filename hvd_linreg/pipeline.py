@@ -169,8 +169,8 @@ def path_settings(cfg: Config, job: Job, shard: Shard) -> path.PathSettings:
     chosen = None
     if cfg.cv is not None:
         chosen = folds.hashed(cfg.cv, cfg.seed)
-    elif cfg.fold_column is not None:
-        chosen = folds.agree(job, shard, cfg.fold_column)
+    elif shard.carried_columns.fold is not None:  # --fold_column, or fit(fold=)
+        chosen = folds.agree(job, shard, shard.carried_columns.fold)
     return path.PathSettings(
         l1_ratio=cfg.penalty_l1_ratio,
         standardize=cfg.standardize,

@@ -259,8 +259,9 @@ class Report:
                 else f"  exact optimum: skipped ({self.exact_skipped})"
             ),
             (
-                f"  wall time: {result.wall_s:.3f} s ({self.optimum.passes} passes over the "
-                "data, coordinate descent on their Gram matrices)"
+                f"  wall time: {result.wall_s:.3f} s ({self.optimum.passes} pass"
+                f"{'es' * (self.optimum.passes > 1)} over the data, coordinate descent on "
+                "their Gram matrices)"
                 if self.penalized
                 else f"  wall time: {result.wall_s:.3f} s ({self.family.SOLVER_COST})"
                 if self.cfg.solver == "exact"

@@ -30,6 +30,8 @@ ESTIMATORS = {
     "PoissonRegressor": ("poisson", {"alpha": 0.1}),
     "GammaRegressor": ("gamma", {"alpha": 0.1}),
     "TweedieRegressor": ("poisson", {"power": 1.5, "alpha": 0.1}),
+    "ElasticNet": ("linear", {"alpha": 0.02, "l1_ratio": 0.5}),
+    "LassoCV": ("linear", {"cv": 3}),
 }
 
 

@@ -333,3 +333,80 @@ def test_fit_takes_the_penalty_and_returns_the_path(data):
     assert "no standard errors" in result.summary()
     metrics = json.loads(json.dumps(result.to_dict()))
     assert metrics["cv"]["alpha_min"] == path.alphas[path.cv.index_min]
+
+
+def _small(model: str, n: int = 400, seed: int = 5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    df = _data(n, seed)
+    X = (df[FEATURES].values - df[FEATURES].values.mean(axis=0)) / df[FEATURES].values.std(axis=0)
+    return X, df[{"linear": "y", "logistic": "yes", "poisson": "count"}[model]].values, df.w.values
+
+
+def test_the_elastic_net_estimators_equal_scikit_learns():
+    import sklearn.linear_model as sk
+
+    from hvd_linreg import estimators
+
+    X, y, w = _small("linear")
+    tight = {"tol": 1e-12, "max_iter": 1_000_000}
+    pairs = [
+        (estimators.ElasticNet(alpha=0.05, l1_ratio=0.3), sk.ElasticNet(alpha=0.05, l1_ratio=0.3)),
+        (estimators.Lasso(alpha=0.05), sk.Lasso(alpha=0.05)),
+    ]
+    for ours, theirs in pairs:
+        ours.fit(X, y, sample_weight=w)
+        theirs.set_params(**tight).fit(X, y, sample_weight=w)
+        np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=0, atol=1e-8)
+        assert ours.intercept_ == pytest.approx(theirs.intercept_, abs=1e-8)
+    for ours, theirs in [
+        (estimators.ElasticNetCV(l1_ratio=0.5, cv=4), sk.ElasticNetCV(l1_ratio=0.5, cv=4)),
+        (estimators.LassoCV(cv=5), sk.LassoCV(cv=5)),
+    ]:
+        ours.fit(X, y)
+        theirs.set_params(**tight).fit(X, y)
+        np.testing.assert_allclose(ours.alphas_, theirs.alphas_, rtol=1e-12)
+        assert ours.alpha_ == pytest.approx(theirs.alpha_, rel=1e-12)
+        np.testing.assert_allclose(ours.mse_path_, theirs.mse_path_, rtol=1e-7)
+        np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("penalty", ["l1", "elasticnet"])
+def test_penalized_logistic_regression_equals_scikit_learns_saga(penalty):
+    import sklearn.linear_model as sk
+
+    from hvd_linreg import estimators
+
+    X, y, w = _small("logistic", 300)
+    ratio = {"l1_ratio": 0.4} if penalty == "elasticnet" else {}
+    ours = estimators.LogisticRegression(penalty=penalty, C=0.1, **ratio).fit(X, y, w)
+    theirs = sk.LogisticRegression(
+        penalty=penalty, C=0.1, solver="saga", tol=1e-12, max_iter=1_000_000, **ratio
+    ).fit(X, y, w)
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=0, atol=1e-6)
+    assert ours.intercept_ == pytest.approx(theirs.intercept_, abs=1e-6)
+
+
+@pytest.mark.parametrize(("model", "family"), [("poisson", "poisson"), ("logistic", "binomial")])
+def test_the_glum_estimators_equal_glums(model, family):
+    import glum
+
+    from hvd_linreg import estimators
+
+    X, y, w = _small(model)
+    ours = estimators.GeneralizedLinearRegressor(family=family, alpha=0.02, l1_ratio=0.5)
+    theirs = glum.GeneralizedLinearRegressor(
+        family=family, alpha=0.02, l1_ratio=0.5, gradient_tol=1e-13, max_iter=10_000
+    )
+    ours.fit(X, y, sample_weight=w)
+    theirs.fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=0, atol=1e-6)
+    path = {"l1_ratio": 0.5, "n_alphas": 10, "min_alpha_ratio": 1e-3}
+    ours = estimators.GeneralizedLinearRegressorCV(family=family, **path)
+    theirs = glum.GeneralizedLinearRegressorCV(
+        family=family, **path, gradient_tol=1e-13, max_iter=1000
+    )
+    ours.fit(X, y, sample_weight=w)
+    theirs.fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(ours.alphas_, theirs.alphas_, rtol=1e-10)
+    np.testing.assert_allclose(ours.deviance_path_, theirs.deviance_path_[:, 0], rtol=1e-6)
+    assert ours.alpha_ == pytest.approx(theirs.alpha_, rel=1e-12)
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=0, atol=1e-6)

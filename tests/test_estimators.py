@@ -25,6 +25,13 @@ EVERY = [
     estimators.GammaRegressor(),
     estimators.TweedieRegressor(),  # power 0: the normal family, identity link
     estimators.TweedieRegressor(power=1.5),
+    estimators.LogisticRegression(penalty="elasticnet", l1_ratio=0.5),
+    estimators.ElasticNet(),
+    estimators.Lasso(),
+    estimators.ElasticNetCV(),
+    estimators.LassoCV(),
+    estimators.GeneralizedLinearRegressor(alpha=0.1, l1_ratio=0.5),
+    estimators.GeneralizedLinearRegressorCV(l1_ratio=0.5),
 ]
 
 
@@ -100,7 +107,8 @@ def test_what_the_tool_does_not_fit_is_a_clear_error():
     cases = [
         (estimators.LinearRegression(fit_intercept=False), y, "fit_intercept=False"),
         (estimators.TweedieRegressor(power=3), y, "power=3) is not supported"),
-        (estimators.LogisticRegression(penalty="l1"), y, "penalty='l1' is not supported"),
+        (estimators.LogisticRegression(penalty="l3"), y, "penalty='l3' is not supported"),
+        (estimators.LogisticRegression(penalty="elasticnet"), y, "l1_ratio must be between"),
         (estimators.LogisticRegression(), np.arange(len(y)) % 3, "Only binary classification"),
         (estimators.Ridge(alpha=-1), y, "alpha must be a number >= 0"),
     ]

@@ -21,23 +21,31 @@ from hvd_linreg.ranks import Job
 
 SOURCE = "the rows passed to fit()"
 # The carried columns' names, in a model's metadata and in messages.
-WEIGHTS, OFFSET = "weights", "offset"
+WEIGHTS, OFFSET, FOLD = "weights", "offset", "fold"
 
 
 def memory_shard(
-    cfg: Config, job: Job, X: Any, y: Any, weights: Any = None, offset: Any = None
+    cfg: Config,
+    job: Job,
+    X: Any,
+    y: Any,
+    weights: Any = None,
+    offset: Any = None,
+    fold: Any = None,
 ) -> Shard:
-    """This rank's shard of the dataset that the ranks' rows X, y (and each row's weight and
-    offset) make in rank order. Each rank checks its own rows first; the ranks agree on the
-    first problem before any rows move."""
+    """This rank's shard of the dataset that the ranks' rows X, y (and each row's weight,
+    offset and cross-validation fold) make in rank order. Each rank checks its own rows first;
+    the ranks agree on the first problem before any rows move."""
     error, rows, names = None, None, None
     try:
-        names, target, rows = _own_rows(X, y, weights, offset)
+        names, target, rows = _own_rows(X, y, weights, offset, fold)
     except UsageError as e:
         error = e
     job.agree(error)
     carried = Carried(
-        WEIGHTS if weights is not None else None, OFFSET if offset is not None else None
+        WEIGHTS if weights is not None else None,
+        OFFSET if offset is not None else None,
+        fold=FOLD if fold is not None else None,
     )
     every = job.allgather((len(rows), names), name="fit_rows")
     for rank, (_, theirs) in enumerate(every):
@@ -77,7 +85,7 @@ def memory_shard(
     return shard
 
 
-def _own_rows(X, y, weights, offset) -> tuple[tuple[str, ...], str | None, np.ndarray]:
+def _own_rows(X, y, weights, offset, fold=None) -> tuple[tuple[str, ...], str | None, np.ndarray]:
     """This rank's features' names, the target's, and its rows as float64 [X, weight, offset,
     y]; UsageError for anything that is not a number, of the wrong shape, or not finite."""
     names = tuple(str(c) for c in X.columns) if _named(X) else None
@@ -86,7 +94,8 @@ def _own_rows(X, y, weights, offset) -> tuple[tuple[str, ...], str | None, np.nd
     y_array = _numbers("y", y, 1)
     if names is None:
         names = tuple(f"w[{j}]" for j in range(X_array.shape[1]))
-    given = [(what, v) for what, v in ((WEIGHTS, weights), (OFFSET, offset)) if v is not None]
+    given = ((WEIGHTS, weights), (OFFSET, offset), (FOLD, fold))
+    given = [(what, v) for what, v in given if v is not None]
     carried = [(what, _numbers(what, values, 1)) for what, values in given]
     for what, array in [("y", y_array), *carried]:
         if len(array) != len(X_array):

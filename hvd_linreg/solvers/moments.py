@@ -28,13 +28,15 @@ class Moments:
 
     @classmethod
     def of(cls, A: np.ndarray, v: np.ndarray) -> Moments:
-        """The moments of the rows A (rows x n, float64) with weights v (>= 0)."""
+        """The moments of the rows A (rows x n, float64, its own array: it is centred and
+        scaled in place) with weights v (>= 0)."""
         s = float(v.sum())
         if not s > 0:
             return cls.empty(A.shape[1])
         mean = (v @ A) / s
-        B = (A - mean) * np.sqrt(v)[:, None]
-        return cls(s, mean, B.T @ B)
+        A -= mean
+        A *= np.sqrt(v)[:, None]
+        return cls(s, mean, A.T @ A)
 
     def merge(self, other: Moments) -> Moments:
         """The moments of both sets of rows."""

@@ -32,19 +32,21 @@ from hvd_linreg.data.folds import Folds
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
 from hvd_linreg.families.gaussian import Gaussian
-from hvd_linreg.families.maths import block_rows
 from hvd_linreg.ranks import Job
+from hvd_linreg.solvers import path_passes
 from hvd_linreg.solvers.coordinate_descent import minimise
 from hvd_linreg.solvers.irls import MAX_ITERATIONS, OBJECTIVE_TOLERANCE
-from hvd_linreg.solvers.moments import Moments, gather
+from hvd_linreg.solvers.moments import Moments
+from hvd_linreg.solvers.path_passes import OUTSIDE, TRAIN_DEVIANCE
 from hvd_linreg.solvers.penalty import Penalty
 
 TOLERANCE = 1e-10
+# Newton's method (a canonical link) squares its error at each step: a step that moves η by at
+# most this (in the same measure) is taken, and leaves an error about its square, 1e-14.
+FINISH_NEWTON = 1e-7
 # With l1_ratio 0 (ridge) every strength keeps every coefficient: α_max is taken at this
 # l1_ratio instead, as glmnet does.
 RIDGE_L1_RATIO = 1e-3
-# A pass's sums beside each model's moments
-_TRAIN_DEVIANCE, _OUTSIDE, _HELD_DEVIANCE, _HELD_WEIGHT = range(4)
 
 
 @dataclass(frozen=True)
@@ -121,8 +123,8 @@ class _Model:
     scales: np.ndarray  # the penalty's per-feature factors
     theta: np.ndarray
     gradient: np.ndarray | None = None  # of the smooth part at the last solution (Σ scale)
-    deviance: float = math.nan  # its training rows' Σ w d at theta
-    held: tuple[float, float] = (math.nan, 0.0)  # its held-out rows' Σ w d and Σ w
+    deviance: float = math.nan  # its training rows' Σ w d at theta (the null fit's)
+    unevaluated: int | None = None  # the strength whose figures the next pass gives
 
 
 def fit(job: Job, shard, family: Family, settings: PathSettings) -> PathFit:
@@ -154,19 +156,18 @@ class _Path:
         else:
             null_deviance, gradient = self._null()
         alphas = self._alphas(gradient, whole.weight, count)
-        coefficients, deviance = [], []
-        held = np.full((self.K, len(alphas)), math.nan)
+        coefficients = []
+        self.deviance = np.full(len(alphas), math.nan)
+        self.held = np.full((self.K, len(alphas)), math.nan)
         previous = None
         for i, alpha in enumerate(alphas):
-            self._solve(alpha, previous)
+            self._solve(alpha, previous, i)
             previous = alpha
-            full = self.models[0]
-            coefficients.append(full.theta.copy())
-            deviance.append(full.deviance)
-            for k, model in enumerate(self.models[1:]):
-                held[k, i] = model.held[0] / model.held[1] if model.held[1] else math.nan
-        coefficients = np.array(coefficients)
-        cv = _cross_validation(held, np.array([p.weight for p in parts])) if self.K else None
+            coefficients.append(self.models[0].theta.copy())
+        if not self.gaussian:
+            self._evaluate()
+        coefficients, deviance = np.array(coefficients), self.deviance
+        cv = _cross_validation(self.held, np.array([p.weight for p in parts])) if self.K else None
         index = 0 if cv is None else (cv.index_1se if s.select == "1se" else cv.index_min)
         if cv is None and len(alphas) > 1:
             index = len(alphas) - 1  # the smallest strength: the path's end
@@ -192,78 +193,15 @@ class _Path:
             settings=s,
         )
 
-    # Passes over the rows
-
-    def _blocks(self):
-        """This rank's rows of weight > 0 in float64 blocks: (X, y, offset or None, weight,
-        fold or None)."""
-        shard, folds = self.shard, self.s.folds
-        carried = shard.carried_columns
-        at = 0
-        for X, y, C in shard.raw_blocks(block_rows(self.F + 2)):
-            rows = carried.rows(X, y, C)
-            fold = None
-            if folds is not None:
-                ids = shard.layout.global_rows(np.arange(at, at + len(y)))
-                fold = folds.of(ids, None if folds.column is None else C[:, carried.fold_index])
-            at += len(y)
-            weight = rows.weights()
-            keep = weight > 0
-            offset = rows.offset
-            if not keep.all():
-                rows = rows.counted()
-                weight = weight[keep]
-                fold = None if fold is None else fold[keep]
-                offset = rows.offset
-            yield np.asarray(rows.X, np.float64), rows.y.astype(np.float64), offset, weight, fold
+    # Passes over the rows (path_passes.py)
 
     def _prior_pass(self) -> tuple[list[Moments], int]:
-        """Each fold's (or the one set's) moments of [X z] by the prior weights, z the target
-        less any offset for a gaussian identity fit, else the target: the features' scales,
-        and the whole of a gaussian identity fit. One pass, one allgather."""
-        K = max(self.K, 1)
-        parts = [Moments.empty(self.F + 1) for _ in range(K)]
-        count = np.zeros((K, 1))
-        for X, y, offset, weight, fold in self._blocks():
-            z = y - offset if self.gaussian and offset is not None else y
-            A = np.c_[X, z]
-            for k in range(K):
-                mine = slice(None) if fold is None else fold == k
-                parts[k] = parts[k].merge(Moments.of(A[mine], weight[mine]))
-                count[k] += len(z) if fold is None else np.count_nonzero(mine)
         self.passes += 1
-        parts, count = gather(self.job, parts, count, "path_moments")
-        return parts, int(count.sum())
+        return path_passes.prior_pass(self.job, self.shard, self.s.folds, self.gaussian)
 
     def _glm_pass(self, models: list[_Model]) -> tuple[list[Moments], np.ndarray]:
-        """Each model's moments of [X r] by the working weights W at its theta on its training
-        rows, its training deviance, its rows off the family's domain, and its held-out rows'
-        deviance and weight: one pass, one allgather."""
-        family, link, F = self.family, self.family.link, self.F
-        moments = [Moments.empty(F + 1) for _ in models]
-        sums = np.zeros((len(models), 4))
-        for X, y, offset, weight, fold in self._blocks():
-            for i, model in enumerate(models):
-                eta = X @ model.theta[:-1] + model.theta[-1]
-                if offset is not None:
-                    eta += offset
-                mu = link.inverse(eta)
-                valid = family.valid_mean(mu)
-                deviance = np.where(valid, family.unit_deviance(y, mu), 0.0)
-                train = slice(None) if model.fold is None else fold != model.fold
-                if model.fold is not None:
-                    held = ~train
-                    sums[i, _HELD_DEVIANCE] += weight[held] @ deviance[held]
-                    sums[i, _HELD_WEIGHT] += weight[held].sum()
-                mu, valid, w, yt = mu[train], valid[train], weight[train], y[train]
-                variance, slope = family.variance_and_slope(mu)
-                W = np.where(valid, w / (variance * slope * slope), 0.0)
-                r = np.where(valid, (yt - mu) * slope, 0.0)
-                moments[i] = moments[i].merge(Moments.of(np.c_[X[train], r], W))
-                sums[i, _TRAIN_DEVIANCE] += w @ deviance[train]
-                sums[i, _OUTSIDE] += len(yt) - np.count_nonzero(valid)
         self.passes += 1
-        return gather(self.job, moments, sums, "path_pass")
+        return path_passes.glm_pass(self.job, self.shard, self.family, self.s.folds, models)
 
     # The fit at one strength
 
@@ -303,12 +241,29 @@ class _Path:
             float(a) for a in np.exp(np.linspace(math.log(top), math.log(top * low), s.n_alphas))
         ]
 
-    def _solve(self, alpha: float, previous: float | None) -> None:
+    def _solve(self, alpha: float, previous: float | None, index: int) -> None:
+        """Every model's fit at α, the index-th strength, from its fit at the previous one."""
         if self.gaussian:
             for model in self.models:
-                self._least_squares(model, alpha, previous)
+                self._least_squares(model, alpha, previous, index)
         else:
-            self._irls(alpha, previous)
+            self._irls(alpha, previous, index)
+
+    def _record(self, model: _Model, index: int, deviance: float, held: float, weight: float):
+        """The figures of a model's fit at the index-th strength: the training deviance of
+        the full data's, the mean held-out deviance of a fold's."""
+        if model.fold is None:
+            self.deviance[index] = deviance
+        else:
+            self.held[model.fold, index] = held / weight if weight else math.nan
+
+    def _evaluate(self) -> None:
+        """The last strength's figures: one more pass, at each model's final theta."""
+        waiting = [m for m in self.models if m.unevaluated is not None]
+        if waiting:
+            for model, row in zip(waiting, self._glm_pass(waiting)[1]):
+                self._record(model, model.unevaluated, *row[[0, 2, 3]])
+                model.unevaluated = None
 
     def _penalty(self, model: _Model, alpha: float) -> Penalty:
         return Penalty.elastic_net(alpha, self.s.l1_ratio, model.scales).scaled(model.prior.weight)
@@ -321,7 +276,7 @@ class _Path:
         bound = penalty.l1 * (2 * alpha - previous) / alpha
         return np.flatnonzero(np.abs(model.gradient) >= bound)
 
-    def _least_squares(self, model: _Model, alpha: float, previous: float | None) -> None:
+    def _least_squares(self, model: _Model, alpha: float, previous: float | None, index: int):
         """A gaussian identity model at α, from its moments alone."""
         F, prior = self.F, model.prior
         penalty = self._penalty(model, alpha)
@@ -333,64 +288,29 @@ class _Path:
         b = prior.mean[F] - prior.mean[:F] @ beta
         model.theta, model.gradient = np.append(beta, b), gradient
         v = np.append(beta, -1.0)
-        model.deviance = float(v @ prior.scatter @ v)
+        deviance, held, weight = float(v @ prior.scatter @ v), math.nan, 0.0
         if model.fold is not None:
             part = self.parts[model.fold]
             error = part.mean[F] - part.mean[:F] @ beta - b
-            model.held = (float(v @ part.scatter @ v + part.weight * error * error), part.weight)
+            held, weight = float(v @ part.scatter @ v + part.weight * error * error), part.weight
+        self._record(model, index, deviance, held, weight)
 
-    def _irls(self, alpha: float | None, previous: float | None) -> None:
+    def _irls(self, alpha: float | None, previous: float | None, index: int | None = None):
         """Every model's IRLS at α (None: the intercept alone), from its current theta: the
-        models step together, one pass for all of them per iteration."""
-        F = self.F
+        models step together, one pass for all of them per iteration. A model whose last step
+        was small enough takes it and is done without a pass of its own: the first pass at the
+        next strength (or _evaluate) gives its figures there (FINISH_NEWTON)."""
         state = {id(m): _Step() for m in self.models}
         pending = list(self.models)
         for _ in range(MAX_ITERATIONS):
             moments, sums = self._glm_pass(pending)
             still = []
             for model, M, row in zip(pending, moments, sums):
-                st = state[id(model)]
-                penalty = None if alpha is None else self._penalty(model, alpha)
-                value = row[_TRAIN_DEVIANCE] / 2 + (
-                    penalty.value(model.theta[:-1]) if penalty else 0
-                )
-                worse = st.best is not None and not value <= st.best[1] + 1e-13 * abs(st.best[1])
-                if row[_OUTSIDE] or worse or not math.isfinite(value):
-                    if st.best is None:
-                        raise UsageError(
-                            f"IRLS cannot start: --model {self.family.NAME} with the "
-                            f"{self.family.link.name} link has no valid mean at the target's mean"
-                        )
-                    st.scale /= 2
-                    model.theta = st.best[0] + st.scale * st.step
+                if model.unevaluated is not None:  # at the previous strength's final theta
+                    self._record(model, model.unevaluated, *row[[0, 2, 3]])
+                    model.unevaluated = None
+                if self._iteration(model, M, row, state[id(model)], alpha, previous, index):
                     still.append(model)
-                    continue
-                previous_value = None if st.best is None else st.best[1]
-                st.best, st.scale = (model.theta.copy(), value), 1.0
-                H, c = M.scatter[:F, :F], M.scatter[:F, F]
-                beta = model.theta[:-1]
-                if penalty is None:
-                    new, gradient = beta, -c
-                else:
-                    candidates = self._strong(model, alpha, previous, penalty)
-                    new, gradient, _ = minimise(
-                        H, c, beta, beta, penalty, candidates, M.scatter[F, F]
-                    )
-                delta = new - beta
-                b_step = M.mean[F] - M.mean[:F] @ delta
-                st.step = np.append(delta, b_step)
-                moved = float(delta @ H @ delta + M.weight * M.mean[F] ** 2)
-                small = moved <= TOLERANCE * TOLERANCE * max(row[_TRAIN_DEVIANCE], 1e-300)
-                settled = previous_value is None or abs(value - previous_value) <= (
-                    OBJECTIVE_TOLERANCE * (abs(value) + 0.1)
-                )
-                if small and settled:
-                    model.gradient = gradient
-                    model.deviance = float(row[_TRAIN_DEVIANCE])
-                    model.held = (float(row[_HELD_DEVIANCE]), float(row[_HELD_WEIGHT]))
-                    continue
-                model.theta = model.theta + st.step
-                still.append(model)
             pending = still
             if not pending:
                 return
@@ -398,6 +318,51 @@ class _Path:
         raise UsageError(
             f"the penalized IRLS did not converge in {MAX_ITERATIONS} iterations at {at}"
         )
+
+    def _iteration(self, model: _Model, M: Moments, row, st: _Step, alpha, previous, index):
+        """One model's IRLS step from the pass at its theta: halve a step that made things
+        worse, else solve the step's penalized least squares by coordinate descent on M. Whether
+        the model needs another pass at this strength."""
+        F = self.F
+        penalty = None if alpha is None else self._penalty(model, alpha)
+        value = row[TRAIN_DEVIANCE] / 2 + (penalty.value(model.theta[:-1]) if penalty else 0)
+        worse = st.best is not None and not value <= st.best[1] + 1e-13 * abs(st.best[1])
+        if row[OUTSIDE] or worse or not math.isfinite(value):
+            if st.best is None:
+                raise UsageError(
+                    f"IRLS cannot start: --model {self.family.NAME} with the "
+                    f"{self.family.link.name} link has no valid mean at the target's mean"
+                )
+            st.scale /= 2
+            model.theta = st.best[0] + st.scale * st.step
+            return True
+        previous_value = None if st.best is None else st.best[1]
+        st.best, st.scale = (model.theta.copy(), value), 1.0
+        H, c = M.scatter[:F, :F], M.scatter[:F, F]
+        beta = model.theta[:-1]
+        if penalty is None:
+            new, gradient = beta, -c
+        else:
+            candidates = self._strong(model, alpha, previous, penalty)
+            new, gradient, _ = minimise(H, c, beta, beta, penalty, candidates, M.scatter[F, F])
+        delta = new - beta
+        st.step = np.append(delta, M.mean[F] - M.mean[:F] @ delta)
+        moved = float(delta @ H @ delta + M.weight * M.mean[F] ** 2)  # Σ W Δη²
+        scale = max(row[TRAIN_DEVIANCE], 1e-300)
+        settled = previous_value is None or abs(value - previous_value) <= (
+            OBJECTIVE_TOLERANCE * (abs(value) + 0.1)
+        )
+        if moved <= TOLERANCE * TOLERANCE * scale and settled:  # converged at theta
+            model.gradient, model.deviance = gradient, float(row[TRAIN_DEVIANCE])
+            if index is not None:  # not the null fit
+                self._record(model, index, *row[[0, 2, 3]])
+            return False
+        model.theta = model.theta + st.step
+        finish = FINISH_NEWTON if self.family.canonical else TOLERANCE
+        if alpha is not None and moved <= finish * finish * scale:
+            model.gradient, model.unevaluated = gradient, index
+            return False
+        return True
 
 
 @dataclass

@@ -1,0 +1,130 @@
+"""What the scikit-learn estimators share (estimators.py, penalized_estimators.py): validation
+on every rank, the fit through hvd_linreg.fit, the fitted attributes and summary(), and the
+checks of scikit-learn's own parameters."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from hvd_linreg.data.memory import mixed_text_column
+from hvd_linreg.errors import UsageError
+from hvd_linreg.library import fit, start_job
+
+
+class _Exact(BaseEstimator):
+    """What every estimator here shares: validation, the fit through hvd_linreg.fit, the
+    fitted attributes and summary()."""
+
+    _model = "linear"
+    _classifier = False
+
+    # --- what each estimator says -------------------------------------------------------
+    def _settings(self) -> dict:
+        """The tool's model, link and power for this estimator's parameters."""
+        return {"model": self._model}
+
+    def _check_params(self) -> None:
+        """ValueError for a parameter the tool cannot take (before any collective)."""
+
+    def _l2(self, weight_sum: float, rows: float) -> float:
+        """The tool's l2 for this estimator's penalty, given Σw and n over all ranks."""
+        return 0.0
+
+    def _check_target(self, y: np.ndarray) -> None:
+        """ValueError for a target this rank's rows show the estimator cannot fit."""
+
+    def _target(self, job, y: np.ndarray) -> np.ndarray:
+        """y as the tool's family takes it (the classifier's classes, agreed by every rank,
+        become 0/1); called on every rank, after the ranks agreed that their rows are valid."""
+        return y
+
+    # --- the shared path ----------------------------------------------------------------
+    def fit(self, X, y, sample_weight=None):
+        """Fit on this rank's rows X, y (and each row's weight); under a launcher every rank
+        calls fit with its own rows, and the rows of all the ranks are the dataset."""
+        job = start_job()
+        error = None
+        try:
+            if not self.fit_intercept:
+                raise ValueError(
+                    f"{type(self).__name__}(fit_intercept=False) is not supported: the tool "
+                    "always fits the intercept"
+                )
+            self._check_params()
+            mixed = mixed_text_column(X) if hasattr(X, "columns") else None
+            if mixed is not None:  # not "could not convert string to float": name the cell
+                raise mixed
+            X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=not self._classifier)
+            if len(X) < 2:
+                raise ValueError(f"{type(self).__name__} needs at least 2 samples, got 1 sample")
+            sample_weight = _check_sample_weight(
+                sample_weight, X, dtype=np.float64, ensure_non_negative=True
+            )
+            self._check_target(y)
+        except (TypeError, ValueError) as e:
+            if job.size == 1:
+                raise
+            error = UsageError(str(e))
+        job.agree(error)  # every rank raises, or none: no rank is left in a collective
+        y = self._target(job, y)
+        weight_sum, rows = job.allreduce_sum(
+            [sample_weight.sum(), np.count_nonzero(sample_weight)], "estimator_rows"
+        )
+        if rows == 0:
+            raise ValueError("every sample_weight is 0: there are no rows to fit")
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None:
+            import pandas as pd
+
+            X = pd.DataFrame(X, columns=[str(c) for c in names])
+        settings = self._fit_settings(job, weight_sum, rows, len(y))
+        result = fit(X, y, weights=sample_weight, solver="exact", **settings, **self._settings())
+        params = result.params
+        self.coef_ = params[:-1]
+        self.intercept_ = float(params[-1])
+        self.n_iter_ = result.iterations
+        self.summary_ = result.summary()
+        self._fitted(result)
+        return self
+
+    def _fit_settings(self, job, weight_sum: float, rows: float, local_rows: int) -> dict:
+        """fit()'s settings for this estimator's penalty (and fold=), given Σw and n over all
+        ranks and this rank's rows; by default its ridge, _l2."""
+        return {"l2": self._l2(weight_sum, rows)}
+
+    def _fitted(self, result) -> None:
+        """Set the attributes a fit has beyond coef_ and intercept_ (a path's, a CV's)."""
+
+    def _linear_predictor(self, X) -> np.ndarray:
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return X @ np.ravel(self.coef_) + np.ravel(self.intercept_)[0]
+
+    def summary(self) -> str:
+        """The table the command line prints: each coefficient, its standard error, z or t,
+        p-value and confidence interval, and the fit's statistics."""
+        check_is_fitted(self)
+        return self.summary_
+
+
+def _check_iterations(estimator) -> None:
+    """tol and max_iter as scikit-learn checks them. The tool's IRLS stops at its own, stricter
+    tolerance (a step of 1e-10 of each coefficient) within 100 iterations: tol and max_iter
+    are taken for scikit-learn's signature, and n_iter_ says how many it took."""
+    _positive("tol", estimator.tol)
+    if not isinstance(estimator.max_iter, (int, np.integer)) or estimator.max_iter < 1:
+        raise ValueError(f"max_iter must be an integer >= 1, got {estimator.max_iter!r}")
+
+
+def _positive(name: str, value) -> float:
+    if not isinstance(value, (int, float, np.number)) or not value > 0:
+        raise ValueError(f"{name} must be a number > 0, got {value!r}")
+    return float(value)
+
+
+def _non_negative(name: str, value) -> float:
+    if not isinstance(value, (int, float, np.number)) or not value >= 0:
+        raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+    return float(value)

@@ -44,6 +44,9 @@
    launcher and at 2 under mpirun, next to a script that loads the same file and fits with
    scikit-learn, or with glum where it is installed, taking turns: least squares, logistic and
    Poisson on 2,000,000 x 32 float64 rows (.npz), and Poisson on a 5,000-row CSV file.
+13. The elastic-net path with 5-fold CV (l1_ratio 0.5, 100 strengths, folds from a column) on
+   500,000 x 32 correlated rows, gaussian, binomial and Poisson: the tool at 1 and 2 ranks next
+   to R's glmnet (cv.glmnet with foldid), glum and scikit-learn, once each (bench/paths.py).
 `--sections 1,6` runs only those sections (2 and 4 come from the same runs).
 
 The machine is shared and noisy: every figure is a median of repeated runs, and the targets
@@ -67,6 +70,7 @@ from pathlib import Path
 
 import launch
 import numpy as np
+import paths
 import stacks
 import table
 
@@ -618,6 +622,7 @@ SECTIONS = {
     "10": lambda rounds, progress: {"poisson": poisson_fits(rounds, progress)},
     "11": lambda rounds, progress: {"csv": csv_parse(rounds, progress)},
     "12": lambda rounds, progress: {"whole_runs": time_to_whole_results(rounds, progress)},
+    "13": lambda rounds, progress: {"paths": paths.section(progress)},
 }
 
 

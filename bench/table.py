@@ -59,6 +59,8 @@ def targets(results: dict) -> list[dict]:
             rows.append((label, ratio, ">=", limit))
     if "whole_runs" in results:
         rows += _targets_whole(results["whole_runs"])
+    if "paths" in results:
+        rows += _targets_paths(results["paths"])
     hosts = results.get("hosts", {}).get("latency")
     if hosts:
         rows.append(
@@ -439,6 +441,49 @@ def _targets_whole(w: dict) -> list[tuple]:
     return rows
 
 
+PATH_NAMES = {
+    "tool_1": "hvd-linreg, 1 rank",
+    "tool_2": "hvd-linreg, 2 ranks (mpirun)",
+    "glmnet": "R glmnet: cv.glmnet(foldid)",
+    "glum": "glum GeneralizedLinearRegressorCV",
+    "sklearn": "scikit-learn ElasticNetCV / LogisticRegressionCV (saga, 20 Cs)",
+}
+
+
+def _paths(p: dict) -> list[str]:
+    out = [
+        f"13. Elastic-net path + 5-fold CV (l1_ratio 0.5, folds from a column): {p['rows']:,} x "
+        f"{p['features']} correlated float64 features; seconds of the fit on loaded data"
+    ]
+    rows = []
+    for family, by in p["families"].items():
+        fastest = min((r["seconds"] for who, r in by.items() if not who.startswith("tool_")),
+                      default=None)  # fmt: skip
+        for who, r in by.items():
+            ratio = f"{r['seconds'] / fastest:.2f}" if fastest else ""
+            passes = str(r.get("passes", ""))
+            rows.append([family, PATH_NAMES[who], f"{r['seconds']:.2f}", ratio,
+                         str(r["strengths"]), passes, f"{r['alpha_min']:.4g}"])  # fmt: skip
+    out += _grid(
+        ["family", "system", "seconds", "/ fastest peer", "strengths", "passes", "alpha_min"], rows
+    )
+    if p["missing"]:
+        out.append(f"   not installed, so not run: {', '.join(p['missing'])}")
+    return out
+
+
+def _targets_paths(p: dict) -> list[tuple]:
+    """The path with CV at 1 rank <= 0.5 x the fastest peer's time, at 2 ranks <= 0.3 x."""
+    rows = []
+    for family, by in p["families"].items():
+        peers = [r["seconds"] for who, r in by.items() if not who.startswith("tool_")]
+        if peers:
+            for ranks, goal in ((1, 0.5), (2, 0.3)):
+                label = f"path + CV, {family}, {ranks} rank{'s' * (ranks > 1)}: / fastest peer"
+                rows.append((label, by[f"tool_{ranks}"]["seconds"] / min(peers), "<=", goal))
+    return rows
+
+
 def render(results: dict) -> list[str]:
     m = results["machine"]
     out = [
@@ -469,6 +514,8 @@ def render(results: dict) -> list[str]:
         out += _csv(results["csv"]) + [""]
     if "whole_runs" in results:
         out += _whole_runs(results["whole_runs"]) + [""]
+    if "paths" in results:
+        out += _paths(results["paths"]) + [""]
     if "stacks" in results:
         out += _stacks(results["stacks"])
     if not results["targets"]:  # sections 8 and 9 alone have none

@@ -94,6 +94,7 @@ def save(cfg: Config, family, shard: Shard, theta: np.ndarray, metrics: dict[str
         "weights": shard.carried_columns.weight,
         "offset": shard.carried_columns.offset,
         "exposure": shard.carried_columns.exposure,
+        "fold": shard.carried_columns.fold,  # predict and evaluate pass over it
         "data": shard.source if cfg.synthetic else str(Path(shard.source).absolute()),
         "config": cfg.as_dict(),
         "metrics": metrics,
@@ -138,7 +139,9 @@ def load(path: str) -> ExportedModel:
             meta.get("model", "linear"),
             meta.get("link"),
             meta.get("power"),
-            Carried(meta.get("weights"), meta.get("offset"), meta.get("exposure")),
+            Carried(
+                meta.get("weights"), meta.get("offset"), meta.get("exposure"), meta.get("fold")
+            ),
             meta.get("levels"),
             None if meta.get("columns") is None else tuple(meta["columns"]),
         )

@@ -1,4 +1,6 @@
-"""--plot: the loss curve against the exact optimum and, for one feature, the fitted curve."""
+"""--plot: the loss curve against the exact optimum and, for one feature, the fitted curve; for
+an elastic-net path, the coefficients against log α and the cross-validation curve, as
+glmnet's plot() draws them."""
 
 from __future__ import annotations
 
@@ -19,11 +21,15 @@ def save_plot(path: str, report: Report) -> None:
     matplotlib.use("Agg")  # files only: no display on cluster nodes
     import matplotlib.pyplot as plt
 
-    one_feature = report.shard.num_features == 1
-    fig, axes = plt.subplots(1, 2 if one_feature else 1, figsize=(11 if one_feature else 6, 4.2))
-    _loss_panel(axes[0] if one_feature else axes, report)
-    if one_feature:
-        _fit_panel(axes[1], report)
+    if report.penalized:
+        fig = _path_figure(plt, report)
+    else:
+        one_feature = report.shard.num_features == 1
+        width = 11 if one_feature else 6
+        fig, axes = plt.subplots(1, 2 if one_feature else 1, figsize=(width, 4.2))
+        _loss_panel(axes[0] if one_feature else axes, report)
+        if one_feature:
+            _fit_panel(axes[1], report)
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
@@ -68,3 +74,34 @@ def _fit_panel(ax, report: Report) -> None:
     ax.set_ylabel("y")
     ax.set_title("Data and fit")
     ax.legend()
+
+
+def _path_figure(plt, report: Report):
+    """The path's coefficients by log α, and (with cross-validation) the mean held-out
+    deviance with its standard error and the two chosen strengths."""
+    fit = report.optimum
+    cv = fit.cv
+    fig, axes = plt.subplots(1, 2 if cv is not None else 1, figsize=(11 if cv else 6, 4.2))
+    ax = axes[0] if cv is not None else axes
+    log_alpha = np.log(fit.alphas)
+    names = report.statistics.names[:-1]
+    for j in range(fit.coefficients.shape[1] - 1):
+        ax.plot(log_alpha, fit.coefficients[:, j], label=names[j] if j < 10 else None)
+    ax.axvline(np.log(fit.alpha), color="black", linestyle="--", linewidth=0.8)
+    ax.set_xlabel("log(alpha)")
+    ax.set_ylabel("coefficient")
+    ax.set_title(f"Path, l1_ratio {fit.settings.l1_ratio:g} ({len(fit.alphas)} strengths)")
+    ax.grid(True, alpha=0.3)
+    if len(names) <= 10:
+        ax.legend(fontsize="small")
+    if cv is not None:
+        ax = axes[1]
+        ax.errorbar(log_alpha, cv.mean, yerr=cv.se, fmt=".", color="tab:red", ecolor="0.6")
+        for index, label in ((cv.index_min, "min"), (cv.index_1se, "1se")):
+            ax.axvline(log_alpha[index], color="black", linestyle=":", label=f"alpha {label}")
+        ax.set_xlabel("log(alpha)")
+        ax.set_ylabel("mean held-out deviance")
+        ax.set_title(f"{len(cv.weights)}-fold cross-validation")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    return fig

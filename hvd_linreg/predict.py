@@ -183,8 +183,9 @@ def _match_names(data: DataFile, model: ExportedModel) -> Columns:
                 f"({flag}) to each row's linear predictor"
             )
     weight = carried.weight if carried.weight in names else None
+    fold = carried.fold  # the folds it was cross-validated on: a column to pass over
     carried = Carried(weight, carried.offset, carried.exposure)
-    known = {*features, model.target_name, *carried.names}
+    known = {*features, model.target_name, *carried.names, fold}
     others = [n for n in names if n not in known]
     if others:
         target = f" nor its target {model.target_name}" if model.target_name else ""

@@ -410,3 +410,40 @@ def test_the_glum_estimators_equal_glums(model, family):
     np.testing.assert_allclose(ours.deviance_path_, theirs.deviance_path_[:, 0], rtol=1e-6)
     assert ours.alpha_ == pytest.approx(theirs.alpha_, rel=1e-12)
     np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=0, atol=1e-6)
+
+
+def test_plot_of_a_path_draws_the_coefficients_and_the_cv_curve(data, tmp_path):
+    _, path = data
+    figure = tmp_path / "path.png"
+    args = _args(path, "y", "linear", "--cv", "3", "--n_alphas", "10", "--plot", str(figure))
+    m = run_metrics(tmp_path, 1, args)
+    assert m["cv"] is not None
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib.image
+
+    height, width = matplotlib.image.imread(figure).shape[:2]
+    assert width > 1.5 * height  # two panels side by side: the path and the CV curve
+
+
+def test_the_exported_model_is_the_chosen_one_and_evaluate_passes_over_the_folds(
+    data, tmp_path, capsys
+):
+    from hvd_linreg.cli import main
+
+    df, _ = data
+    df = df[[*FEATURES, "fold", "y"]]
+    path = tmp_path / "scored.csv"
+    df.to_csv(path, index=False)
+    model = tmp_path / "model"
+    args = _args(path, "y", "linear", "--fold_column", "fold", "--n_alphas", "20")
+    m = run_metrics(tmp_path, 1, [*args, "--export", str(model)])
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(model), "--data", str(path)]) == 0
+    said = capsys.readouterr().out
+    fitted = df[FEATURES].values @ m["w"] + m["b"]
+    residual = df.y.values - fitted
+    r2 = 1 - residual @ residual / np.sum((df.y.values - df.y.mean()) ** 2)
+    reported = float(said.split("R²:")[1].split()[0])
+    assert reported == pytest.approx(r2, rel=1e-5)
+    chosen = m["path"]["chosen"]
+    assert m["w"] == m["path"]["w"][chosen]

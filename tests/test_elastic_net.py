@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import refused, run_metrics
+from conftest import launch, refused, run_metrics
 
 FEATURES = [f"x{j}" for j in range(6)]
 
@@ -447,3 +447,22 @@ def test_the_exported_model_is_the_chosen_one_and_evaluate_passes_over_the_folds
     assert reported == pytest.approx(r2, rel=1e-5)
     chosen = m["path"]["chosen"]
     assert m["w"] == m["path"]["w"][chosen]
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("launcher", ["horovodrun-gloo", "horovodrun-mpi"])
+def test_the_path_is_the_same_under_horovodrun(data, tmp_path, launcher):
+    """Under horovodrun --gloo the exact path's collectives are Horovod's; under horovodrun's
+    MPI they are MPI's own through mpi4py, as under mpirun: the same path, folds and choice as
+    one process either way."""
+    _, path = data
+    args = _args(path, "yes", "logistic", "--weights", "w", "--cv", "3", "--n_alphas", "8")
+    one = run_metrics(tmp_path, 1, [*args, "--l1_ratio", "0.5"])
+    run = launch(launcher, 2, [*args, "--l1_ratio", "0.5"], tmp_path)
+    assert run.returncode == 0, run.output
+    two = run.metrics
+    assert two["size"] == 2
+    assert two["controller"] == {"horovodrun-gloo": "Gloo", "horovodrun-mpi": "mpi4py"}[launcher]
+    np.testing.assert_allclose(two["path"]["w"], one["path"]["w"], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(two["cv"]["mean"], one["cv"]["mean"], rtol=1e-10)
+    assert two["path"]["chosen"] == one["path"]["chosen"]

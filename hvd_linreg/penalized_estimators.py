@@ -80,12 +80,13 @@ class _CrossValidated(_Exact):
     def _ratio(self) -> float:
         return self.l1_ratio
 
-    def _path_settings(self) -> dict:
+    def _path_settings(self, rows: float) -> dict:
+        """fit()'s path settings, given the rows of weight > 0 over all ranks."""
         raise NotImplementedError
 
     def _fit_settings(self, job, weight_sum, rows, local_rows):
         fold = _folds(job, local_rows, self.cv)
-        return {"l1_ratio": float(self._ratio()), **self._path_settings(), "fold": fold}
+        return {"l1_ratio": float(self._ratio()), **self._path_settings(rows), "fold": fold}
 
     def _fitted(self, result):
         path = result.path
@@ -132,7 +133,7 @@ class ElasticNetCV(RegressorMixin, _CrossValidated):
         _check_count("n_alphas", self.n_alphas)
         _check_iterations(self)
 
-    def _path_settings(self):
+    def _path_settings(self, rows):
         return {"n_alphas": int(self.n_alphas), "alpha_min_ratio": self.eps, "standardize": False}
 
     def _store_path(self, raw):
@@ -270,19 +271,15 @@ class GeneralizedLinearRegressorCV(_Glum, _CrossValidated):
             _check_eps(self.min_alpha_ratio)
         self._settings()
 
-    def _path_settings(self):
+    def _path_settings(self, rows):
         ratio = self.min_alpha_ratio
         if ratio is None:
-            ratio = 1e-6 if self._rows >= self.n_features_in_ else 1e-2
+            ratio = 1e-6 if rows >= self.n_features_in_ else 1e-2
         return {
             "n_alphas": int(self.n_alphas),
             "alpha_min_ratio": ratio,
             "standardize": bool(self.scale_predictors),
         }
-
-    def _fit_settings(self, job, weight_sum, rows, local_rows):
-        self._rows = rows
-        return super()._fit_settings(job, weight_sum, rows, local_rows)
 
     def _store_path(self, raw):
         self.deviance_path_ = raw

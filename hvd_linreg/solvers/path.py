@@ -37,10 +37,12 @@ from hvd_linreg.solvers import path_passes
 from hvd_linreg.solvers.coordinate_descent import minimise
 from hvd_linreg.solvers.irls import MAX_ITERATIONS, OBJECTIVE_TOLERANCE
 from hvd_linreg.solvers.moments import Moments
-from hvd_linreg.solvers.path_passes import OUTSIDE, TRAIN_DEVIANCE
+from hvd_linreg.solvers.path_passes import HELD_DEVIANCE, HELD_WEIGHT, OUTSIDE, TRAIN_DEVIANCE
 from hvd_linreg.solvers.penalty import Penalty
 
 TOLERANCE = 1e-10
+# A pass's sums that _record takes: training deviance, held-out deviance and weight
+_FIGURES = [TRAIN_DEVIANCE, HELD_DEVIANCE, HELD_WEIGHT]
 # Newton's method (a canonical link) squares its error at each step: a step that moves η by at
 # most this (in the same measure) is taken, and leaves an error about its square, 1e-14.
 FINISH_NEWTON = 1e-7
@@ -262,7 +264,7 @@ class _Path:
         waiting = [m for m in self.models if m.unevaluated is not None]
         if waiting:
             for model, row in zip(waiting, self._glm_pass(waiting)[1]):
-                self._record(model, model.unevaluated, *row[[0, 2, 3]])
+                self._record(model, model.unevaluated, *row[_FIGURES])
                 model.unevaluated = None
 
     def _penalty(self, model: _Model, alpha: float) -> Penalty:
@@ -307,7 +309,7 @@ class _Path:
             still = []
             for model, M, row in zip(pending, moments, sums):
                 if model.unevaluated is not None:  # at the previous strength's final theta
-                    self._record(model, model.unevaluated, *row[[0, 2, 3]])
+                    self._record(model, model.unevaluated, *row[_FIGURES])
                     model.unevaluated = None
                 if self._iteration(model, M, row, state[id(model)], alpha, previous, index):
                     still.append(model)
@@ -355,7 +357,7 @@ class _Path:
         if moved <= TOLERANCE * TOLERANCE * scale and settled:  # converged at theta
             model.gradient, model.deviance = gradient, float(row[TRAIN_DEVIANCE])
             if index is not None:  # not the null fit
-                self._record(model, index, *row[[0, 2, 3]])
+                self._record(model, index, *row[_FIGURES])
             return False
         model.theta = model.theta + st.step
         finish = FINISH_NEWTON if self.family.canonical else TOLERANCE

@@ -7,6 +7,7 @@ from typing import Any
 
 from hvd_linreg.constraints import (
     between_1_and_2,
+    check_penalty,
     finite_from_0,
     folds,
     fraction,
@@ -17,6 +18,7 @@ from hvd_linreg.constraints import (
     positive_finite,
     positive_int,
     setting,
+    strengths,
     unit_interval,
 )
 from hvd_linreg.errors import UsageError
@@ -28,6 +30,7 @@ OPTIMALITY_GAP = ("auto", "always", "never")
 COV_TYPES = ("nonrobust", "HC0", "HC1")  # solvers/sandwich.py
 MISSING = ("error", "drop")  # data/missing.py
 SELECT = ("min", "1se")  # solvers/path.py
+FOLD_ALPHA = ("same", "sum")  # solvers/path.py
 MAX_LEVELS = 1000  # --max_levels' default: more in one column is an ID or free text
 SYNTHETIC_SAMPLES = 1000  # the seed's dataset
 SYNTHETIC_FEATURES = 1
@@ -178,13 +181,13 @@ class Config:
         choices=COV_TYPES,
         check=one_of(COV_TYPES),
     )
-    alpha: float | None = setting(
+    alpha: float | tuple[float, ...] | None = setting(
         None,
         "the elastic net's strength: minimise the mean deviance / 2 + ALPHA x (l1_ratio "
         "|w|_1 + (1 - l1_ratio) / 2 |w|^2), the bias not penalised (scikit-learn's and glum's "
         "alpha, glmnet's lambda); without it, a path of --n_alphas strengths (--solver exact)",
         "ALPHA",
-        check=optional(finite_from_0),
+        check=optional(strengths),
     )
     l1_ratio: float | None = setting(
         None,
@@ -230,6 +233,14 @@ class Config:
         "(the largest strength within one standard error of it)",
         choices=SELECT,
         check=one_of(SELECT),
+    )
+    fold_alpha: str = setting(
+        "same",
+        "each fold's strength: same (ALPHA on its mean deviance, as glmnet, glum and "
+        "scikit-learn's ElasticNetCV) or sum (the same penalty against the summed deviance, "
+        "ALPHA x all rows' weight / its training rows', as LogisticRegressionCV's C)",
+        choices=FOLD_ALPHA,
+        check=one_of(FOLD_ALPHA),
     )
     optimizer: str = setting(
         "sgd", "the optimizer Horovod wraps", choices=OPTIMIZERS, check=one_of(OPTIMIZERS)
@@ -287,7 +298,7 @@ class Config:
         self._check_whole_steps()
         self._check_elastic()
         self._check_columns()
-        self._check_penalty()
+        check_penalty(self)
 
     def _check_whole_steps(self) -> None:
         """Checkpoints and log lines fall between updates, never inside an accumulation."""
@@ -346,58 +357,6 @@ class Config:
                         f"{flag} takes distinct column names separated by commas, got {value!r}"
                     )
 
-    def _check_penalty(self) -> None:
-        """The elastic net is the exact solver's, on its own: no second penalty, no standard
-        errors, and cross-validation by one of --cv and --fold_column."""
-        if self.cv is not None and self.fold_column is not None:
-            raise UsageError("--cv and --fold_column both choose the folds: give one of them")
-        if not self.penalized:
-            if self.select != "min":
-                raise UsageError(
-                    f"--select {self.select} chooses among cross-validated strengths: it needs "
-                    "--cv or --fold_column"
-                )
-            return
-        given = [
-            flag
-            for flag, value in (
-                ("--alpha", self.alpha),
-                ("--l1_ratio", self.l1_ratio),
-                ("--cv", self.cv),
-                ("--fold_column", self.fold_column),
-            )
-            if value is not None
-        ]
-        if self.solver != "exact":
-            l1 = ", with L1 (--l1_ratio above 0)," if self.penalty_l1_ratio > 0 else ""
-            raise UsageError(
-                f"{', '.join(given)} ask for the elastic net{l1} which only --solver exact "
-                "fits; SGD takes a ridge penalty by --l2"
-            )
-        if self.l2 > 0:
-            raise UsageError(
-                f"--l2 and {given[0]} are two penalties: give one (--l2 LAMBDA is --alpha "
-                "2 LAMBDA / (the family's loss scale) with --l1_ratio 0 --no-standardize; "
-                "docs/models.md, Elastic net)"
-            )
-        if self.cov_type != "nonrobust":
-            raise UsageError(
-                f"--cov_type {self.cov_type} is for an unpenalized fit: a penalized fit has no "
-                "standard errors"
-            )
-        if self.select != "min" and self.cv is None and self.fold_column is None:
-            raise UsageError(f"--select {self.select} needs --cv or --fold_column")
-
-    @property
-    def penalized(self) -> bool:
-        """Whether the run fits the elastic net (solvers/path.py)."""
-        return any(v is not None for v in (self.alpha, self.l1_ratio, self.cv, self.fold_column))
-
-    @property
-    def penalty_l1_ratio(self) -> float:
-        """--l1_ratio, by default 1 (the lasso, glmnet's default)."""
-        return 1.0 if self.l1_ratio is None else float(self.l1_ratio)
-
     def _check_elastic(self) -> None:
         """What a reset cannot carry over: a rate scaled by the rank count, gradients
         accumulated over several passes, and nothing to carry for the exact solver."""
@@ -412,6 +371,16 @@ class Config:
         ):
             if conflicts:
                 raise UsageError(f"--elastic cannot be combined with {flag} (README, Elastic)")
+
+    @property
+    def penalized(self) -> bool:
+        """Whether the run fits the elastic net (solvers/path.py)."""
+        return any(v is not None for v in (self.alpha, self.l1_ratio, self.cv, self.fold_column))
+
+    @property
+    def penalty_l1_ratio(self) -> float:
+        """--l1_ratio, by default 1 (the lasso, glmnet's default)."""
+        return 1.0 if self.l1_ratio is None else float(self.l1_ratio)
 
     @property
     def commit_interval(self) -> int:

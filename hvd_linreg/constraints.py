@@ -1,5 +1,6 @@
 """Each setting's own constraint, and setting(), which declares a Config field with its help
-and its constraint: the parts of config.py that know no setting in particular."""
+and its constraint: the parts of config.py that know no setting in particular; and the
+elastic net's checks across its settings (check_penalty)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,17 @@ def folds(name: str, value: Any) -> None:
         raise UsageError(f"--{name} must be a whole number of folds >= 2, got {value!r}")
 
 
+def strengths(name: str, value: Any) -> None:
+    """The elastic net's strength: a finite number >= 0, or (from Python) a non-empty list of
+    them, each fitted in turn."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if not values or not all(_is_number(v) and 0 <= v < math.inf for v in values):
+        raise UsageError(
+            f"--{name} must be a finite number >= 0, got {value!r} (from Python, also a list "
+            "of them)"
+        )
+
+
 def between_1_and_2(name: str, value: Any) -> None:
     """The compound Poisson-Gamma's power: strictly between 1 and 2."""
     if not _is_number(value) or not 1 < value < 2:
@@ -105,3 +117,48 @@ def _is_int(value: object) -> bool:
 
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_penalty(cfg: Any) -> None:
+    """The elastic net is the exact solver's, on its own: no second penalty, no standard
+    errors, and cross-validation by one of --cv and --fold_column."""
+    if cfg.cv is not None and cfg.fold_column is not None:
+        raise UsageError("--cv and --fold_column both choose the folds: give one of them")
+    folded = cfg.cv is not None or cfg.fold_column is not None
+    for flag, value, default in (
+        ("--select", cfg.select, "min"),
+        ("--fold_alpha", cfg.fold_alpha, "same"),
+    ):
+        if value != default and not folded:
+            raise UsageError(
+                f"{flag} {value} is for cross-validated strengths: it needs --cv or --fold_column"
+            )
+    if not cfg.penalized:
+        return
+    given = [
+        flag
+        for flag, value in (
+            ("--alpha", cfg.alpha),
+            ("--l1_ratio", cfg.l1_ratio),
+            ("--cv", cfg.cv),
+            ("--fold_column", cfg.fold_column),
+        )
+        if value is not None
+    ]
+    if cfg.solver != "exact":
+        l1 = ", with L1 (--l1_ratio above 0)," if cfg.penalty_l1_ratio > 0 else ""
+        raise UsageError(
+            f"{', '.join(given)} ask for the elastic net{l1} which only --solver exact "
+            "fits; SGD takes a ridge penalty by --l2"
+        )
+    if cfg.l2 > 0:
+        raise UsageError(
+            f"--l2 and {given[0]} are two penalties: give one (--l2 LAMBDA is --alpha "
+            "2 LAMBDA / (the family's loss scale) with --l1_ratio 0 --no-standardize; "
+            "docs/models.md, Elastic net)"
+        )
+    if cfg.cov_type != "nonrobust":
+        raise UsageError(
+            f"--cov_type {cfg.cov_type} is for an unpenalized fit: a penalized fit has no "
+            "standard errors"
+        )

@@ -56,6 +56,9 @@ def config_for_fit(settings: dict[str, Any]) -> Config:
     return cfg
 
 
+FOR_FOLDS = ("select", "fold_alpha")  # the settings that choose among or fit the folds
+
+
 def fit(X, y, *, weights=None, offset=None, fold=None, **settings) -> FitResult:
     """Fit the model the settings name (the command line's flags, by the same names: model,
     solver, l2, ...) to the rows that every rank passes: X (rows x features: a NumPy array,
@@ -63,11 +66,16 @@ def fit(X, y, *, weights=None, offset=None, fold=None, **settings) -> FitResult:
     weight and offset. The ranks' rows in rank order are the dataset. Call it on every rank,
     with or without hvd.init() before; every rank gets the same FitResult. fold: each row's
     cross-validation fold, whole numbers, for an elastic-net path (as --fold_column)."""
+    # Config knows folds by --cv or --fold_column: the settings that need them wait for fold=
+    deferred = {k: settings.pop(k) for k in FOR_FOLDS if fold is not None and k in settings}
     cfg = config_for_fit(settings)
     if fold is not None:
         if cfg.cv is not None:
             raise UsageError("fit() takes cv= or fold=, not both: both choose the folds")
         cfg = replace(cfg, l1_ratio=cfg.penalty_l1_ratio)  # a path: its checks again
+        for name, value in deferred.items():
+            Config.__dataclass_fields__[name].metadata["check"](name, value)
+            object.__setattr__(cfg, name, value)  # checked: its own constraint is its only one
     from hvd_linreg import pipeline
     from hvd_linreg.data.memory import memory_shard
 

@@ -174,12 +174,20 @@ def path_settings(cfg: Config, job: Job, shard: Shard) -> path.PathSettings:
     return path.PathSettings(
         l1_ratio=cfg.penalty_l1_ratio,
         standardize=cfg.standardize,
-        alphas=None if cfg.alpha is None else (float(cfg.alpha),),
+        alphas=_strengths(cfg.alpha),
         n_alphas=cfg.n_alphas,
         alpha_min_ratio=cfg.alpha_min_ratio,
         folds=chosen,
         select=cfg.select,
+        fold_alpha=cfg.fold_alpha,
     )
+
+
+def _strengths(alpha) -> tuple[float, ...] | None:
+    """--alpha as the path's strengths: None (the path), one, or fit()'s list of them."""
+    if alpha is None:
+        return None
+    return tuple(float(a) for a in (alpha if isinstance(alpha, (list, tuple)) else [alpha]))
 
 
 def wants_optimum(cfg: Config, shard: Shard) -> bool:

@@ -69,9 +69,12 @@ def header_line(cfg: Config, family, job: Job, shard: Shard) -> str:
 
 def _penalized_run(cfg: Config) -> str:
     """The header's account of an elastic-net run."""
-    what = (
-        f"alpha {cfg.alpha:g}" if cfg.alpha is not None else f"a path of {cfg.n_alphas} strengths"
-    )
+    if cfg.alpha is None:
+        what = f"a path of {cfg.n_alphas} strengths"
+    elif isinstance(cfg.alpha, (list, tuple)):
+        what = f"{len(cfg.alpha)} given strengths"
+    else:
+        what = f"alpha {cfg.alpha:g}"
     folds = (
         f", {cfg.cv}-fold cross-validation"
         if cfg.cv

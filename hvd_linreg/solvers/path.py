@@ -62,6 +62,9 @@ class PathSettings:
     alpha_min_ratio: float | None = None  # None: 1e-4 with more rows than features, else 1e-2
     folds: Folds | None = None
     select: str = "min"  # the model reported with cross-validation: "min" or "1se"
+    # A fold's strength: "same", α on its mean deviance (glmnet, glum, ElasticNetCV); "sum", the
+    # same penalty against its summed deviance, α x Σw / its Σw (LogisticRegressionCV's C)
+    fold_alpha: str = "same"
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,7 @@ class PathFit:
     index: int  # the chosen strength's place on the path
     alphas: np.ndarray
     coefficients: np.ndarray  # (strengths, F + 1): [w..., b] at each
+    fold_coefficients: np.ndarray | None  # (folds, strengths, F + 1): each fold's model's
     deviance: np.ndarray  # Σ w d at each strength, on the training rows
     null_deviance: float  # the intercept-only model's (with the offsets)
     cv: CrossValidation | None
@@ -158,17 +162,18 @@ class _Path:
         else:
             null_deviance, gradient = self._null()
         alphas = self._alphas(gradient, whole.weight, count)
-        coefficients = []
+        thetas = []  # each strength's, each model's [w..., b]
         self.deviance = np.full(len(alphas), math.nan)
         self.held = np.full((self.K, len(alphas)), math.nan)
         previous = None
         for i, alpha in enumerate(alphas):
             self._solve(alpha, previous, i)
             previous = alpha
-            coefficients.append(self.models[0].theta.copy())
+            thetas.append([m.theta.copy() for m in self.models])
         if not self.gaussian:
             self._evaluate()
-        coefficients, deviance = np.array(coefficients), self.deviance
+        every = np.array(thetas).transpose(1, 0, 2)  # (models, strengths, F + 1)
+        coefficients, deviance = every[0], self.deviance
         cv = _cross_validation(self.held, np.array([p.weight for p in parts])) if self.K else None
         index = 0 if cv is None else (cv.index_1se if s.select == "1se" else cv.index_min)
         if cv is None and len(alphas) > 1:
@@ -187,6 +192,7 @@ class _Path:
             index=index,
             alphas=np.asarray(alphas),
             coefficients=coefficients,
+            fold_coefficients=every[1:] if self.K else None,
             deviance=np.array(deviance),
             null_deviance=float(null_deviance),
             cv=cv,
@@ -268,6 +274,8 @@ class _Path:
                 model.unevaluated = None
 
     def _penalty(self, model: _Model, alpha: float) -> Penalty:
+        if self.s.fold_alpha == "sum":  # the same α x Σw against every model's summed deviance
+            alpha = alpha * self.models[0].prior.weight / model.prior.weight
         return Penalty.elastic_net(alpha, self.s.l1_ratio, model.scales).scaled(model.prior.weight)
 
     def _strong(self, model: _Model, alpha: float, previous: float | None, penalty: Penalty):

@@ -79,6 +79,12 @@ class _Exact(BaseEstimator):
             import pandas as pd
 
             X = pd.DataFrame(X, columns=[str(c) for c in names])
+        self._fit_rows(job, X, y, sample_weight, weight_sum, rows)
+        return self
+
+    def _fit_rows(self, job, X, y, sample_weight, weight_sum: float, rows: float) -> None:
+        """The fit of this rank's validated rows (y as the family takes it), given Σw and n
+        over all ranks: hvd_linreg.fit with this estimator's settings, then its attributes."""
         settings = self._fit_settings(job, weight_sum, rows, len(y))
         result = fit(X, y, weights=sample_weight, solver="exact", **settings, **self._settings())
         params = result.params
@@ -87,7 +93,6 @@ class _Exact(BaseEstimator):
         self.n_iter_ = result.iterations
         self.summary_ = result.summary()
         self._fitted(result)
-        return self
 
     def _fit_settings(self, job, weight_sum: float, rows: float, local_rows: int) -> dict:
         """fit()'s settings for this estimator's penalty (and fold=), given Σw and n over all

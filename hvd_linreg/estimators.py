@@ -1,7 +1,8 @@
-"""scikit-learn estimators over hvd_linreg.fit: LinearRegression, Ridge, LogisticRegression,
-PoissonRegressor, GammaRegressor and TweedieRegressor, with scikit-learn's parameter names and
-defaults, solved exactly (least squares by the distributed QR, the others by IRLS); and the
-elastic net's (penalized_estimators.py): ElasticNet, Lasso, ElasticNetCV, LassoCV, and glum's
+"""scikit-learn estimators over hvd_linreg.fit: LinearRegression, Ridge, PoissonRegressor,
+GammaRegressor and TweedieRegressor, with scikit-learn's parameter names and defaults, solved
+exactly (least squares by the distributed QR, the others by IRLS); the classifiers
+(classifiers.py): LogisticRegression and LogisticRegressionCV; and the elastic net's
+(penalized_estimators.py): ElasticNet, Lasso, ElasticNetCV, LassoCV, and glum's
 GeneralizedLinearRegressor and GeneralizedLinearRegressorCV.
 
 In one process they are drop-in replacements for scikit-learn's estimators of the same names.
@@ -16,12 +17,11 @@ needs scikit-learn installed; `import hvd_linreg` does not import this module.""
 
 from __future__ import annotations
 
-import numpy as np
-from sklearn.base import ClassifierMixin, RegressorMixin
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.base import RegressorMixin
 
 from hvd_linreg import families
-from hvd_linreg.estimator_base import _check_iterations, _Exact, _non_negative, _positive
+from hvd_linreg.classifiers import LogisticRegression, LogisticRegressionCV
+from hvd_linreg.estimator_base import _check_iterations, _Exact, _non_negative
 from hvd_linreg.penalized_estimators import (
     ElasticNet,
     ElasticNetCV,
@@ -41,6 +41,7 @@ __all__ = [
     "LassoCV",
     "LinearRegression",
     "LogisticRegression",
+    "LogisticRegressionCV",
     "PoissonRegressor",
     "Ridge",
     "TweedieRegressor",
@@ -75,96 +76,6 @@ class Ridge(RegressorMixin, _Exact):
 
     def predict(self, X):
         return self._linear_predictor(X)
-
-
-class LogisticRegression(ClassifierMixin, _Exact):
-    """Binary logistic regression, as sklearn.linear_model.LogisticRegression: minimises
-    C·Σ sw·logloss + ‖w‖²/2 (penalty="l2"), which is the tool's --model logistic objective
-    times C·n with l2 = 1 / (2·C·n); penalty=None is l2 = 0. penalty="l1" and "elasticnet"
-    (with l1_ratio), scikit-learn's C·Σ sw·logloss + l1_ratio·‖w‖₁ + (1 - l1_ratio)/2·‖w‖², are
-    the elastic net (docs/elastic-net.md) at alpha = 1 / (C·Σsw), unstandardized. The classes
-    are the union of every rank's; exactly 2 (the tool fits binary models only)."""
-
-    _model = "logistic"
-    _classifier = True
-
-    def __init__(
-        self, penalty="l2", *, C=1.0, fit_intercept=True, tol=1e-4, max_iter=100, l1_ratio=None
-    ):
-        self.penalty = penalty
-        self.C = C
-        self.l1_ratio = l1_ratio
-        self.fit_intercept = fit_intercept
-        self.tol = tol
-        self.max_iter = max_iter
-
-    def _l2(self, weight_sum, rows):
-        if self.penalty is None:
-            return 0.0
-        return 1.0 / (2.0 * self.C * rows)
-
-    def _fit_settings(self, job, weight_sum, rows, local_rows):
-        if self.penalty not in ("l1", "elasticnet"):
-            return super()._fit_settings(job, weight_sum, rows, local_rows)
-        ratio = 1.0 if self.penalty == "l1" else float(self.l1_ratio)
-        return {"alpha": 1.0 / (self.C * weight_sum), "l1_ratio": ratio, "standardize": False}
-
-    def _check_params(self):
-        if self.penalty not in ("l2", None, "l1", "elasticnet"):
-            raise ValueError(
-                f"penalty={self.penalty!r} is not supported: use 'l2', 'l1', 'elasticnet' or None"
-            )
-        if self.penalty == "elasticnet":
-            ratio = self.l1_ratio
-            if not isinstance(ratio, (int, float, np.number)) or not 0 <= ratio <= 1:
-                raise ValueError(f"l1_ratio must be between 0 and 1; got (l1_ratio={ratio!r})")
-        _positive("C", self.C)
-        _check_iterations(self)
-
-    def _check_target(self, y):
-        check_classification_targets(y)  # a continuous y: "Unknown label type: continuous"
-
-    def _target(self, job, y):
-        classes = np.unique(y)
-        if job.size > 1:  # every rank's classes (a rank may hold only one of them)
-            classes = np.unique(np.concatenate(job.allgather(np.unique(y), "estimator_classes")))
-        if len(classes) > 2:
-            raise ValueError(
-                "Only binary classification is supported. The type of the target is multiclass: "
-                f"{len(classes)} classes"
-            )
-        if len(classes) != 2:
-            raise ValueError(
-                f"LogisticRegression needs exactly 2 classes (it is binary), got {len(classes)} "
-                f"class{'es' * (len(classes) != 1)}: {classes[:5].tolist()}"
-            )
-        self.classes_ = classes
-        return (y == classes[1]).astype(np.float64)
-
-    def decision_function(self, X):
-        return self._linear_predictor(X)
-
-    def predict_proba(self, X):
-        p = 1.0 / (1.0 + np.exp(-self.decision_function(X)))
-        return np.column_stack([1.0 - p, p])
-
-    def predict_log_proba(self, X):
-        return np.log(self.predict_proba(X))
-
-    def predict(self, X):
-        positive = self.decision_function(X) > 0
-        return self.classes_[positive.astype(int)]
-
-    def fit(self, X, y, sample_weight=None):
-        super().fit(X, y, sample_weight)
-        self.coef_ = self.coef_[None, :]
-        self.intercept_ = np.array([self.intercept_])
-        return self
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
-        return tags
 
 
 class _GLM(RegressorMixin, _Exact):

@@ -285,13 +285,16 @@ class GeneralizedLinearRegressorCV(_Glum, _CrossValidated):
         self.deviance_path_ = raw
 
 
-def _folds(job, local_rows: int, cv) -> np.ndarray:
+def _folds(job, local_rows: int, cv, y: np.ndarray | None = None) -> np.ndarray:
     """Each of this rank's rows' fold (1 .. K): scikit-learn's KFold(K) of the rows of all the
-    ranks in rank order, unshuffled; or, in one process, a splitter's test sets."""
+    ranks in rank order, unshuffled, or with a classifier's target y its StratifiedKFold(K);
+    or, in one process, a splitter's test sets."""
     cv = 5 if cv is None else cv
     if isinstance(cv, numbers.Integral) and not isinstance(cv, bool):
         if cv < 2:
             raise ValueError(f"cv must be at least 2 folds, got {cv}")
+        if y is not None:
+            return _stratified(job, y, cv)
         counts = job.allgather(local_rows, "estimator_folds") if job.size > 1 else [local_rows]
         n, start = sum(counts), sum(counts[: job.rank])
         if n < cv:
@@ -305,7 +308,7 @@ def _folds(job, local_rows: int, cv) -> np.ndarray:
         return (np.searchsorted(np.cumsum(sizes), ids, side="right") + 1).astype(np.float64)
     if job.size > 1:
         raise ValueError("under a launcher, cv is a number of folds (KFold over all the rows)")
-    splits = cv.split(np.zeros((local_rows, 1))) if hasattr(cv, "split") else cv
+    splits = cv.split(np.zeros((local_rows, 1)), y) if hasattr(cv, "split") else cv
     fold = np.zeros(local_rows)
     for k, (train, test) in enumerate(splits):
         if (fold[test] != 0).any() or len(np.intersect1d(train, test)):
@@ -313,6 +316,41 @@ def _folds(job, local_rows: int, cv) -> np.ndarray:
         fold[test] = k + 1
     if (fold == 0).any():
         raise ValueError("cv's splits must put every row in one test set")
+    return fold
+
+
+def _stratified(job, y: np.ndarray, K: int) -> np.ndarray:
+    """StratifiedKFold(K)'s folds (1 .. K) of this rank's rows, from every rank's count and
+    first row of each class: the classes coded by their first row over all the ranks, each
+    fold's share of each class dealt round-robin over the sorted codes, and each class's rows
+    given their folds in blocks, in rank order."""
+    classes = np.unique(y)
+    if job.size > 1:
+        classes = np.unique(np.concatenate(job.allgather(classes, "estimator_strata")))
+    code = np.searchsorted(classes, y)
+    counts = np.bincount(code, minlength=len(classes))
+    first = np.full(len(classes), np.inf)
+    np.minimum.at(first, code, np.arange(len(y), dtype=np.float64))
+    if job.size > 1:
+        every = job.allgather((counts, first), "estimator_strata_rows")
+    else:
+        every = [(counts, first)]
+    before = sum((c for c, _ in every[: job.rank]), np.zeros(len(classes), np.int64))
+    starts = np.cumsum([0] + [int(c.sum()) for c, _ in every])
+    firsts = np.min([f + start for (_, f), start in zip(every, starts)], axis=0)
+    totals = sum(c for c, _ in every)
+    if np.all(K > totals):
+        raise ValueError(
+            f"n_splits={K} cannot be greater than the number of members in each class."
+        )
+    appearance = np.argsort(np.argsort(firsts, kind="stable"))  # each class's code by first row
+    ordered = np.repeat(np.arange(len(classes)), totals[np.argsort(firsts, kind="stable")])
+    allocation = np.array([np.bincount(ordered[i::K], minlength=len(classes)) for i in range(K)])
+    fold = np.zeros(len(y))
+    for c in range(len(classes)):
+        blocks = np.repeat(np.arange(K), allocation[:, appearance[c]])
+        mine = code == c
+        fold[mine] = blocks[before[c] : before[c] + counts[c]] + 1
     return fold
 
 

@@ -32,6 +32,7 @@ ESTIMATORS = {
     "TweedieRegressor": ("poisson", {"power": 1.5, "alpha": 0.1}),
     "ElasticNet": ("linear", {"alpha": 0.02, "l1_ratio": 0.5}),
     "LassoCV": ("linear", {"cv": 3}),
+    "LogisticRegressionCV": ("logistic", {"Cs": 6, "cv": 3}),
 }
 
 
@@ -114,8 +115,16 @@ def fit_estimators(rank: int, size: int) -> dict:
         fitted = getattr(estimators, name)(**params).fit(
             data["X"], data["y"], sample_weight=data.get("weights")
         )
-        got[name] = [*map(float, np.ravel(fitted.coef_)), float(np.ravel(fitted.intercept_)[0])]
+        got[name] = figures(fitted)
     return got
+
+
+def figures(fitted) -> list[float]:
+    """A fitted estimator's [coef..., intercept], then for LogisticRegressionCV each fold's
+    score at each C (which tells its stratified folds and its fits)."""
+    out = [*np.ravel(fitted.coef_), np.ravel(fitted.intercept_)[0]]
+    scores = getattr(fitted, "scores_", None)
+    return [float(v) for v in [*out, *(np.ravel(scores[fitted.classes_[1]]) if scores else [])]]
 
 
 if __name__ == "__main__":

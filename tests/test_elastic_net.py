@@ -5,8 +5,10 @@ glmnet (where R is installed), and the KKT conditions computed here from the row
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -213,6 +215,7 @@ def test_one_standard_error_selects_the_larger_strength(data, tmp_path):
         (["--cv", "3", "--fold_column", "fold"], "give one of them"),
         (["--alpha", "0.1", "--l2", "0.1"], "two penalties"),
         (["--select", "1se"], "needs --cv or --fold_column"),
+        (["--fold_alpha", "sum"], "needs --cv or --fold_column"),
     ],
 )
 def test_bad_penalty_settings_end_with_exit_2(capsys, data, argv, says):
@@ -335,6 +338,39 @@ def test_fit_takes_the_penalty_and_returns_the_path(data):
     assert metrics["cv"]["alpha_min"] == path.alphas[path.cv.index_min]
 
 
+def test_fit_takes_a_list_of_strengths_and_the_fold_settings_with_fold(data):
+    """From Python, alpha may be a list (glmnet's lambda vector), and fold= takes the
+    settings that need folds: select and fold_alpha. With fold_alpha="sum" each fold is fitted
+    at alpha x ΣW / its training rows' ΣW: the fold's model equals a fit of its training rows
+    alone at that strength."""
+    import hvd_linreg
+
+    df, _ = data
+    fold = (np.arange(len(df)) % 3 + 1).astype(float)
+    strengths = [0.2, 0.05, 0.01]
+    settings = {"solver": "exact", "l1_ratio": 0.5, "standardize": False}
+    result = hvd_linreg.fit(
+        df[FEATURES],
+        df.y,
+        weights=df.w,
+        fold=fold,
+        alpha=strengths,
+        select="1se",
+        fold_alpha="sum",
+        **settings,
+    )
+    path = result.path
+    np.testing.assert_array_equal(path.alphas, strengths)
+    assert path.index == path.cv.index_1se
+    assert path.fold_coefficients.shape == (3, 3, len(FEATURES) + 1)
+    train = fold != 2
+    scale = df.w.sum() / df.w[train].sum()
+    alone = hvd_linreg.fit(
+        df[FEATURES][train], df.y[train], weights=df.w[train], alpha=0.05 * scale, **settings
+    )
+    np.testing.assert_allclose(path.fold_coefficients[1, 1], alone.params, rtol=0, atol=1e-10)
+
+
 def _small(model: str, n: int = 400, seed: int = 5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     df = _data(n, seed)
     X = (df[FEATURES].values - df[FEATURES].values.mean(axis=0)) / df[FEATURES].values.std(axis=0)
@@ -383,6 +419,70 @@ def test_penalized_logistic_regression_equals_scikit_learns_saga(penalty):
     ).fit(X, y, w)
     np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=0, atol=1e-6)
     assert ours.intercept_ == pytest.approx(theirs.intercept_, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"scoring": "neg_log_loss", "refit": False},
+        {"penalty": "l1", "Cs": [0.3, 0.01, 3.0, 0.05]},
+        {"penalty": "elasticnet", "l1_ratios": [0.2, 0.8], "Cs": 6},
+    ],
+    ids=["l2-accuracy", "l2-log-loss-no-refit", "l1-given-Cs", "elasticnet"],
+)
+def test_logistic_regression_cv_equals_scikit_learns(settings):
+    """Every fold's fit at every C comes from the path's shared passes, each fold at
+    scikit-learn's strength for its own rows (fold_alpha="sum"), on StratifiedKFold's folds:
+    the scores, the paths, the choice and the model equal scikit-learn's. Where saga leaves
+    every coefficient at 0 its intercept has not converged (it differs between Cs that must
+    give the same null model): there the fold's intercept is checked against the null fit."""
+    import sklearn.linear_model as sk
+    from sklearn.model_selection import StratifiedKFold
+
+    from hvd_linreg import estimators
+
+    X, y, w = _small("logistic", 300)
+    ours = estimators.LogisticRegressionCV(cv=4, **settings).fit(X, y, w)
+    solver = "lbfgs" if settings.get("penalty", "l2") == "l2" else "saga"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # saga's ConvergenceWarning at the strongest C
+        theirs = sk.LogisticRegressionCV(
+            cv=4, solver=solver, tol=1e-12, max_iter=1_000_000, **settings
+        ).fit(X, y, w)
+    label = theirs.classes_[1]
+    paths, their_paths = ours.coefs_paths_[label], theirs.coefs_paths_[label]
+    assert paths.shape == their_paths.shape and ours.n_iter_.shape == theirs.n_iter_.shape
+    null = (paths[..., :-1] == 0).all(axis=-1)
+    np.testing.assert_allclose(paths[~null], their_paths[~null], rtol=0, atol=1e-6)
+    folds = list(StratifiedKFold(4).split(X, y))
+    for index in zip(*np.nonzero(null)):
+        train = folds[index[0]][0]
+        mean = np.average(y[train], weights=w[train])
+        assert paths[index][-1] == pytest.approx(np.log(mean / (1 - mean)), abs=1e-8)
+    solved = ~null.any(axis=0)  # the Cs (and l1_ratios) at which saga has converged
+    np.testing.assert_allclose(
+        ours.scores_[label][:, solved], theirs.scores_[label][:, solved], rtol=0, atol=1e-6
+    )
+    np.testing.assert_allclose(ours.C_, theirs.C_, rtol=1e-12)
+    np.testing.assert_array_equal(ours.l1_ratio_, theirs.l1_ratio_)
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=0, atol=1e-6)
+    assert np.ptp(ours.scores_[label].sum(axis=0)) > 0.1  # the choice is not among equals
+
+
+def test_logistic_regression_cv_refuses_what_it_cannot_score_or_fit():
+    from hvd_linreg import estimators
+
+    X, y, _ = _small("logistic", 100)
+    for settings, says in [
+        ({"scoring": "roc_auc"}, "scoring='roc_auc' is not supported"),
+        ({"penalty": "elasticnet"}, "l1_ratios must be a list"),
+        ({"Cs": [1.0, -1.0]}, "each of Cs must be a number > 0"),
+        ({"cv": 1}, "cv must be at least 2 folds"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(says)):
+            estimators.LogisticRegressionCV(**settings).fit(X, y)
 
 
 @pytest.mark.parametrize(("model", "family"), [("poisson", "poisson"), ("logistic", "binomial")])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sklearn.linear_model
-from library_job import ESTIMATORS, fit_estimators, rows
+from library_job import ESTIMATORS, figures, fit_estimators, rows
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -32,6 +32,8 @@ EVERY = [
     estimators.LassoCV(),
     estimators.GeneralizedLinearRegressor(alpha=0.1, l1_ratio=0.5),
     estimators.GeneralizedLinearRegressorCV(l1_ratio=0.5),
+    estimators.LogisticRegressionCV(Cs=4),
+    estimators.LogisticRegressionCV(penalty="elasticnet", l1_ratios=[0.5], Cs=3, refit=False),
 ]
 
 
@@ -53,7 +55,7 @@ def sklearn_fit(name: str, data: dict) -> np.ndarray:
     )
     fitted = getattr(sklearn.linear_model, name)(**params, **tight)
     fitted.fit(data["X"], data["y"], sample_weight=data.get("weights"))
-    return np.array([*np.ravel(fitted.coef_), np.ravel(fitted.intercept_)[0]])
+    return np.array(figures(fitted))
 
 
 def check_against_sklearn(got: dict) -> None:

@@ -27,7 +27,7 @@ SOLVERS = ("sgd", "exact")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 DTYPES = ("float32", "float64")
 OPTIMALITY_GAP = ("auto", "always", "never")
-COV_TYPES = ("nonrobust", "HC0", "HC1")  # solvers/sandwich.py
+COV_TYPES = ("nonrobust", "HC0", "HC1", "cluster")  # solvers/sandwich.py
 MISSING = ("error", "drop")  # data/missing.py
 SELECT = ("min", "1se")  # solvers/path.py
 FOLD_ALPHA = ("same", "sum")  # solvers/path.py
@@ -177,9 +177,13 @@ class Config:
     cov_type: str = setting(
         "nonrobust",
         "the exact optimum's standard errors: nonrobust (from the Fisher information, times "
-        "the scale), or HC0/HC1, the heteroscedasticity-robust sandwich (HC1 times n/(n-k))",
+        "the scale), HC0/HC1, the heteroscedasticity-robust sandwich (HC1 times n/(n-k)), or "
+        "cluster, robust to correlation within --groups (times G/(G-1) (n-1)/(n-k))",
         choices=COV_TYPES,
         check=one_of(COV_TYPES),
+    )
+    groups: str | None = setting(
+        None, "the column of each row's cluster, for --cov_type cluster (numbers)", "COL"
     )
     alpha: float | tuple[float, ...] | None = setting(
         None,
@@ -331,6 +335,7 @@ class Config:
                 ("--offset", self.offset),
                 ("--exposure", self.exposure),
                 ("--fold_column", self.fold_column),
+                ("--groups", self.groups),
             ):
                 if value is not None:
                     raise UsageError(
@@ -341,6 +346,7 @@ class Config:
             ("--offset", self.offset),
             ("--exposure", self.exposure),
             ("--fold_column", self.fold_column),
+            ("--groups", self.groups),
         )
         named = [(flag, name) for flag, name in carried if name is not None]
         for flag, name in named:
@@ -349,6 +355,12 @@ class Config:
             for other, theirs in named:
                 if other < flag and theirs == name:
                     raise UsageError(f"{other} and {flag} name the same column {name!r}")
+        if self.groups is not None and self.cov_type != "cluster":
+            raise UsageError("--groups is for --cov_type cluster: it names each row's cluster")
+        if self.cov_type == "cluster" and self.groups is None and self.data is not None:
+            raise UsageError(
+                "--cov_type cluster needs --groups COL, the column of each row's cluster"
+            )
         for flag, value in (("--features", self.features), ("--categorical", self.categorical)):
             if value is not None:
                 names = _names(value) if isinstance(value, str) else ()

@@ -59,13 +59,14 @@ def config_for_fit(settings: dict[str, Any]) -> Config:
 FOR_FOLDS = ("select", "fold_alpha")  # the settings that choose among or fit the folds
 
 
-def fit(X, y, *, weights=None, offset=None, fold=None, **settings) -> FitResult:
+def fit(X, y, *, weights=None, offset=None, fold=None, groups=None, **settings) -> FitResult:
     """Fit the model the settings name (the command line's flags, by the same names: model,
     solver, l2, ...) to the rows that every rank passes: X (rows x features: a NumPy array,
     or a pandas DataFrame whose columns name the coefficients), y, and each row's prior
     weight and offset. The ranks' rows in rank order are the dataset. Call it on every rank,
     with or without hvd.init() before; every rank gets the same FitResult. fold: each row's
-    cross-validation fold, whole numbers, for an elastic-net path (as --fold_column)."""
+    cross-validation fold, whole numbers, for an elastic-net path (as --fold_column). groups:
+    each row's cluster, numbers, for cov_type="cluster" (as --groups)."""
     # Config knows folds by --cv or --fold_column: the settings that need them wait for fold=
     deferred = {k: settings.pop(k) for k in FOR_FOLDS if fold is not None and k in settings}
     cfg = config_for_fit(settings)
@@ -76,6 +77,12 @@ def fit(X, y, *, weights=None, offset=None, fold=None, **settings) -> FitResult:
         for name, value in deferred.items():
             Config.__dataclass_fields__[name].metadata["check"](name, value)
             object.__setattr__(cfg, name, value)  # checked: its own constraint is its only one
+    if (groups is not None) != (cfg.cov_type == "cluster"):
+        raise UsageError(
+            "cov_type='cluster' needs groups=, each row's cluster"
+            if groups is None
+            else "groups= is for cov_type='cluster': it gives each row's cluster"
+        )
     from hvd_linreg import pipeline
     from hvd_linreg.data.memory import memory_shard
 
@@ -84,7 +91,7 @@ def fit(X, y, *, weights=None, offset=None, fold=None, **settings) -> FitResult:
     family = pipeline.family_for(cfg)
 
     def load():
-        return memory_shard(cfg, job, X, y, weights, offset, fold)
+        return memory_shard(cfg, job, X, y, weights, offset, fold, groups)
 
     shard, ckpt_dir = pipeline.prepare(cfg, family, job, load)
     result, optimum = pipeline.fit(cfg, family, job, shard, ckpt_dir)
@@ -146,8 +153,9 @@ class FitResult:
         return self.report.optimum if self.report.penalized else None
 
     def summary(self) -> str:
-        """The summary the command line prints, as one string."""
-        return "\n".join(self.report.summary_lines())
+        """The summary the command line prints, as one string, with every coefficient (the
+        command line lists up to 200)."""
+        return "\n".join(self.report.summary_lines(limit=None))
 
     def to_dict(self) -> dict[str, Any]:
         """The metrics JSON that --metrics_json writes."""

@@ -19,6 +19,7 @@ from hvd_linreg.data import Shard, global_batch_size
 from hvd_linreg.errors import UsageError
 from hvd_linreg.ranks import Job
 from hvd_linreg.statistics import describe
+from hvd_linreg.statistics.table import SHOWN_COEFFICIENTS
 from hvd_linreg.statistics.table import SHOWN_WEIGHTS as _SHOWN_WEIGHTS
 
 
@@ -228,7 +229,9 @@ class Report:
             "history": [{"step": step, **s.as_json()} for step, s in history],
         }
 
-    def summary_lines(self) -> list[str]:
+    def summary_lines(self, limit: int | None = SHOWN_COEFFICIENTS) -> list[str]:
+        """The run's summary; its table lists every coefficient up to limit (None: all)."""
+
         def vec(values) -> str:
             shown = ", ".join(f"{v:.6g}" for v in values[:_SHOWN_WEIGHTS])
             more = f", ... ({len(values)} in all)" if len(values) > _SHOWN_WEIGHTS else ""
@@ -244,7 +247,8 @@ class Report:
             "Summary:",
             f"  w: {vec(result.params[:-1])}{true_w}",
             f"  b: {result.params[-1]:.6g}{true_b}",
-            f"  final loss: {result.loss:.6g} ({self.family.LOSS} over all "
+            f"  final loss: {result.loss:.6g} ({'weighted ' * shard.weighted}"
+            f"{self.family.LOSS}{', Σ w x loss / rows,' * shard.weighted} over all "
             f"{shard.num_samples}{' training' * bool(shard.num_validation)} samples)",
             *([f"  training: {result.training.line()}"] if result.training is not None else []),
             *(
@@ -275,7 +279,7 @@ class Report:
             f"global batch: {self.global_batch_size}",
             f"  versions: hvd_linreg {v['hvd_linreg']}, Horovod {v['horovod']}, "
             f"TensorFlow {v['tensorflow']}, NumPy {v['numpy']}, Python {v['python']}",
-            *([] if self.statistics is None else self.statistics.table()),
+            *([] if self.statistics is None else self.statistics.table(limit)),
         ]
 
 

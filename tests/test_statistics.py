@@ -64,13 +64,85 @@ def test_statistics_of_the_diabetes_fit_are_statsmodels_ols(tmp_path, diabetes, 
     assert s["undefined"] == {}
 
 
-def test_the_summary_prints_the_coefficient_table(tmp_path, diabetes, capsys):
+@pytest.fixture(scope="module")
+def fair(tmp_path_factory) -> tuple[str, pd.DataFrame]:
+    """statsmodels' fair data (affairs by marriage, age, ...) with a weight per row (its
+    children + 1): a CSV whose last column is the target."""
+    table = sm.datasets.fair.load_pandas().data
+    table = table.assign(weight=table.children + 1.0)
+    features = ["rate_marriage", "age", "yrs_married", "children", "religious", "educ"]
+    table = table[[*features, "weight", "affairs"]]
+    path = tmp_path_factory.mktemp("fair") / "fair.csv"
+    table.to_csv(path, index=False)
+    return str(path), table
+
+
+@pytest.mark.parametrize(
+    "size",
+    [
+        1,
+        pytest.param(2, marks=pytest.mark.multiprocess),
+        pytest.param(3, marks=pytest.mark.multiprocess),
+    ],
+)
+@pytest.mark.parametrize("weighted", [False, True], ids=["OLS", "WLS"])
+@pytest.mark.parametrize("cov_type", ["nonrobust", "HC1"])
+def test_the_whole_regression_table_is_statsmodels(tmp_path, fair, size, weighted, cov_type):
+    """The F test (a Wald F with robust errors), log-likelihood, AIC, BIC, the (weighted)
+    residual sum of squares and the condition number are statsmodels' OLS and WLS figures on
+    its fair data, at 1, 2 and 3 ranks."""
+    path, table = fair
+    flags = ["--cov_type", cov_type, *(["--weights", "weight"] if weighted else [])]
+    features = ["--features", ",".join(table.columns[:-2]), "--target", "affairs"]
+    s = _exact(tmp_path, path, size, *features, *flags)[0]["statistics"]
+    X = sm.add_constant(table.iloc[:, :-2])
+    y = table.affairs
+    model = sm.WLS(y, X, weights=table.weight) if weighted else sm.OLS(y, X)
+    reference = model.fit(cov_type=cov_type)
+    for key, value in [
+        ("f_value", reference.fvalue),
+        ("f_p", reference.f_pvalue),
+        ("log_likelihood", reference.llf),
+        ("aic", reference.aic),
+        ("bic", reference.bic),
+        ("rss", reference.ssr),
+        ("condition_number", reference.condition_number),
+        ("r2", reference.rsquared),
+    ]:
+        assert s[key] == pytest.approx(value, rel=1e-8), key
+    np.testing.assert_allclose(
+        [c["std_error"] for c in s["coefficients"]][:-1], reference.bse[1:], rtol=1e-8
+    )
+
+
+def test_the_summary_prints_every_coefficient_and_the_whole_table(tmp_path, diabetes, capsys):
     _exact(tmp_path, diabetes[0], 1)
     out = capsys.readouterr().out
     assert "R² 0.517748, adjusted R² 0.506559, RMSE 53.4761, 431 residual degrees" in out
+    assert "  F 46.2724 (p 3.83e-62), log-likelihood -2385.99, AIC 4793.99, BIC 4838.99" in out
     assert "  bmi                519.846       66.5334      7.813    4.3e-14" in out
-    assert "... (10 w's in all: every one in --metrics_json)" in out
-    assert "  s5 " not in out  # the first 8 and b
+    assert "  s6 " in out and "w's in all" not in out  # every one of the 10
+
+
+def test_past_200_coefficients_the_summary_says_where_the_rest_are(tmp_path, capsys):
+    import hvd_linreg
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(400, 210))
+    y = X[:, 0] + rng.normal(size=400)
+    path = tmp_path / "wide.csv"
+    pd.DataFrame(np.c_[X, y]).to_csv(
+        path, index=False, header=[f"x{j}" for j in range(210)] + ["y"]
+    )
+    _exact(tmp_path, str(path), 1)
+    out = capsys.readouterr().out
+    assert "  x199 " in out and "  x200 " not in out
+    assert (
+        "... (210 w's in all: every one in --metrics_json, and in hvd_linreg.fit's summary())"
+        in out
+    )
+    summary = hvd_linreg.fit(X, y, solver="exact").summary()
+    assert "  w[209] " in summary and "w's in all" not in summary
 
 
 @pytest.mark.parametrize("dof", [1, 3, 30, 431, 100_000])
@@ -88,12 +160,16 @@ def test_a_singular_design_says_which_statistics_are_undefined(tmp_path, diabete
     assert all(c["std_error"] is c["t"] is c["p"] is None for c in s["coefficients"])
     assert s["adjusted_r2"] is None and s["dof"] is None
     why = "the design is singular (features collinear or constant)"
-    assert s["undefined"] == {k: why for k in ("std_error", "t", "p", "adjusted_r2", "dof")}
-    # The fitted values are still unique: R² and RMSE are the full-rank fit's.
-    assert s["r2"] == pytest.approx(ols(table).rsquared, rel=1e-6)
+    undefined = ("std_error", "t", "p", "adjusted_r2", "dof", "f_value", "f_p")
+    assert s["undefined"] == {k: why for k in undefined}
+    # The fitted values are still unique: R², RMSE, the log-likelihood and (counting the
+    # design's rank) AIC and BIC are the full-rank fit's.
+    full = ols(table)
+    for key, value in [("r2", full.rsquared), ("aic", full.aic), ("bic", full.bic)]:
+        assert s[key] == pytest.approx(value, rel=1e-6), key
     out, err = capsys.readouterr()
     assert "the design is singular: columns bmi, bmi again are collinear or constant" in err
-    assert f"undefined: std_error, t, p, adjusted_r2, dof: {why}" in out
+    assert f"undefined: {', '.join(undefined)}: {why}" in out
     assert re.search(r"  bmi +259.923 +undefined +undefined +undefined\n", out)
     assert "nan" not in out
 

@@ -55,6 +55,7 @@ def assert_is_glm(metrics, ref, params=1e-6, errors=1e-5, figures=1e-8):
     assert stats["scale"] == pytest.approx(ref.scale, rel=figures)
     assert stats["log_likelihood"] == pytest.approx(ref.llf, rel=figures)
     assert stats["aic"] == pytest.approx(ref.aic, rel=figures)
+    assert stats["bic"] == pytest.approx(ref.bic_llf, rel=figures)
     assert stats["dof"] == ref.df_resid
 
 

@@ -21,7 +21,7 @@ from hvd_linreg.ranks import Job
 
 SOURCE = "the rows passed to fit()"
 # The carried columns' names, in a model's metadata and in messages.
-WEIGHTS, OFFSET, FOLD = "weights", "offset", "fold"
+WEIGHTS, OFFSET, FOLD, GROUPS = "weights", "offset", "fold", "groups"
 
 
 def memory_shard(
@@ -32,21 +32,18 @@ def memory_shard(
     weights: Any = None,
     offset: Any = None,
     fold: Any = None,
+    groups: Any = None,
 ) -> Shard:
     """This rank's shard of the dataset that the ranks' rows X, y (and each row's weight,
-    offset and cross-validation fold) make in rank order. Each rank checks its own rows first;
-    the ranks agree on the first problem before any rows move."""
+    offset, cross-validation fold and cluster) make in rank order. Each rank checks its own
+    rows first; the ranks agree on the first problem before any rows move."""
     error, rows, names = None, None, None
     try:
-        names, target, rows = _own_rows(X, y, weights, offset, fold)
+        names, target, rows = _own_rows(X, y, weights, offset, fold, groups)
     except UsageError as e:
         error = e
     job.agree(error)
-    carried = Carried(
-        WEIGHTS if weights is not None else None,
-        OFFSET if offset is not None else None,
-        fold=FOLD if fold is not None else None,
-    )
+    carried = _carried(weights, offset, fold, groups)
     every = job.allgather((len(rows), names), name="fit_rows")
     for rank, (_, theirs) in enumerate(every):
         if theirs != names:
@@ -85,7 +82,15 @@ def memory_shard(
     return shard
 
 
-def _own_rows(X, y, weights, offset, fold=None) -> tuple[tuple[str, ...], str | None, np.ndarray]:
+def _carried(weights, offset, fold, groups) -> Carried:
+    """The carried columns of the arrays given, named as WEIGHTS ... GROUPS."""
+    given = [(WEIGHTS, weights), (OFFSET, offset), (None, None), (FOLD, fold), (GROUPS, groups)]
+    return Carried(*(name if values is not None else None for name, values in given))
+
+
+def _own_rows(
+    X, y, weights, offset, fold=None, groups=None
+) -> tuple[tuple[str, ...], str | None, np.ndarray]:
     """This rank's features' names, the target's, and its rows as float64 [X, weight, offset,
     y]; UsageError for anything that is not a number, of the wrong shape, or not finite."""
     names = tuple(str(c) for c in X.columns) if _named(X) else None
@@ -94,7 +99,7 @@ def _own_rows(X, y, weights, offset, fold=None) -> tuple[tuple[str, ...], str | 
     y_array = _numbers("y", y, 1)
     if names is None:
         names = tuple(f"w[{j}]" for j in range(X_array.shape[1]))
-    given = ((WEIGHTS, weights), (OFFSET, offset), (FOLD, fold))
+    given = ((WEIGHTS, weights), (OFFSET, offset), (FOLD, fold), (GROUPS, groups))
     given = [(what, v) for what, v in given if v is not None]
     carried = [(what, _numbers(what, values, 1)) for what, values in given]
     for what, array in [("y", y_array), *carried]:

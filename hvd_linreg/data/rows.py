@@ -50,24 +50,32 @@ class Carried:
     # --fold_column: each row's cross-validation fold, a whole number (data/folds.py); read
     # with the rows, not a field of Rows: only the penalized path's passes take it
     fold: str | None = None
+    # --groups: each row's cluster for --cov_type cluster (solvers/sandwich.py), read likewise
+    group: str | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
-        """The columns read, in this order: weight, offset, exposure, fold (those given)."""
-        given = (self.weight, self.offset, self.exposure, self.fold)
+        """The columns read, in this order: weight, offset, exposure, fold, group (those
+        given)."""
+        given = (self.weight, self.offset, self.exposure, self.fold, self.group)
         return tuple(name for name in given if name)
 
     @property
     def roles(self) -> tuple[str, ...]:
         """The flag of each column of names."""
-        flags = ("--weights", "--offset", "--exposure", "--fold_column")
-        given = (self.weight, self.offset, self.exposure, self.fold)
+        flags = ("--weights", "--offset", "--exposure", "--fold_column", "--groups")
+        given = (self.weight, self.offset, self.exposure, self.fold, self.group)
         return tuple(flag for flag, name in zip(flags, given) if name)
 
     @property
     def fold_index(self) -> int:
-        """The fold column's place among the carried columns (the last)."""
-        return len(self) - 1
+        """The fold column's place among the carried columns."""
+        return self.names.index(self.fold)
+
+    @property
+    def group_index(self) -> int:
+        """The group column's place among the carried columns (the last)."""
+        return self.names.index(self.group)
 
     def __len__(self) -> int:
         return len(self.names)

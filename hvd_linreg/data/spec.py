@@ -41,7 +41,7 @@ class DataSpec:
     @classmethod
     def of(cls, cfg: Config) -> DataSpec:
         """The reader settings of a run's Config."""
-        carried = Carried(cfg.weights, cfg.offset, cfg.exposure, cfg.fold_column)
+        carried = Carried(cfg.weights, cfg.offset, cfg.exposure, cfg.fold_column, cfg.groups)
         return cls(
             cfg.target,
             cfg.feature_columns,

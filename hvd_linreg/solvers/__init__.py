@@ -12,8 +12,15 @@ def optimum(
     job, shard, family, l2: float, names: Sequence[str] | None = None, cov_type: str = "nonrobust"
 ):
     """The exact optimum of the family's objective over the whole dataset, the same on every
-    rank, by the solver the family names; with cov_type HC0 or HC1, and no penalty, its robust
-    covariance too (sandwich.py: one more pass)."""
+    rank, by the solver the family names; with cov_type HC0, HC1 or cluster, and no penalty,
+    its robust covariance too (sandwich.py: one more pass); cluster's is robust to correlation
+    within the clusters that the shard's group column gives."""
+    if cov_type == "cluster" and shard.carried_columns.group is None:
+        from hvd_linreg.errors import UsageError
+
+        raise UsageError(
+            "--cov_type cluster needs --groups COL (groups= from Python): each row's cluster"
+        )
     if family.SOLVER == "least_squares":
         from hvd_linreg.solvers import least_squares
 
@@ -27,5 +34,5 @@ def optimum(
     from hvd_linreg.solvers import sandwich
 
     information = best.factor.information()
-    robust = sandwich.covariance(job, shard, family, best.params, information, cov_type)
-    return replace(best, robust=robust, cov_type=cov_type)
+    robust, clusters = sandwich.covariance(job, shard, family, best.params, information, cov_type)
+    return replace(best, robust=robust, cov_type=cov_type, clusters=clusters)

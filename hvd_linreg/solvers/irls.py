@@ -65,8 +65,9 @@ class Fit:
     method: str  # "Newton" for a canonical link, else "Fisher scoring"
     # √W [Xc rc] = Q R at params: the Fisher information XcᵀWXc = R[:F, :F]ᵀ R[:F, :F]
     factor: Factor = field(repr=False)
-    robust: np.ndarray | None = None  # --cov_type HC0/HC1: the sandwich covariance
+    robust: np.ndarray | None = None  # --cov_type HC0/HC1/cluster: the sandwich covariance
     cov_type: str = "nonrobust"
+    clusters: int | None = None  # --cov_type cluster: how many
 
 
 def optimum(job: Job, shard, family: Family, l2: float) -> Fit:

@@ -147,11 +147,7 @@ def _triangular_least_squares(
     """w minimising ‖upper w - rhs‖ by the triangular solve, or the minimum-norm one (in the
     columns' unit-norm scaling) when the columns are dependent; which columns those are; and
     the scaled upper's condition number."""
-    scale = np.linalg.norm(upper, axis=0)
-    scale[scale == 0] = 1.0
-    scaled = upper / scale
-    s = np.linalg.svd(scaled, compute_uv=False)
-    tolerance = len(s) * np.finfo(np.float64).eps * (s[0] if len(s) else 0.0)
+    scaled, scale, s, tolerance = _unit_columns(upper)
     if len(s) == 0 or s[-1] > tolerance:
         solved = solve_triangular(upper, rhs, lower=False)
         return solved, (), float(s[0] / s[-1]) if len(s) else 1.0
@@ -160,6 +156,24 @@ def _triangular_least_squares(
     w = vt[kept].T @ ((u[:, kept].T @ rhs) / s[kept])
     involved = np.any(np.abs(vt[~kept]) > _INVOLVED, axis=0)
     return w / scale, tuple(np.flatnonzero(involved).tolist()), np.inf
+
+
+def _unit_columns(upper: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """upper with its columns scaled to unit norm, the scales, its singular values, and the
+    tolerance below which one counts as 0: F · eps · the largest (NumPy's matrix_rank)."""
+    scale = np.linalg.norm(upper, axis=0)
+    scale[scale == 0] = 1.0
+    scaled = upper / scale
+    s = np.linalg.svd(scaled, compute_uv=False)
+    return scaled, scale, s, len(s) * np.finfo(np.float64).eps * (s[0] if len(s) else 0.0)
+
+
+def design_rank(factor: Factor) -> int:
+    """The rank of the design with its intercept, as the solve counts it: 1 + the centred
+    features' singular values above the tolerance."""
+    F = len(factor.x_mean)
+    _, _, s, tolerance = _unit_columns(factor.r[:F, :F])
+    return 1 + int(np.count_nonzero(s > tolerance))
 
 
 def residual_gradient(job: Job, shard: Shard, factor: Factor, w: np.ndarray) -> np.ndarray:
@@ -206,8 +220,9 @@ class Optimum:
     factor: Factor
     l2: float  # the ridge penalty it was solved with
     dependent: tuple[int, ...] = ()  # the columns that make the design singular, if any
-    robust: np.ndarray | None = None  # --cov_type HC0/HC1: the sandwich covariance
+    robust: np.ndarray | None = None  # --cov_type HC0/HC1/cluster: the sandwich covariance
     cov_type: str = "nonrobust"
+    clusters: int | None = None  # --cov_type cluster: how many
 
     @property
     def objective(self) -> float:

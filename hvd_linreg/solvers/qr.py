@@ -6,7 +6,7 @@ from. least_squares.py's docstring says how the two are chosen and why a QR."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.linalg import solve_triangular
@@ -42,6 +42,7 @@ class Factor:
     y_mean: float
     count: int  # rows over all ranks
     weight: float = 0.0  # the weights' sum over all ranks (the rows, unweighted)
+    log_weight: float = 0.0  # Σ log w over the rows (WLS's log-likelihood has it); 0 unweighted
 
     @property
     def y_ss(self) -> float:
@@ -112,12 +113,10 @@ def factorise(job: Job, shard: Shard) -> Factor:
 
     def blocks() -> Iterator[Block]:
         for X, y, weight in _blocks(shard, rows):
-            yield np.c_[X, y], weight, _NOTHING
+            yield np.c_[X, y], weight, [0.0 if weight is None else float(np.log(weight).sum())]
 
-    return factorise_blocks(job, blocks, n)[0]
-
-
-_NOTHING = np.zeros(0)
+    factor, (log_weight,) = factorise_blocks(job, blocks, n, extra=1)
+    return replace(factor, log_weight=float(log_weight))
 
 
 def factorise_blocks(

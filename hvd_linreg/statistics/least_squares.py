@@ -1,16 +1,24 @@
-"""Statistics of the exact fit, as an ordinary least squares package reports them: R², adjusted
-R², RMSE, and each coefficient's standard error, t value and two-sided p value. A statistic the
-fit does not define is None, with the reason in Statistics.undefined: never a number that means
-nothing."""
+"""Statistics of the exact fit, as statsmodels' OLS and WLS report them: R², adjusted R², RMSE,
+the F test that every w is 0 and its p value, the log-likelihood (of normal errors, WLS's with
+weights), AIC, BIC, the (weighted) residual sum of squares, the condition number, and each
+coefficient's standard error, t value and two-sided p value. A statistic the fit does not
+define is None, with the reason in Statistics.undefined: never a number that means nothing."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from hvd_linreg.solvers.least_squares import Optimum
-from hvd_linreg.statistics.table import cell, coefficient_lines, two_sided_p
+from hvd_linreg.solvers.least_squares import Optimum, design_rank
+from hvd_linreg.statistics.table import (
+    SHOWN_COEFFICIENTS,
+    cell,
+    coefficient_lines,
+    robust_errors,
+    two_sided_p,
+)
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,14 @@ class Statistics:
     dof: int | None  # residual degrees of freedom, N - F - 1
     undefined: dict[str, str] = field(default_factory=dict)  # statistic -> why it is None
     cov_type: str = "nonrobust"  # the standard errors' (--cov_type)
+    clusters: int | None = None  # --cov_type cluster: G (t and F take G - 1 degrees of freedom)
+    rss: float = 0.0  # Σ w (y - ŷ)²: the residual sum of squares, weighted where rows are
+    f_value: float | None = None  # every w = 0: (ESS / F) / (RSS / dof); a Wald F when robust
+    f_p: float | None = None
+    log_likelihood: float | None = None  # of independent normal errors of variance σ² / w
+    aic: float | None = None  # -2 log-likelihood + 2 (F + 1)
+    bic: float | None = None  # -2 log-likelihood + log(N) (F + 1)
+    condition_number: float | None = None  # √(λmax / λmin) of AᵀWA, A = [X 1], as statsmodels
 
     def as_json(self) -> dict:
         return {
@@ -38,22 +54,37 @@ class Statistics:
             "adjusted_r2": self.adjusted_r2,
             "rmse": self.rmse,
             "dof": self.dof,
+            "rss": self.rss,
+            "f_value": self.f_value,
+            "f_p": self.f_p,
+            "log_likelihood": self.log_likelihood,
+            "aic": self.aic,
+            "bic": self.bic,
+            "condition_number": self.condition_number,
             "cov_type": self.cov_type,
+            "clusters": self.clusters,
             "coefficients": [vars(c) for c in self.coefficients],
             "undefined": self.undefined,
         }
 
-    def table(self) -> list[str]:
-        """The fit statistics and coefficient table that the run's summary ends with."""
+    def table(self, limit: int | None = SHOWN_COEFFICIENTS) -> list[str]:
+        """The fit statistics and coefficient table that the run's summary ends with: every
+        coefficient up to limit (None: every one)."""
         dof = "" if self.dof is None else f", {self.dof} residual degrees of freedom"
         first = (
             f"Statistics of the exact optimum: R² {cell(self.r2, '.6g')}, adjusted R² "
             f"{cell(self.adjusted_r2, '.6g')}, RMSE {self.rmse:.6g}{dof}"
         )
         if self.cov_type != "nonrobust":
-            first += f"; {self.cov_type} robust standard errors"
+            first += f"; {robust_errors(self.cov_type, self.clusters)}"
+        second = (
+            f"  F {cell(self.f_value, '.6g')} (p {cell(self.f_p, '.3g')}), log-likelihood "
+            f"{cell(self.log_likelihood, '.6g')}, AIC {cell(self.aic, '.6g')}, BIC "
+            f"{cell(self.bic, '.6g')}, residual sum of squares {self.rss:.6g}, condition number "
+            f"{cell(self.condition_number, '.4g')}"
+        )
         rows = [(c.name, c.estimate, c.std_error, c.t, c.p) for c in self.coefficients]
-        return [first, *coefficient_lines(rows, "t", self.undefined)]
+        return [first, second, *coefficient_lines(rows, "t", self.undefined, limit)]
 
 
 def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> Statistics:
@@ -75,11 +106,12 @@ def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> 
         why = f"{n} rows for {k} coefficients: no residual degrees of freedom"
     elif optimum.dependent:
         why = "the design is singular (features collinear or constant)"
+    whole = _whole_table(optimum, rss, undefined)
     if why is not None:
-        for name in ("std_error", "t", "p", "adjusted_r2", "dof"):
+        for name in ("std_error", "t", "p", "adjusted_r2", "dof", "f_value", "f_p"):
             undefined.setdefault(name, why)
         estimates = [Coefficient(nm, v, None, None, None) for nm, v in zip(names, params.tolist())]
-        return Statistics(estimates, r2, None, rmse, None, undefined)
+        return Statistics(estimates, r2, None, rmse, None, undefined, **whole)
     dof = n - k
     # Var(w) = σ² (Xcᵀ Xc)⁻¹ = σ² R⁻¹ R⁻ᵀ; b = ȳ - x̄·w, with ȳ and w uncorrelated:
     # Var(b) = σ² (1/N + x̄ᵀ (Xcᵀ Xc)⁻¹ x̄); weighted, as WLS: Xc = √W (X - x̄_w), 1/Σw
@@ -90,12 +122,71 @@ def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> 
         variance = factor.variances()
         variance[-1] += 1.0 / factor.weight  # Σ w: the rows, unweighted
         std_error = np.sqrt(sigma2 * variance)
+    inference = dof if optimum.clusters is None else optimum.clusters - 1  # Stata's, and
+    # statsmodels' with use_t: a cluster-robust t has G - 1 degrees of freedom
     if sigma2 > 0:
         t = params / std_error
-        columns = zip(names, params.tolist(), std_error.tolist(), t.tolist(), two_sided_p(t, dof))
+        p = two_sided_p(t, inference)
+        columns = zip(names, params.tolist(), std_error.tolist(), t.tolist(), p)
     else:
         undefined["t"] = undefined["p"] = "the fit is exact (zero residuals)"
         columns = zip(names, params.tolist(), std_error.tolist(), [None] * k, [None] * k)
     adjusted = None if r2 is None else 1.0 - (1.0 - r2) * (n - 1) / dof
     coefficients = [Coefficient(*c) for c in columns]
-    return Statistics(coefficients, r2, adjusted, rmse, dof, undefined, optimum.cov_type)
+    whole.update(_f_test(optimum, rss, inference, undefined))
+    return Statistics(
+        coefficients,
+        r2,
+        adjusted,
+        rmse,
+        dof,
+        undefined,
+        optimum.cov_type,
+        optimum.clusters,
+        **whole,
+    )
+
+
+def _whole_table(optimum: Optimum, rss: float, undefined: dict) -> dict:
+    """The residual sum of squares, the normal log-likelihood with AIC and BIC (statsmodels'
+    OLS and WLS: -n/2 (1 + log(2π RSS / n)) + Σ log w / 2, and the design's rank as the count
+    of coefficients, so a singular design has them too), and the condition number."""
+    factor = optimum.factor
+    n, k = factor.count, design_rank(factor) if optimum.dependent else len(optimum.params)
+    out: dict = {"rss": rss}
+    reason = None
+    if optimum.l2 > 0:
+        reason = "a ridge fit (--l2 > 0): not a maximum of the likelihood"
+    elif not rss > 0:
+        reason = "the fit is exact (zero residuals)"
+    if reason is None:
+        ll = -n / 2 * (1 + math.log(2 * math.pi * rss / n)) + factor.log_weight / 2
+        out.update(log_likelihood=ll, aic=-2 * ll + 2 * k, bic=-2 * ll + math.log(n) * k)
+    else:
+        for name in ("log_likelihood", "aic", "bic"):
+            undefined.setdefault(name, reason)
+    eigenvalues = np.linalg.eigvalsh(factor.information())
+    if eigenvalues[0] > 0:
+        out["condition_number"] = float(np.sqrt(eigenvalues[-1] / eigenvalues[0]))
+    else:
+        undefined["condition_number"] = "the design is singular"
+    return out
+
+
+def _f_test(optimum: Optimum, rss: float, dof: int, undefined: dict) -> dict:
+    """The F test that every w is 0: (ESS / F) / (RSS / dof), or with robust errors the Wald
+    test w' V⁻¹ w / F on their covariance, as statsmodels; p from F(F, dof) (cluster: G - 1)."""
+    from scipy.special import fdtrc
+
+    w = optimum.params[:-1]
+    F = len(w)
+    if F == 0 or not rss > 0:
+        undefined["f_value"] = undefined["f_p"] = (
+            "no features to test" if F == 0 else "the fit is exact (zero residuals)"
+        )
+        return {}
+    if optimum.robust is not None:
+        value = float(w @ np.linalg.solve(optimum.robust[:F, :F], w)) / F
+    else:
+        value = (optimum.factor.y_ss - rss) / F / (rss / dof)
+    return {"f_value": value, "f_p": float(fdtrc(F, dof, value))}

@@ -1,7 +1,7 @@
 """Maximum likelihood's statistics of an IRLS fit, as statsmodels' GLM reports them: Wald
 standard errors from the inverse Fisher information (times the scale where it is estimated),
-z and p values, the log-likelihood, the deviance, the intercept-only model's, and McFadden's
-pseudo-R²."""
+z and p values, the log-likelihood with AIC and BIC, the deviance, the intercept-only
+model's, and McFadden's pseudo-R²."""
 
 from __future__ import annotations
 
@@ -11,7 +11,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hvd_linreg.solvers.irls import Fit
-from hvd_linreg.statistics.table import cell, coefficient_lines
+from hvd_linreg.statistics.table import (
+    SHOWN_COEFFICIENTS,
+    cell,
+    coefficient_lines,
+    robust_errors,
+)
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,8 @@ class Statistics:
     gradient_norm: float
     undefined: dict[str, str] = field(default_factory=dict)  # statistic -> why it is None
     cov_type: str = "nonrobust"  # the standard errors' (--cov_type)
+    bic: float | None = None  # -2 log-likelihood + log(N) coefficients: statsmodels' bic_llf
+    clusters: int | None = None  # --cov_type cluster: how many
 
     def as_json(self) -> dict:
         return {
@@ -51,16 +58,19 @@ class Statistics:
             "pearson_chi2": self.pearson_chi2,
             "scale": self.scale,
             "aic": self.aic,
+            "bic": self.bic,
             "dof": self.dof,
             "iterations": self.iterations,
             "gradient_norm": self.gradient_norm,
             "cov_type": self.cov_type,
+            "clusters": self.clusters,
             "coefficients": [vars(c) for c in self.coefficients],
             "undefined": self.undefined,
         }
 
-    def table(self) -> list[str]:
-        """The fit statistics and coefficient table that the run's summary ends with."""
+    def table(self, limit: int | None = SHOWN_COEFFICIENTS) -> list[str]:
+        """The fit statistics and coefficient table that the run's summary ends with: every
+        coefficient up to limit (None: every one)."""
         # For a 0/1 target the deviance is -2 x the log-likelihood: it says nothing more.
         ll = self.log_likelihood
         binary = ll is not None and abs(self.deviance + 2 * ll) <= 1e-9 * max(abs(self.deviance), 1)
@@ -73,15 +83,15 @@ class Statistics:
         )
         first = (
             f"Statistics of the exact optimum: log-likelihood {cell(ll, '.6g')}, AIC "
-            f"{cell(self.aic, '.6g')}, "
+            f"{cell(self.aic, '.6g')}, BIC {cell(self.bic, '.6g')}, "
             f"null log-likelihood {cell(self.null_log_likelihood, '.6g')}, McFadden's "
             f"pseudo-R² {cell(self.pseudo_r2, '.6g')}{deviance}; {self.method}: "
             f"{self.iterations} iterations, gradient norm {self.gradient_norm:.3g}"
         )
         if self.cov_type != "nonrobust":
-            first += f"; {self.cov_type} robust standard errors"
+            first += f"; {robust_errors(self.cov_type, self.clusters)}"
         rows = [(c.name, c.estimate, c.std_error, c.z, c.p) for c in self.coefficients]
-        return [first, *coefficient_lines(rows, "z", self.undefined)]
+        return [first, *coefficient_lines(rows, "z", self.undefined, limit)]
 
 
 def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statistics:
@@ -93,7 +103,7 @@ def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statisti
     ll, null = fit.log_likelihood, fit.null_log_likelihood
     if not math.isfinite(ll):
         ll = null = None
-        for name in ("log_likelihood", "null_log_likelihood", "pseudo_r2", "aic"):
+        for name in ("log_likelihood", "null_log_likelihood", "pseudo_r2", "aic", "bic"):
             undefined[name] = "the family's density has no closed form; see the deviance"
     elif null is None or null == 0:
         undefined["null_log_likelihood"] = undefined["pseudo_r2"] = "the target is constant"
@@ -102,6 +112,7 @@ def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statisti
         undefined["null_deviance"] = "the target is constant"
     pseudo_r2 = None if null is None else 1.0 - ll / null
     aic = None if ll is None else -2.0 * ll + 2.0 * k
+    bic = None if ll is None else -2.0 * ll + math.log(n) * k
     figures = (ll, null, pseudo_r2, fit.deviance, fit.null_deviance, fit.pearson, fit.scale)
     figures += (aic, n - k)
     fitting = (fit.method, fit.iterations, fit.gradient_norm)
@@ -114,7 +125,7 @@ def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statisti
         for name in ("std_error", "z", "p"):
             undefined[name] = why
         estimates = [Coefficient(nm, v, None, None, None) for nm, v in zip(names, params.tolist())]
-        return Statistics(estimates, *figures, *fitting, undefined)
+        return Statistics(estimates, *figures, *fitting, undefined, bic=bic)
     # Var(θ) = φ (AᵀWA)⁻¹, A = [X 1]: from the factor of the centred √W X, as least squares'
     # Var(b) = φ (1/ΣW + x̄ᵀ (XcᵀWXc)⁻¹ x̄).
     if fit.robust is not None:  # --cov_type HC0/HC1: the sandwich's
@@ -127,4 +138,4 @@ def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statisti
     p = [math.erfc(abs(v) / math.sqrt(2.0)) for v in z.tolist()]
     columns = zip(names, params.tolist(), std_error.tolist(), z.tolist(), p)
     coefficients = [Coefficient(*c) for c in columns]
-    return Statistics(coefficients, *figures, *fitting, undefined, fit.cov_type)
+    return Statistics(coefficients, *figures, *fitting, undefined, fit.cov_type, bic, fit.clusters)

@@ -77,7 +77,9 @@ class PathStatistics:
             "passes": fit.passes,
         }
 
-    def table(self) -> list[str]:
+    def table(self, limit: int | None = None) -> list[str]:
+        """The path, then the chosen model's every coefficient (limit: as the other tables
+        take it; a penalized model's are listed whole)."""
         fit, cv = self.fit, self.fit.cv
         s = fit.settings
         scaled = "standardized" if s.standardize else "as they are"

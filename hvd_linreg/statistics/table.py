@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-SHOWN_WEIGHTS = 8  # the summary lists at most this many w's; the JSON has all of them
+SHOWN_WEIGHTS = 8  # the summary's "w:" line lists at most this many; its table lists more
+SHOWN_COEFFICIENTS = 200  # the command line's table lists up to this many w's; fit()'s, all
 
 
 def cell(value: float | None, spec: str) -> str:
@@ -15,12 +16,13 @@ def coefficient_lines(
     rows: list[tuple[str, float, float | None, float | None, float | None]],
     statistic: str,
     undefined: dict[str, str],
+    limit: int | None = SHOWN_COEFFICIENTS,
 ) -> list[str]:
     """The coefficient table, (name, estimate, std error, test statistic, p) per row with b
-    last: the first SHOWN_WEIGHTS w's and b (the metrics JSON has all); an undefined statistic
-    says so, and the lines below say why."""
+    last: every w up to limit (None: every one; past it, the first limit and b, and where the
+    rest are); an undefined statistic says so, and the lines below say why."""
     weights = rows[:-1]
-    shown = [*weights[:SHOWN_WEIGHTS], rows[-1]]
+    shown = [*weights[:limit], rows[-1]]
     width = max(12, 1 + max(len(row[0]) for row in shown))  # a name longer than 11 keeps a space
     lines = [f"  {'coefficient':<{width}}{'estimate':>14}{'std error':>14}{statistic:>11}{'p':>11}"]
     for name, estimate, std_error, stat, p in shown:
@@ -28,13 +30,24 @@ def coefficient_lines(
             f"  {name:<{width}}{estimate:>14.6g}{cell(std_error, '.6g'):>14}"
             f"{cell(stat, '.4g'):>11}{cell(p, '.3g'):>11}"
         )
-    if len(weights) > SHOWN_WEIGHTS:
-        lines.insert(-1, f"  ... ({len(weights)} w's in all: every one in --metrics_json)")
+    if limit is not None and len(weights) > limit:
+        lines.insert(
+            -1,
+            f"  ... ({len(weights)} w's in all: every one in --metrics_json, and in "
+            "hvd_linreg.fit's summary())",
+        )
     reasons: dict[str, list[str]] = {}
     for name, why in undefined.items():
         reasons.setdefault(why, []).append(name)
     lines += [f"  undefined: {', '.join(names)}: {why}" for why, names in reasons.items()]
     return lines
+
+
+def robust_errors(cov_type: str, clusters: int | None) -> str:
+    """The summary's words for robust standard errors."""
+    if clusters is not None:
+        return f"cluster-robust standard errors ({clusters} clusters)"
+    return f"{cov_type} robust standard errors"
 
 
 def two_sided_p(t: np.ndarray, dof: int) -> list[float]:

@@ -129,6 +129,13 @@ def build_model_parser(command: str) -> argparse.ArgumentParser:
             help="a classifier (--model logistic): write the class, 1 where the probability "
             "is above T and 0 elsewhere, instead of the probability",
         )
+        p.add_argument(
+            "--keep_columns",
+            "--keep-columns",
+            metavar="A,B",
+            help="copy these columns of --data (an ID, say) beside each prediction, as the file "
+            "writes them, in its row order (--out .csv)",
+        )
     else:
         p.add_argument(
             "--metrics_json",
@@ -146,7 +153,7 @@ def run_model_command(command: str, argv: list[str]) -> int:
     from hvd_linreg import predict  # checks the model and data first; starts no TensorFlow
 
     if command == "predict":
-        return predict.predict(args.model, args.data, args.out, args.threshold)
+        return predict.predict(args.model, args.data, args.out, args.threshold, args.keep_columns)
     return predict.evaluate(args.model, args.data, args.metrics_json)
 
 

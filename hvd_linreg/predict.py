@@ -33,15 +33,24 @@ from hvd_linreg.ranks import Job
 OUTPUT_FORMATS = (".npy", ".csv")
 
 
-def predict(model_path: str, data_path: str, out: str, threshold: float | None = None) -> int:
+def predict(
+    model_path: str,
+    data_path: str,
+    out: str,
+    threshold: float | None = None,
+    keep: str | None = None,
+) -> int:
     """Write the model's prediction for every row of the data file to out, in its order; with
-    a threshold, a classifier's class instead of its probability."""
+    a threshold, a classifier's class instead of its probability; keep: the file's columns
+    (comma-separated names) to copy beside each prediction, as they are written there."""
     if Path(out).suffix.lower() not in OUTPUT_FORMATS:
         raise UsageError(f"--out {out} must end in .npy or .csv (the format it is written in)")
     if threshold is not None and not 0 < threshold < 1:
         raise UsageError(f"--threshold {threshold:g} must be between 0 and 1 (a probability)")
     request = Request.check(model_path, data_path, need_target=False)
+    kept = kept_columns(request.data, keep, out)
     job = ranks.init(horovod=False)  # numbers and a file: neither Horovod nor TensorFlow
+    request.say_ignored(job, "predict")
     family = families.get(request.model.family, request.model.link, request.model.power)
     if threshold is not None and family.classes is None:
         raise UsageError(
@@ -54,16 +63,74 @@ def predict(model_path: str, data_path: str, out: str, threshold: float | None =
     if threshold is not None:
         mine = family.classes(mine, threshold)
     predictions = np.concatenate(job.allgather(mine, name="predictions"))
+    error = None
     if job.is_root:  # only rank 0 writes, so ranks never race on the same file
-        write_predictions(Path(out), predictions)
+        try:
+            columns = read_kept(request.data, kept, len(predictions)) if kept else None
+            write_predictions(Path(out), predictions, kept, columns)
+        except UsageError as e:
+            error = e
+    job.agree(error)
+    if job.is_root:
         job.log(f"hvd-linreg predict: {len(predictions)} predictions written to {out}")
     return 0
+
+
+def kept_columns(data: DataFile, keep: str | None, out: str) -> list[str]:
+    """--keep_columns as names of the data file's columns, checked before any row is read."""
+    if keep is None:
+        return []
+    names = [n.strip() for n in keep.split(",")]
+    if not all(names) or len(set(names)) < len(names):
+        raise UsageError(f"--keep_columns takes distinct column names, got {keep!r}")
+    if data.names is None:
+        raise UsageError(
+            f"--keep_columns names columns of a CSV or Parquet file; {data.path} has no names"
+        )
+    missing = [n for n in names if n not in data.names]
+    if missing:
+        raise UsageError(f"{data.path} has no column {', '.join(missing)} (--keep_columns)")
+    if Path(out).suffix.lower() != ".csv":
+        raise UsageError(
+            f"--keep_columns writes its columns beside the predictions in a CSV file: --out "
+            f"{out} must end in .csv"
+        )
+    return names
+
+
+def read_kept(data: DataFile, names: list[str], count: int) -> list[list[str]]:
+    """The kept columns' cells as the file writes them (a CSV's text, a Parquet file's values
+    as text), one list per row in the file's order: read by rank 0 alone, these columns only."""
+    try:
+        if data.header is not None:
+            import csv
+
+            at = [data.names.index(n) for n in names]
+            with open(data.path, newline="", encoding="utf-8", errors="replace") as f:
+                reader = csv.reader(f)
+                next(reader)  # the header
+                rows = [[row[j] if j < len(row) else "" for j in at] for row in reader if row]
+        else:
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(data.path, columns=names)
+            cells = [table.column(n).to_pylist() for n in names]
+            rows = [["" if v is None else str(v) for v in row] for row in zip(*cells)]
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read --keep_columns from {data.path}: {e}") from None
+    if len(rows) != count:
+        raise UsageError(
+            f"{data.path}: --keep_columns read {len(rows)} rows but the model predicted "
+            f"{count}; the file's lines are not one row each"
+        )
+    return rows
 
 
 def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
     """Print the model's scores on the data file (it needs the target column)."""
     request = Request.check(model_path, data_path, need_target=True)
     job = ranks.init(horovod=False)
+    request.say_ignored(job, "evaluate")
     rows = request.read(job, "--metrics_json", metrics_json)
     from hvd_linreg.report import write_json
 
@@ -122,6 +189,7 @@ class Columns:
     carried: list[int] = field(default_factory=list)
     carried_columns: Carried = NOTHING_CARRIED
     levels: Levels = field(default_factory=dict)  # the categorical columns' (the model's)
+    ignored: tuple[str, ...] = ()  # the file's columns the model does not use: passed over
 
     @property
     def num_features(self) -> int:
@@ -186,17 +254,12 @@ def _match_names(data: DataFile, model: ExportedModel) -> Columns:
     fold = carried.fold  # the folds it was cross-validated on: a column to pass over
     carried = Carried(weight, carried.offset, carried.exposure)
     known = {*features, model.target_name, *carried.names, fold}
-    others = [n for n in names if n not in known]
-    if others:
-        target = f" nor its target {model.target_name}" if model.target_name else ""
-        raise UsageError(
-            f"{data.path} has the column {', '.join(others)}: neither one of the model "
-            f"{model.path}'s features ({', '.join(features)}){target}"
-        )
+    others = tuple(n for n in names if n not in known)
     target = names.index(model.target_name) if model.target_name in names else None
     chosen = [names.index(n) for n in carried.names]
     levels = {names.index(n): levels for n, levels in (model.levels or {}).items()}
-    return Columns([names.index(n) for n in features], target, chosen, carried, levels)
+    features = [names.index(n) for n in features]
+    return Columns(features, target, chosen, carried, levels, others)
 
 
 @dataclass(frozen=True)
@@ -220,6 +283,16 @@ class Request:
             )
             raise UsageError(f"{data_path} has {what}; evaluate needs the target too")
         return cls(model, data, columns)
+
+    def say_ignored(self, job: Job, command: str) -> None:
+        """Rank 0 names, in one line, the file's columns that the model does not use."""
+        ignored = self.columns.ignored
+        if ignored and job.is_root:
+            job.log(
+                f"hvd-linreg {command}: passing over the column{'s' * (len(ignored) > 1)} "
+                f"{', '.join(ignored)} of {self.data.path}: the model does not use "
+                f"{'them' if len(ignored) > 1 else 'it'}"
+            )
 
     def read(self, job: Job, flag: str, output: str | None) -> Rows:
         """This rank's block of rows (the target empty without one; the weights and offsets
@@ -288,11 +361,23 @@ class Request:
         return block, start
 
 
-def write_predictions(path: Path, predictions: np.ndarray) -> None:
+def write_predictions(
+    path: Path, predictions: np.ndarray, kept: list[str] = (), columns: list | None = None
+) -> None:
     """Atomically: .npy (float64), or .csv with the header `prediction` and values that read
-    back exactly."""
+    back exactly; the kept columns' names and cells before it."""
     if path.suffix.lower() == ".npy":
         atomic_write(path, lambda f: np.save(f, predictions))
         return
-    text = "prediction\n" + "".join(f"{v!r}\n" for v in predictions.tolist())
-    atomic_write(path, lambda f: f.write(text.encode()))
+    if not kept:
+        text = "prediction\n" + "".join(f"{v!r}\n" for v in predictions.tolist())
+        atomic_write(path, lambda f: f.write(text.encode()))
+        return
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([*kept, "prediction"])
+    writer.writerows([*cells, repr(v)] for cells, v in zip(columns, predictions.tolist()))
+    atomic_write(path, lambda f: f.write(buffer.getvalue().encode()))

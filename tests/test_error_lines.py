@@ -293,11 +293,19 @@ def test_predict_on_a_csv_file_without_a_feature_is_refused(model, tmp_path, cap
     )
 
 
-def test_predict_on_a_csv_file_with_a_column_the_model_lacks_is_refused(model, tmp_path, capsys):
+def test_columns_to_keep_that_cannot_be_kept_are_refused(model, tmp_path, capsys):
+    """A column the model does not use is passed over; one that --keep_columns cannot copy
+    (not in the file, a file without names, a .npy output) ends the run with exit 2."""
     data = _csv(tmp_path / "d.csv", ["a", "b", "t", "z"], np.zeros((3, 4)))
-    assert refused(capsys, _predict(model, data, tmp_path)) == (
-        f"{data} has the column z: neither one of the model {model}'s features (a, b) nor its "
-        "target t"
+    keep = [*_predict(model, data, tmp_path), "--keep_columns"]
+    assert refused(capsys, [*keep, "z"]) == (
+        f"--keep_columns writes its columns beside the predictions in a CSV file: --out "
+        f"{tmp_path / 'p.npy'} must end in .csv"
+    )
+    keep[-2] = str(tmp_path / "p.csv")
+    assert refused(capsys, [*keep, "id"]) == f"{data} has no column id (--keep_columns)"
+    assert (
+        refused(capsys, [*keep, "z,z"]) == "--keep_columns takes distinct column names, got 'z,z'"
     )
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.metrics import mean_absolute_error, mean_squared_error, r2_score
 
@@ -228,6 +229,73 @@ def test_a_model_trained_on_csv_matches_columns_by_name(exported, tmp_path):
     assert read_metrics(tmp_path / "e.json")["mse"] == pytest.approx(
         mean_squared_error(y, np.load(f"{train}.npy")), rel=1e-12
     )
+
+
+@pytest.fixture(scope="module")
+def scoring(exported, tmp_path_factory):
+    """A model trained exactly on a CSV file of a, b, c, t, and a scoring file as users have
+    them: an ID column of words (one with a comma, quoted), a note, the features in another
+    order, and no target."""
+    where = tmp_path_factory.mktemp("scoring")
+    X, y = exported["X"], exported["y"]
+    train = _write_csv(where / "train.csv", ["a", "b", "c", "t"], np.column_stack([X, y]))
+    model = str(where / "model")
+    assert _tool(["--data", train, "--solver", "exact", "--export", model], where).returncode == 0
+    ids = [f"cust-{i:05d}" for i in range(len(X))]
+    ids[3] = '"Smith, Jane"'
+    lines = ["id,c,note,a,b"] + [
+        f"{ids[i]},{X[i, 2].item()!r},n{i % 7},{X[i, 0].item()!r},{X[i, 1].item()!r}"
+        for i in range(len(X))
+    ]
+    data = where / "score.csv"
+    data.write_text("\n".join(lines) + "\n")
+    return {"model": model, "data": str(data), "ids": [i.strip('"') for i in ids], "where": where}
+
+
+@pytest.mark.parametrize("size", [1, pytest.param(2, marks=pytest.mark.multiprocess)])
+def test_predict_keeps_the_ids_beside_the_predictions_in_file_order(
+    exported, scoring, size, tmp_path
+):
+    """Columns the model does not use are passed over, named in one line; --keep_columns
+    copies them, as the file writes them, beside each row's prediction, at any rank count."""
+    out = tmp_path / "p.csv"
+    args = ["predict", "--model", scoring["model"], "--data", scoring["data"], "--out", str(out)]
+    args += ["--keep_columns", "id,note"]
+    run = (
+        launch("mpirun", size, args, tmp_path, metrics=False) if size > 1 else _tool(args, tmp_path)
+    )
+    assert run.returncode == 0, run.output
+    assert run.stdout.count("passing over the columns id, note of") == 1
+    table = pd.read_csv(out, dtype={"id": str, "note": str})
+    assert list(table.columns) == ["id", "note", "prediction"]
+    assert table.id.tolist() == scoring["ids"]
+    assert table.note.tolist() == [f"n{i % 7}" for i in range(len(table))]
+    plain = tmp_path / "plain.npy"
+    assert (
+        _tool(
+            [
+                "predict",
+                "--model",
+                scoring["model"],
+                "--data",
+                exported["new.csv"],
+                "--out",
+                str(plain),
+            ],
+            tmp_path,
+        ).returncode
+        == 0
+    )
+    np.testing.assert_allclose(table.prediction.to_numpy(), np.load(plain), rtol=0, atol=1e-12)
+
+
+def test_evaluate_passes_over_the_columns_the_model_does_not_use(scoring, exported, tmp_path):
+    where = tmp_path / "with-id.csv"
+    frame = pd.read_csv(exported["new.csv"]).assign(id=[f"r{i}" for i in range(NUM_ROWS)])
+    frame.to_csv(where, index=False)
+    run = _tool(["evaluate", "--model", scoring["model"], "--data", str(where)], tmp_path)
+    assert run.returncode == 0, run.output
+    assert "passing over the column id of" in run.stdout and "MSE:" in run.stdout
 
 
 def _foreign_directory(path: Path) -> None:

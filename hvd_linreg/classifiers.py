@@ -22,6 +22,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 
+from hvd_linreg.data import frames
 from hvd_linreg.estimator_base import _check_iterations, _Exact, _positive
 from hvd_linreg.library import fit
 from hvd_linreg.penalized_estimators import _check_ratio, _folds
@@ -203,10 +204,12 @@ class LogisticRegressionCV(LogisticRegression):
                 standardize=False,
                 fold_alpha="sum",
             )
-            path = result.path
+            path, shard = result.path, result.report.shard
             back = np.argsort(order)  # the path's strengths in Cs' order
             folds = path.fold_coefficients[:, back]
-            scores.append(self._scores(job, X, y, sample_weight, fold, folds))
+            self.levels_ = dict(shard.levels or {})
+            coded = frames.new_rows(X, shard.columns, shard.levels) if shard.levels else X
+            scores.append(self._scores(job, coded, y, sample_weight, fold, folds))
             paths.append(folds)
             fulls.append(path.coefficients[back])
             passes.append(path.passes)

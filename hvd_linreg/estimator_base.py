@@ -56,7 +56,9 @@ class _Exact(BaseEstimator):
             mixed = mixed_text_column(X) if hasattr(X, "columns") else None
             if mixed is not None:  # not "could not convert string to float": name the cell
                 raise mixed
-            X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=not self._classifier)
+            frame = X if _has_levels(X) else None  # words, categories: fit() codes them
+            dtype = object if frame is not None else np.float64
+            X, y = validate_data(self, X, y, dtype=dtype, y_numeric=not self._classifier)
             if len(X) < 2:
                 raise ValueError(f"{type(self).__name__} needs at least 2 samples, got 1 sample")
             sample_weight = _check_sample_weight(
@@ -75,7 +77,9 @@ class _Exact(BaseEstimator):
         if rows == 0:
             raise ValueError("every sample_weight is 0: there are no rows to fit")
         names = getattr(self, "feature_names_in_", None)
-        if names is not None:
+        if frame is not None:
+            X = frame
+        elif names is not None:
             import pandas as pd
 
             X = pd.DataFrame(X, columns=[str(c) for c in names])
@@ -92,6 +96,7 @@ class _Exact(BaseEstimator):
         self.intercept_ = float(params[-1])
         self.n_iter_ = result.iterations
         self.summary_ = result.summary()
+        self.levels_ = dict(result.report.shard.levels or {})
         self._fitted(result)
 
     def _fit_settings(self, job, weight_sum: float, rows: float, local_rows: int) -> dict:
@@ -104,7 +109,15 @@ class _Exact(BaseEstimator):
 
     def _linear_predictor(self, X) -> np.ndarray:
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        levels = getattr(self, "levels_", None)
+        if levels:  # coded with the fit's levels, by the columns' names
+            from hvd_linreg.data import frames
+
+            validate_data(self, X, dtype=object, reset=False)
+            columns = tuple(str(c) for c in self.feature_names_in_)
+            X = frames.new_rows(X, columns, levels).to_numpy(np.float64)
+        else:
+            X = validate_data(self, X, dtype=np.float64, reset=False)
         return X @ np.ravel(self.coef_) + np.ravel(self.intercept_)[0]
 
     def summary(self) -> str:
@@ -112,6 +125,15 @@ class _Exact(BaseEstimator):
         p-value and confidence interval, and the fit's statistics."""
         check_is_fitted(self)
         return self.summary_
+
+
+def _has_levels(X) -> bool:
+    """Whether X is a DataFrame with columns of words, categories or booleans."""
+    if not hasattr(X, "columns") or not hasattr(X, "dtypes"):
+        return False
+    from hvd_linreg.data.frames import kind
+
+    return any(kind(X[c]) is not None for c in X.columns)
 
 
 def _check_iterations(estimator) -> None:

@@ -26,8 +26,8 @@ NOT_FOR_FIT = {
     "offset": "pass the offset as fit(X, y, offset=o)",
     "exposure": "pass log(exposure) as fit(X, y, offset=np.log(exposure))",
     "missing": "drop the rows holding NaN before fit(): it takes the rows as they are given",
-    "categorical": "pass the dummies as columns of X (pandas.get_dummies(drop_first=True))",
-    "max_levels": "pass the dummies as columns of X (pandas.get_dummies(drop_first=True))",
+    "categorical": "pass the column with pandas' category dtype (X[c].astype('category')): "
+    "words, categories and booleans are coded as levels",
     "num_samples": "the rows passed are the dataset",
     "num_features": "the rows passed are the dataset",
     "elastic": "elastic runs are the command line's (hvd-linreg --elastic)",
@@ -165,6 +165,11 @@ class FitResult:
         """The model's mean for each row of X (with each row's offset), in float64."""
         from hvd_linreg.data.memory import features_of
 
+        shard = self.report.shard
+        if shard.levels:  # columns of words or categories: coded with the fit's levels
+            from hvd_linreg.data import frames
+
+            X = frames.new_rows(X, shard.columns, shard.levels)
         X = features_of(X, self.report.result.params.shape[0] - 1)
         return self.report.family.predict(self.params, X, offset)
 

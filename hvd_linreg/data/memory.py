@@ -11,6 +11,7 @@ import numpy as np
 
 from hvd_linreg.buffers import aligned_empty
 from hvd_linreg.config import Config
+from hvd_linreg.data import frames
 from hvd_linreg.data.categorical import mixed_column, reads_as_number
 from hvd_linreg.data.holdout import Holdout, to_owners
 from hvd_linreg.data.layout import layout_for
@@ -37,6 +38,7 @@ def memory_shard(
     """This rank's shard of the dataset that the ranks' rows X, y (and each row's weight,
     offset, cross-validation fold and cluster) make in rank order. Each rank checks its own
     rows first; the ranks agree on the first problem before any rows move."""
+    X, levels, columns = _coded(cfg, job, X)
     error, rows, names = None, None, None
     try:
         names, target, rows = _own_rows(X, y, weights, offset, fold, groups)
@@ -71,6 +73,8 @@ def memory_shard(
         target_name=target,
         carried=table[:, p:-1] if len(carried) else None,
         carried_columns=carried,
+        levels=levels or None,
+        columns=columns,
     )
     if holdout.held_out:
         where = RowNames([SOURCE], None, [*_labels(names, carried), target or "y"], carried)
@@ -80,6 +84,27 @@ def memory_shard(
             shard, holdout, holdout.piece(job.rank, job.size), X_held, y_held, where, C
         )
     return shard
+
+
+def _coded(cfg: Config, job: Job, X) -> tuple[Any, dict[str, list], tuple[str, ...] | None]:
+    """A DataFrame's columns of words, categories and booleans as their dummies (frames.py):
+    X so coded, each such column's levels (agreed by every rank), and X's own columns; X as it
+    is where it has none."""
+    if not _named(X):
+        return X, {}, None
+    error = None
+    try:
+        mixed = mixed_text_column(X)  # a typo is not a category, as the readers have it
+        if mixed is not None:
+            raise mixed
+        frames.local_levels(X)  # a missing cell, refused before the collective
+    except UsageError as e:
+        error = e
+    job.agree(error)
+    levels = frames.agree(job, X, cfg.max_levels)
+    if not levels:
+        return X, {}, None
+    return frames.dummies(X, levels), levels, tuple(str(c) for c in X.columns)
 
 
 def _carried(weights, offset, fold, groups) -> Carried:

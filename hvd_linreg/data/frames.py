@@ -1,0 +1,158 @@
+"""A DataFrame's columns of words, pandas categories and booleans, passed to fit() as they are,
+coded as the readers code a file's categorical columns (categorical.py): treatment dummies
+named `column[T.level]` in the column's place.
+
+- A column of words (object or string dtype) or of booleans ("False", "True", as a file
+  writes them): its levels are the union of every rank's values, sorted as patsy sorts them,
+  so a level that only one rank's rows hold is still a level.
+- A pandas category column keeps its own categories in their own order, and its first is the
+  reference, as pandas and patsy have it. Every rank must give the same categories.
+- A column that mixes numbers and words is refused, as the readers refuse one (memory.py's
+  mixed_text_column); so is a missing cell, and a column with more levels than half its rows
+  or than max_levels, as for a file.
+
+The levels are agreed in one allgather before any row moves, so every rank builds the same
+dummies; an exported model stores them, and predict codes new rows with them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hvd_linreg.data.categorical import (
+    dummy_names,
+    not_a_category,
+    reads_as_number,
+    sorted_levels,
+    too_many_levels,
+)
+from hvd_linreg.errors import UsageError
+
+
+def kind(cells) -> str | None:
+    """ "category", "words" (words or booleans) or None (numbers) for a DataFrame's column."""
+    dtype = cells.dtype
+    if getattr(dtype, "name", "") == "category":
+        return "category"
+    if getattr(dtype, "kind", "") == "b" or getattr(dtype, "name", "") == "boolean":
+        return "words"
+    if getattr(dtype, "kind", "") == "O" or getattr(dtype, "name", "") in ("string", "str"):
+        texts = (c for c in cells if isinstance(c, str))
+        return "words" if any(not reads_as_number(t) for t in texts) else None
+    return None
+
+
+def local_levels(frame) -> dict[str, tuple[str, list]]:
+    """This rank's categorical columns: name -> (kind, its levels here: a category column's
+    categories, else the distinct values present, as text). UsageError for a missing cell."""
+    out = {}
+    for column in frame.columns:
+        cells = frame[column]
+        what = kind(cells)
+        if what is None:
+            continue
+        missing = np.flatnonzero(cells.isna().to_numpy())
+        if len(missing):
+            raise UsageError(
+                f"row {missing[0]} of this rank's rows has no value in column {str(column)!r}; "
+                "drop such rows before fit(), or give the missing cells a level of their own"
+            )
+        if what == "category":
+            levels = [_plain(v) for v in cells.cat.categories]
+        else:
+            levels = sorted({_text(v) for v in cells.unique()})
+        out[str(column)] = (what, levels)
+    return out
+
+
+def agree(job, frame, max_levels: int) -> dict[str, list]:
+    """Each categorical column's levels, the same on every rank: one allgather of each rank's
+    levels and rows."""
+    mine = (len(frame), local_levels(frame))
+    every = job.allgather(mine, name="fit_levels") if job.size > 1 else [mine]
+    rows = sum(count for count, _ in every)
+    levels = {}
+    for name in dict.fromkeys(n for _, theirs in every for n in theirs):  # in column order
+        parts = [theirs.get(name) for _, theirs in every]
+        what = next(part[0] for part in parts if part is not None)
+        if any(part is None or part[0] != what for part in parts):
+            raise UsageError(
+                f"column {name!r} is {_a(what)} on some ranks but not on every rank: give "
+                "every rank's column the same dtype"
+            )
+        if what == "category":
+            first = parts[0][1]
+            for rank, part in enumerate(parts):
+                if part[1] != first:
+                    raise UsageError(
+                        f"column {name!r} has the categories {first[:5]} on rank 0 but "
+                        f"{part[1][:5]} on rank {rank}: give every rank the same "
+                        "CategoricalDtype (its order sets the reference level)"
+                    )
+            chosen = first
+        else:
+            chosen = sorted_levels(set().union(*(part[1] for part in parts)))
+        if len(chosen) > rows / 2:
+            raise not_a_category(name, len(chosen), rows)
+        if len(chosen) > max_levels:
+            raise too_many_levels(name, len(chosen), max_levels)
+        levels[name] = chosen
+    return levels
+
+
+def dummies(frame, levels: dict[str, list]):
+    """frame with each column of levels replaced by its treatment dummies (float64) in its
+    place; UsageError naming a cell whose value is not one of its column's levels."""
+    import pandas as pd
+
+    parts = {}
+    for column in frame.columns:
+        name = str(column)
+        if name not in levels:
+            parts[name] = frame[column]
+            continue
+        cells = frame[column]
+        texts = cells.map(_plain if kind(cells) == "category" else _text)
+        at = {level: i for i, level in enumerate(levels[name])}
+        codes = texts.map(at).to_numpy(dtype=np.float64, na_value=-1.0)
+        bad = np.flatnonzero(codes < 0)
+        if len(bad):
+            shown = ", ".join(map(str, levels[name][:10]))
+            raise UsageError(
+                f"row {bad[0]} of the rows given has {texts.iloc[bad[0]]!r} in column {name!r}, "
+                f"not one of the model's levels ({shown}{', ...' * (len(levels[name]) > 10)})"
+            )
+        for i, dummy in enumerate(dummy_names(name, levels[name]), start=1):
+            parts[dummy] = (codes == i).astype(np.float64)
+    return pd.DataFrame(parts, index=frame.index)
+
+
+def new_rows(frame, columns: tuple[str, ...], levels: dict[str, list]):
+    """New rows for a model fitted with levels: a DataFrame with the fit's columns (any more
+    are passed over), coded as the fit's rows were."""
+    if not hasattr(frame, "columns"):
+        raise UsageError(
+            f"the model codes the column {', '.join(levels)} as levels: pass a DataFrame with "
+            f"its columns {', '.join(columns)}"
+        )
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise UsageError(
+            f"X has no column {', '.join(missing)}; the model's are {', '.join(columns)}"
+        )
+    return dummies(frame[list(columns)], levels)
+
+
+def _text(value: Any) -> str:
+    """A word column's cell as its level: text as it is, a boolean as a file writes it."""
+    return str(value.item() if hasattr(value, "item") else value)
+
+
+def _plain(value: Any):
+    """A category as JSON keeps it: a Python number or string."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def _a(what: str) -> str:
+    return "a category column" if what == "category" else "a column of words"

@@ -1,0 +1,83 @@
+"""Fits a DataFrame with word, category and boolean columns with hvd_linreg.fit, each rank
+its own rows: statsmodels' grunfeld panel sorted by firm, so that each rank lacks some firms,
+and a synthetic panel. Rank 0 writes each fit's names and coefficients as JSON. Run by
+tests/test_frames.py, in one process or under a launcher."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import pandas as pd
+
+
+def grunfeld() -> pd.DataFrame:
+    """statsmodels' grunfeld (investment of 11 firms over 20 years), sorted by firm: a rank's
+    contiguous rows hold only some of the firms."""
+    import statsmodels.api as sm
+
+    data = sm.datasets.grunfeld.load_pandas().data
+    return data.sort_values(["firm", "year"], kind="stable").reset_index(drop=True)
+
+
+def panel() -> pd.DataFrame:
+    """600 rows: a word column (region) of which the last rank's rows alone hold "Z", a category
+    column with its own order (its first, "mid", the reference), a boolean, and a Poisson
+    count."""
+    rng = np.random.default_rng(5)
+    n = 600
+    region = rng.choice(["N", "S", "E", "W"], n)
+    region[-30:] = "Z"
+    grade = pd.Categorical(rng.choice(["lo", "mid", "hi"], n), categories=["mid", "lo", "hi"])
+    flag = rng.uniform(size=n) < 0.4
+    x = rng.normal(size=n)
+    eta = 0.2 + 0.3 * x + 0.4 * (region == "S") - 0.3 * (region == "Z") + 0.5 * flag
+    eta = eta + 0.3 * (np.asarray(grade) == "hi")
+    y = rng.poisson(np.exp(eta)).astype(float)
+    return pd.DataFrame({"x": x, "region": region, "grade": grade, "flag": flag, "y": y})
+
+
+FITS = {
+    "grunfeld": (grunfeld, ["value", "capital", "firm"], "invest", {}),
+    "panel": (panel, ["x", "region", "grade", "flag"], "y", {"model": "poisson"}),
+}
+
+
+def mine(table: pd.DataFrame, rank: int, size: int) -> pd.DataFrame:
+    cuts = np.linspace(0, len(table), size + 1).astype(int)
+    return table.iloc[cuts[rank] : cuts[rank + 1]]
+
+
+def main() -> int:
+    out = sys.argv[1]
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("HOROVOD_RANK", "0")))
+    size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("HOROVOD_SIZE", "1")))
+    import hvd_linreg
+
+    got = {}
+    for name, (make, features, target, settings) in FITS.items():
+        rows = mine(make(), rank, size)
+        result = hvd_linreg.fit(rows[features], rows[target], solver="exact", **settings)
+        got[name] = {
+            "names": list(result.names),
+            "params": result.params.tolist(),
+            "bse": result.bse.tolist(),
+            "predicted": result.predict(rows[features]).tolist(),
+        }
+    every = [got]
+    if size > 1:
+        from mpi4py import MPI
+
+        every = MPI.COMM_WORLD.allgather(got)
+    if rank == 0:
+        for name in FITS:  # each rank's predictions of its own rows, in rank order
+            got[name]["predicted"] = [v for theirs in every for v in theirs[name]["predicted"]]
+        with open(out, "w") as f:
+            json.dump(got, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""hvd_linreg.fit takes DataFrames as they come: columns of words, pandas categories and
+booleans are coded as treatment dummies with statsmodels' formula names, their levels agreed
+over the ranks; the fits equal statsmodels' formula fits on all the rows at 1, 2 and 3 ranks,
+each rank with its own rows and some level absent from a rank."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import statsmodels.formula.api as smf
+from frames_job import FITS, grunfeld, panel
+
+from conftest import REPO, launch, launcher_env
+
+SCRIPT = REPO / "tests" / "frames_job.py"
+FORMULAS = {"grunfeld": "invest ~ value + capital + firm", "panel": "y ~ x + region + grade + flag"}
+
+
+def statsmodels_fit(name: str):
+    table = FITS[name][0]()
+    if name == "grunfeld":
+        return smf.ols(FORMULAS[name], table).fit(), table
+    import statsmodels.api as sm
+
+    return smf.glm(FORMULAS[name], table, family=sm.families.Poisson()).fit(tol=1e-13), table
+
+
+def run(size: int, tmp_path) -> dict:
+    out = tmp_path / "fits.json"
+    if size == 1:
+        proc = subprocess.run(
+            [sys.executable, str(SCRIPT), str(out)],
+            env=launcher_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    else:
+        program = (sys.executable, str(SCRIPT), str(out))
+        result = launch("mpirun", size, [], tmp_path, metrics=False, program=program)
+        assert result.returncode == 0, result.output
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize(
+    "size",
+    [
+        1,
+        pytest.param(2, marks=pytest.mark.multiprocess),
+        pytest.param(3, marks=pytest.mark.multiprocess),
+    ],
+)
+def test_word_category_and_boolean_columns_fit_as_statsmodels_formulas(size, tmp_path):
+    fits = run(size, tmp_path)
+    for name in FITS:
+        reference, table = statsmodels_fit(name)
+        got = fits[name]
+        expected = reference.params.rename({"Intercept": "b"})
+        assert sorted(got["names"]) == sorted(expected.index), name  # statsmodels' names
+        params = dict(zip(got["names"], got["params"]))
+        bse = dict(zip(got["names"], got["bse"]))
+        for key in expected.index:
+            assert params[key] == pytest.approx(expected[key], rel=1e-8, abs=1e-10), (name, key)
+            assert bse[key] == pytest.approx(
+                reference.bse.rename({"Intercept": "b"})[key], rel=1e-6
+            )
+        np.testing.assert_allclose(got["predicted"], reference.fittedvalues, rtol=1e-8)
+    assert (
+        "grade[T.lo]" in fits["panel"]["names"]
+    )  # the category's own first level, mid, is the reference
+    assert "region[T.Z]" in fits["panel"]["names"]  # held by the last rank's rows alone
+
+
+def test_new_rows_are_coded_with_the_fits_levels_and_an_unseen_one_is_named():
+    import hvd_linreg
+
+    table = panel()
+    features = ["x", "region", "grade", "flag"]
+    result = hvd_linreg.fit(table[features], table.y, solver="exact", model="poisson")
+    shuffled = table.sample(frac=1.0, random_state=0)
+    np.testing.assert_allclose(
+        result.predict(shuffled[[*reversed(features), "y"]]),
+        result.predict(table[features])[shuffled.index],
+        rtol=1e-14,
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"has 'Q' in column 'region', not one of the model's levels \(E, N, S, W, Z\)",
+    ):
+        result.predict(table[features].assign(region="Q"))
+    with pytest.raises(
+        ValueError, match="pass a DataFrame with its columns x, region, grade, flag"
+    ):
+        result.predict(np.zeros((3, 4)))
+
+
+def test_the_export_stores_the_levels_and_predict_codes_a_file_with_them(tmp_path):
+    import hvd_linreg
+    from hvd_linreg.cli import main
+
+    table = grunfeld()
+    features = ["value", "capital", "firm"]
+    result = hvd_linreg.fit(table[features], table.invest, solver="exact")
+    result.save(str(tmp_path / "model"))
+    table.to_csv(tmp_path / "new.csv", index=False)
+    out = tmp_path / "p.csv"
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(tmp_path / "model"),
+                "--data",
+                str(tmp_path / "new.csv"),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    np.testing.assert_allclose(pd.read_csv(out).prediction, result.predict(table), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("frame", "says"),
+    [
+        (
+            pd.DataFrame({"x": [1.0, 2.0, 3.0, 4.0], "g": ["a", "b", None, "a"]}),
+            "row 2 of this rank's rows has no value in column 'g'",
+        ),
+        (
+            pd.DataFrame({"x": [1.0, 2.0, 3.0, 4.0], "g": ["1", "2", "b", "1"]}),
+            "'b' in column 'g' is not a number",
+        ),
+        (
+            pd.DataFrame({"x": [1.0, 2.0, 3.0, 4.0], "g": ["a", "b", "c", "d"]}),
+            "column 'g' has 4 distinct values in 4 rows",
+        ),
+    ],
+    ids=["missing", "mixed", "an-id"],
+)
+def test_columns_that_are_not_levels_are_refused(frame, says):
+    import hvd_linreg
+
+    with pytest.raises(ValueError, match=says.replace("(", r"\(")):
+        hvd_linreg.fit(frame, np.arange(4.0), solver="exact")
+
+
+def test_the_estimators_take_word_columns_as_fit_does():
+    """An estimator fitted on a DataFrame with word columns has fit()'s coefficients (one per
+    dummy), predicts new rows coded with its levels_, and names an unseen level."""
+    from hvd_linreg import estimators
+
+    table = grunfeld()
+    X = table[["value", "capital", "firm"]]
+    fitted = estimators.LinearRegression().fit(X, table.invest)
+    reference = smf.ols(FORMULAS["grunfeld"], table).fit()
+    assert list(fitted.levels_) == ["firm"] and fitted.n_features_in_ == 3
+    np.testing.assert_allclose(fitted.predict(X), reference.fittedvalues, rtol=1e-9)
+    assert fitted.intercept_ == pytest.approx(reference.params["Intercept"], rel=1e-9)
+    with pytest.raises(ValueError, match="'Acme' in column 'firm'"):
+        fitted.predict(X.assign(firm="Acme"))

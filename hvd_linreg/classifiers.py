@@ -56,6 +56,9 @@ class LogisticRegression(ClassifierMixin, _Exact):
             return 0.0
         return 1.0 / (2.0 * self.C * rows)
 
+    def _elastic(self) -> bool:
+        return self.penalty in ("l1", "elasticnet")
+
     def _fit_settings(self, job, weight_sum, rows, local_rows):
         if self.penalty not in ("l1", "elasticnet"):
             return super()._fit_settings(job, weight_sum, rows, local_rows)
@@ -166,6 +169,9 @@ class LogisticRegressionCV(LogisticRegression):
             )
         self._Cs()
         _check_iterations(self)
+
+    def _elastic(self) -> bool:
+        return True
 
     def _Cs(self) -> np.ndarray:
         if isinstance(self.Cs, numbers.Integral) and not isinstance(self.Cs, bool):

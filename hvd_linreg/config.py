@@ -182,6 +182,11 @@ class Config:
         choices=COV_TYPES,
         check=one_of(COV_TYPES),
     )
+    no_intercept: bool = setting(
+        False,
+        "fit the model without an intercept (b = 0), as R's y ~ x - 1; its statistics are "
+        "statsmodels' without a constant (the uncentred R²); --solver exact, unpenalized",
+    )
     groups: str | None = setting(
         None, "the column of each row's cluster, for --cov_type cluster (numbers)", "COL"
     )

@@ -133,6 +133,11 @@ def check_penalty(cfg: Any) -> None:
             raise UsageError(
                 f"{flag} {value} is for cross-validated strengths: it needs --cv or --fold_column"
             )
+    if cfg.no_intercept and (cfg.solver != "exact" or cfg.penalized):
+        raise UsageError(
+            "--no_intercept is fitted by --solver exact without the elastic net (SGD and the "
+            "path always fit b)"
+        )
     if not cfg.penalized:
         return
     given = [

@@ -32,6 +32,11 @@ class _Exact(BaseEstimator):
         """The tool's l2 for this estimator's penalty, given Σw and n over all ranks."""
         return 0.0
 
+    def _elastic(self) -> bool:
+        """Whether the fit is the elastic net's path (solvers/path.py), which always fits
+        the intercept."""
+        return False
+
     def _check_target(self, y: np.ndarray) -> None:
         """ValueError for a target this rank's rows show the estimator cannot fit."""
 
@@ -47,10 +52,10 @@ class _Exact(BaseEstimator):
         job = start_job()
         error = None
         try:
-            if not self.fit_intercept:
+            if not self.fit_intercept and self._elastic():
                 raise ValueError(
-                    f"{type(self).__name__}(fit_intercept=False) is not supported: the tool "
-                    "always fits the intercept"
+                    f"{type(self).__name__}(fit_intercept=False) is not supported with the "
+                    "elastic net's penalty: its path always fits the intercept"
                 )
             self._check_params()
             mixed = mixed_text_column(X) if hasattr(X, "columns") else None
@@ -90,6 +95,8 @@ class _Exact(BaseEstimator):
         """The fit of this rank's validated rows (y as the family takes it), given Σw and n
         over all ranks: hvd_linreg.fit with this estimator's settings, then its attributes."""
         settings = self._fit_settings(job, weight_sum, rows, len(y))
+        if not self.fit_intercept:
+            settings["no_intercept"] = True
         result = fit(X, y, weights=sample_weight, solver="exact", **settings, **self._settings())
         params = result.params
         self.coef_ = params[:-1]

@@ -48,6 +48,9 @@ class ElasticNet(RegressorMixin, _Exact):
     def _ratio(self) -> float:
         return self.l1_ratio
 
+    def _elastic(self) -> bool:
+        return True
+
     def _check_params(self):
         _non_negative("alpha", self.alpha)
         _check_ratio(self._ratio())
@@ -76,6 +79,9 @@ class Lasso(ElasticNet):
 
 class _CrossValidated(_Exact):
     """What the CV estimators share: the folds, the path's settings, and the choice."""
+
+    def _elastic(self) -> bool:
+        return True
 
     def _ratio(self) -> float:
         return self.l1_ratio
@@ -217,6 +223,9 @@ class GeneralizedLinearRegressor(_Glum, _Exact):
         self.fit_intercept = fit_intercept
         self.max_iter = max_iter
         self.scale_predictors = scale_predictors
+
+    def _elastic(self) -> bool:
+        return self.alpha is not None
 
     def _check_params(self):
         if self.alpha is not None:

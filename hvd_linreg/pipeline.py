@@ -161,7 +161,9 @@ def optimum(cfg: Config, family, job: Job, shard: Shard):
     if cfg.penalized:
         return path.fit(job, shard, family, path_settings(cfg, job, shard))
     # The recipe pairs the family with its solver: the solver knows the family only as Family.
-    return solvers.optimum(job, shard, family, cfg.l2, shard.feature_names, cfg.cov_type)
+    return solvers.optimum(
+        job, shard, family, cfg.l2, shard.feature_names, cfg.cov_type, not cfg.no_intercept
+    )
 
 
 def path_settings(cfg: Config, job: Job, shard: Shard) -> path.PathSettings:

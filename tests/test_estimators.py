@@ -107,7 +107,7 @@ def test_in_a_pipeline_with_grid_search_as_scikit_learns():
 def test_what_the_tool_does_not_fit_is_a_clear_error():
     X, y = rows("linear")["X"], rows("logistic")["y"]
     cases = [
-        (estimators.LinearRegression(fit_intercept=False), y, "fit_intercept=False"),
+        (estimators.ElasticNet(fit_intercept=False), y, "fit_intercept=False) is not supported"),
         (estimators.TweedieRegressor(power=3), y, "power=3) is not supported"),
         (estimators.LogisticRegression(penalty="l3"), y, "penalty='l3' is not supported"),
         (estimators.LogisticRegression(penalty="elasticnet"), y, "l1_ratio must be between"),

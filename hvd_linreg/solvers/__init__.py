@@ -9,12 +9,19 @@ from dataclasses import replace
 
 
 def optimum(
-    job, shard, family, l2: float, names: Sequence[str] | None = None, cov_type: str = "nonrobust"
+    job,
+    shard,
+    family,
+    l2: float,
+    names: Sequence[str] | None = None,
+    cov_type: str = "nonrobust",
+    intercept: bool = True,
 ):
     """The exact optimum of the family's objective over the whole dataset, the same on every
     rank, by the solver the family names; with cov_type HC0, HC1 or cluster, and no penalty,
     its robust covariance too (sandwich.py: one more pass); cluster's is robust to correlation
-    within the clusters that the shard's group column gives."""
+    within the clusters that the shard's group column gives. intercept False: the model
+    without one, b = 0."""
     if cov_type == "cluster" and shard.carried_columns.group is None:
         from hvd_linreg.errors import UsageError
 
@@ -24,11 +31,11 @@ def optimum(
     if family.SOLVER == "least_squares":
         from hvd_linreg.solvers import least_squares
 
-        best = least_squares.optimum(job, shard, l2, names)
+        best = least_squares.optimum(job, shard, l2, names, intercept)
     else:
         from hvd_linreg.solvers import irls
 
-        best = irls.optimum(job, shard, family, l2)
+        best = irls.optimum(job, shard, family, l2, intercept)
     if cov_type == "nonrobust" or l2 > 0 or getattr(best, "dependent", ()):
         return best
     from hvd_linreg.solvers import sandwich

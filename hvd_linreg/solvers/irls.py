@@ -70,30 +70,30 @@ class Fit:
     clusters: int | None = None  # --cov_type cluster: how many
 
 
-def optimum(job: Job, shard, family: Family, l2: float) -> Fit:
-    """IRLS from the intercept-only model; a UsageError where the fit has no finite optimum
-    (the family says why) or the design is singular."""
+def optimum(job: Job, shard, family: Family, l2: float, intercept: bool = True) -> Fit:
+    """IRLS from the intercept-only model (without an intercept, from η = 0); a UsageError
+    where the fit has no finite optimum (the family says why) or the design is singular."""
     # A step may leave the family's domain for some rows: the passes count those and the step
     # is halved, so NumPy's warnings about them would only be noise on every rank's stderr.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _optimum(job, shard, family, l2)
+        return _optimum(job, shard, family, l2, intercept)
 
 
-def _optimum(job: Job, shard, family: Family, l2: float) -> Fit:
+def _optimum(job: Job, shard, family: Family, l2: float, intercept: bool) -> Fit:
     F = shard.num_features
     # Horovod: every rank's sums
     y_sum, weight, rows, in_target = job.allreduce_sum(_target_sums(shard, family), "irls_start")
     y_mean = y_sum / weight if weight else 0.0
     theta = np.zeros(F + 1)
     start = float(family.link(np.array([family.starting_mean(y_mean)]))[0])
-    if math.isfinite(start):
+    if math.isfinite(start) and intercept:
         theta[-1] = start
     # The step's ridge: f = LOSS_SCALE/n Σ d/2 + l2‖w‖², so that Fisher scoring's system is
     # AᵀWA δ + P (w + δ) = AᵀW r with P = 2 n l2 / LOSS_SCALE.
     ridge = 2.0 * rows * l2 / family.LOSS_SCALE
     best, step, scale, previous = None, None, 1.0, None
     for iteration in range(1, MAX_ITERATIONS + 1):
-        factor, sums, gradient = _pass(job, shard, family, theta)
+        factor, sums, gradient = _pass(job, shard, family, theta, intercept)
         sums["loss"] += in_target
         value = sums["loss"] / max(rows, 1) + penalty(theta, l2)
         # Worse, NaN, or a mean outside the family's domain: halve the step. Rounding lets a
@@ -134,10 +134,10 @@ def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, i
     """The converged fit, with its likelihood's figures: one more pass and allreduce (and,
     with an offset, the intercept-only model's own IRLS first). The intercept-only model's
     log-likelihood is at the fit's scale, as statsmodels' llnull."""
-    rows, k = factor.count, len(theta)
+    rows, k = factor.count, len(theta) - (not factor.centred)  # b counts where it is fitted
     y_mean = sums["y"] / sums["weight"] if sums["weight"] else 0.0
-    grad = gradient * family.LOSS_SCALE / max(rows, 1)
-    grad[:-1] += 2.0 * l2 * theta[:-1]
+    grad = gradient * family.LOSS_SCALE / max(rows, 1) + 2.0 * l2 * np.append(theta[:-1], 0.0)
+    grad[-1] *= factor.centred  # b is not a parameter of a model without an intercept
     if family.FIXED_SCALE:
         scale = 1.0
     else:
@@ -230,9 +230,10 @@ def _null_bias(job: Job, shard, family: Family, start: float) -> float:
     return b
 
 
-def _pass(job: Job, shard, family: Family, theta: np.ndarray):
-    """The weighted design's factor at theta, the named sums, and the loss's gradient
-    -Σ W r [x 1] (unpenalised, unscaled): one pass over this rank's rows, one allreduce."""
+def _pass(job: Job, shard, family: Family, theta: np.ndarray, centre: bool = True):
+    """The weighted design's factor at theta (centre False: uncentred, no intercept), the
+    named sums, and the loss's gradient -Σ W r [x 1] (unpenalised, unscaled): one pass over
+    this rank's rows, one allreduce."""
     k, link = len(theta), family.link
     names = (*_SUMS, *family.COUNTS)
     rows = block_rows(k + 1)
@@ -272,7 +273,7 @@ def _pass(job: Job, shard, family: Family, theta: np.ndarray):
             A[:, -1] = residual
             yield A, weight, np.asarray(more)
 
-    factor, extra = factorise_blocks(job, blocks, k, len(names) + k, reference=theta)
+    factor, extra = factorise_blocks(job, blocks, k, len(names) + k, reference=theta, centre=centre)
     sums = dict(zip(names, extra[: len(_SUMS)].tolist()))
     sums.update(zip(family.COUNTS, extra[len(_SUMS) + k :].tolist()))
     sums["rows"] = factor.count

@@ -125,12 +125,13 @@ def refine(factor: Factor, solution: Solution, gradient: np.ndarray, l2: float =
     ld = np.longdouble
     mean_residual = ld(residual_sum) / ld(factor.weight or factor.count)
     b = ld(factor.y_mean) - np.dot(factor.x_mean.astype(ld), w.astype(ld)) + mean_residual
-    return Solution(np.append(w, float(b)), (), solution.upper)
+    return Solution(np.append(w, float(b) if factor.centred else 0.0), (), solution.upper)
 
 
 def _with_bias(factor: Factor, w: np.ndarray) -> np.ndarray:
-    """[w..., b], b from the means: the centred fit's line passes through them."""
-    return np.append(w, factor.y_mean - factor.x_mean @ w)
+    """[w..., b], b from the means: the centred fit's line passes through them (b = 0 where
+    the design has no intercept)."""
+    return np.append(w, factor.y_mean - factor.x_mean @ w if factor.centred else 0.0)
 
 
 def constant_columns(factor: Factor) -> np.ndarray:
@@ -170,10 +171,10 @@ def _unit_columns(upper: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 def design_rank(factor: Factor) -> int:
     """The rank of the design with its intercept, as the solve counts it: 1 + the centred
-    features' singular values above the tolerance."""
+    features' singular values above the tolerance (without an intercept, those alone)."""
     F = len(factor.x_mean)
     _, _, s, tolerance = _unit_columns(factor.r[:F, :F])
-    return 1 + int(np.count_nonzero(s > tolerance))
+    return int(factor.centred) + int(np.count_nonzero(s > tolerance))
 
 
 def residual_gradient(job: Job, shard: Shard, factor: Factor, w: np.ndarray) -> np.ndarray:
@@ -237,10 +238,12 @@ def bias_bound(factor: Factor, params: np.ndarray) -> float:
     return float(np.finfo(np.float64).eps * scale / max(abs(params[-1]), np.finfo(np.float64).tiny))
 
 
-def optimum(job: Job, shard: Shard, l2: float, names: Sequence[str] | None = None) -> Optimum:
+def optimum(
+    job: Job, shard: Shard, l2: float, names: Sequence[str] | None = None, intercept: bool = True
+) -> Optimum:
     """The exact optimum over the whole dataset, the same on every rank; rank 0 warns when
     the design is singular."""
-    factor = factorise(job, shard)
+    factor = factorise(job, shard, centre=intercept)
     solution = solve(factor, job.warn, factor.count * l2, names)
     # Only where the solve may have lost digits, in w or in b: the refinement's pass over the
     # rows costs as much as the factorisation. Every rank holds the same R and means, so every

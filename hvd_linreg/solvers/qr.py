@@ -43,6 +43,9 @@ class Factor:
     count: int  # rows over all ranks
     weight: float = 0.0  # the weights' sum over all ranks (the rows, unweighted)
     log_weight: float = 0.0  # Σ log w over the rows (WLS's log-likelihood has it); 0 unweighted
+    # False: the design has no intercept (--no_intercept): R of [X y] itself, the means held
+    # as 0, so that b = ȳ - x̄·w is 0 and every sum of squares is uncentred
+    centred: bool = True
 
     @property
     def y_ss(self) -> float:
@@ -56,9 +59,11 @@ class Factor:
 
     def information(self) -> np.ndarray:
         """AᵀWA for A = [X 1], the weighted design with its column of ones: from R of the
-        centred √W Xc, the means and the weights' sum."""
+        centred √W Xc, the means and the weights' sum; XᵀWX alone without an intercept."""
         F = len(self.x_mean)
         upper, wx = self.r[:F, :F], self.weight * self.x_mean
+        if not self.centred:
+            return upper.T @ upper
         xx = upper.T @ upper + np.outer(wx, self.x_mean)
         return np.block([[xx, wx[:, None]], [wx[None, :], np.array([[self.weight]])]])
 
@@ -106,8 +111,9 @@ def _block_rows(n: int) -> int:
     return max(_LEAF_ROWS, 2 * n, BLOCK_BYTES // (8 * n))
 
 
-def factorise(job: Job, shard: Shard) -> Factor:
-    """The R factor of the shard's whole centred design [X y], the same on every rank."""
+def factorise(job: Job, shard: Shard, centre: bool = True) -> Factor:
+    """The R factor of the shard's whole centred design [X y] (centre False: of [X y] as it
+    is, a model without an intercept), the same on every rank."""
     n = shard.num_features + 1
     rows = _block_rows(n)
 
@@ -115,7 +121,7 @@ def factorise(job: Job, shard: Shard) -> Factor:
         for X, y, weight in _blocks(shard, rows):
             yield np.c_[X, y], weight, [0.0 if weight is None else float(np.log(weight).sum())]
 
-    factor, (log_weight,) = factorise_blocks(job, blocks, n, extra=1)
+    factor, (log_weight,) = factorise_blocks(job, blocks, n, extra=1, centre=centre)
     return replace(factor, log_weight=float(log_weight))
 
 
@@ -125,6 +131,7 @@ def factorise_blocks(
     n: int,
     extra: int = 0,
     reference: np.ndarray | None = None,
+    centre: bool = True,
 ) -> tuple[Factor, np.ndarray]:
     """The R factor of the whole weighted, centred design √w [Ac | zc], the same on every rank,
     and the ranks' sums of the blocks' extra figures (extra of them). blocks() yields this
@@ -135,7 +142,8 @@ def factorise_blocks(
     sums; where the centred Gram's Cholesky factor is accurate (_gram_factor), that is R.
     Otherwise a second pass of Householder QRs on each rank, and one allgather of the ranks' R.
     reference (n, the solution's [w..., b]): what the solution's error is measured against,
-    where z is a correction to it (IRLS's step); by default the solution itself."""
+    where z is a correction to it (IRLS's step); by default the solution itself. centre
+    False: the design as it is, its means taken as 0 (a model without an intercept)."""
     gram = n <= _GRAM_MAX_COLUMNS
     # the weighted column sums, the weights' sum, the rows, the extra figures, Aᵀ W A
     sums = np.zeros(n + 2 + extra + (n * n if gram else 0))
@@ -154,11 +162,12 @@ def factorise_blocks(
         sums[n + 2 : tail] += more
     sums = job.allreduce_sum(sums, "column_sums")  # Horovod: every rank's sums
     weight, count = float(sums[n]), int(sums[n + 1])
-    means = sums[:n] / weight
+    means = sums[:n] / weight if centre else np.zeros(n)
     r = _gram_factor(sums[tail:].reshape(n, n), means, weight, reference) if gram else None
     if r is None:
         r = _householder_factor(job, blocks, means, _block_rows(n))
-    return Factor(r, means[:-1], float(means[-1]), count, weight), sums[n + 2 : tail]
+    factor = Factor(r, means[:-1], float(means[-1]), count, weight, centred=centre)
+    return factor, sums[n + 2 : tail]
 
 
 def _gram_factor(

@@ -26,8 +26,9 @@ def covariance(
     job: Job, shard, family: Family, theta: np.ndarray, information: np.ndarray, cov_type: str
 ) -> np.ndarray:
     """The robust covariance of theta = [w..., b], the same on every rank; with cluster, also
-    the number of clusters (else None)."""
-    k = len(theta)
+    the number of clusters (else None). An information matrix of the features alone (a model
+    without an intercept) leaves b out: its row and column are 0."""
+    k = len(information)  # F + 1, or F without an intercept
     sums = np.zeros(k * k + 1)  # M, then the rows
     clusters = []  # cluster: this rank's (keys, score sums) of each block
     carried = shard.carried_columns
@@ -39,7 +40,7 @@ def covariance(
         mu = family.link.inverse(predictor(theta, rows))
         variance, slope = family.variance_and_slope(mu)
         u = rows.weights() * (y - mu) / (variance * slope)
-        scores = np.c_[rows.X.astype(np.float64), np.ones(len(y))] * u[:, None]
+        scores = np.c_[rows.X.astype(np.float64), np.ones(len(y))][:, :k] * u[:, None]
         if cov_type == "cluster":
             clusters.append(_by_cluster(C[keep, carried.group_index].astype(np.float64), scores))
         else:
@@ -62,7 +63,9 @@ def covariance(
                 f"--cov_type cluster needs at least 2 clusters in --groups, got {count}"
             )
         cov *= count / (count - 1) * (n - 1) / (n - k)
-    return (cov + cov.T) / 2.0, count
+    full = np.zeros((len(theta), len(theta)))
+    full[:k, :k] = (cov + cov.T) / 2.0
+    return full, count
 
 
 def _by_cluster(keys: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

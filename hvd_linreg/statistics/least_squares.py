@@ -13,6 +13,7 @@ import numpy as np
 
 from hvd_linreg.solvers.least_squares import Optimum, design_rank
 from hvd_linreg.statistics.table import (
+    NO_INTERCEPT,
     SHOWN_COEFFICIENTS,
     cell,
     coefficient_lines,
@@ -91,27 +92,27 @@ def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> 
     """The statistics of the exact optimum, from its R factor and its loss; each w is named by
     its column where the data names them, else w[j]."""
     factor, params = optimum.factor, optimum.params
-    n, k = factor.count, len(params)  # k: the features and the bias
+    # k: the features and the bias, where the model has one (without: R² is uncentred, as
+    # statsmodels' without a constant, and b, held at 0, has no statistics)
+    n, k = factor.count, len(params) - (not factor.centred)
     rss, rmse = optimum.loss * n, float(np.sqrt(optimum.loss))
-    names = [*(feature_names or (f"w[{j}]" for j in range(k - 1))), "b"]
+    names = [*(feature_names or (f"w[{j}]" for j in range(len(params) - 1))), "b"]
     undefined: dict[str, str] = {}
+    if not factor.centred:
+        undefined["b"] = NO_INTERCEPT
     y_ss = factor.y_ss
     r2 = 1.0 - rss / y_ss if y_ss > 0 else None
     if r2 is None:
         undefined["r2"] = undefined["adjusted_r2"] = "the target is constant"
-    why = None
-    if optimum.l2 > 0:
-        why = "a ridge fit (--l2 > 0): ordinary least squares' errors do not apply"
-    elif n <= k:
-        why = f"{n} rows for {k} coefficients: no residual degrees of freedom"
-    elif optimum.dependent:
-        why = "the design is singular (features collinear or constant)"
+    why = _no_errors(optimum, n, k)
     whole = _whole_table(optimum, rss, undefined)
     if why is not None:
         for name in ("std_error", "t", "p", "adjusted_r2", "dof", "f_value", "f_p"):
             undefined.setdefault(name, why)
         estimates = [Coefficient(nm, v, None, None, None) for nm, v in zip(names, params.tolist())]
         return Statistics(estimates, r2, None, rmse, None, undefined, **whole)
+    if not factor.centred:
+        return _without_intercept(optimum, names, r2, rmse, n, k, undefined, whole)
     dof = n - k
     # Var(w) = σ² (Xcᵀ Xc)⁻¹ = σ² R⁻¹ R⁻ᵀ; b = ȳ - x̄·w, with ȳ and w uncorrelated:
     # Var(b) = σ² (1/N + x̄ᵀ (Xcᵀ Xc)⁻¹ x̄); weighted, as WLS: Xc = √W (X - x̄_w), 1/Σw
@@ -147,12 +148,58 @@ def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> 
     )
 
 
+def _no_errors(optimum: Optimum, n: int, k: int) -> str | None:
+    """Why the fit has no standard errors, or None where it has them."""
+    if optimum.l2 > 0:
+        return "a ridge fit (--l2 > 0): ordinary least squares' errors do not apply"
+    if n <= k:
+        return f"{n} rows for {k} coefficients: no residual degrees of freedom"
+    if optimum.dependent:
+        return "the design is singular (features collinear or constant)"
+    return None
+
+
+def _without_intercept(optimum, names, r2, rmse, n, k, undefined, whole) -> Statistics:
+    """The statistics of a model without an intercept: Var(w) = σ² (XᵀWX)⁻¹ from R of the
+    uncentred design, R² and its adjustment by n rather than n - 1, b's row empty."""
+    rss, dof, params = optimum.loss * n, n - k, optimum.params
+    sigma2 = rss / dof
+    if optimum.robust is not None:
+        std_error = np.sqrt(np.diag(optimum.robust))[:-1]
+    else:
+        std_error = np.sqrt(sigma2 * optimum.factor.variances()[:-1])
+    inference = dof if optimum.clusters is None else optimum.clusters - 1
+    if sigma2 > 0:
+        t = params[:-1] / std_error
+        p = two_sided_p(t, inference)
+    else:
+        undefined["t"] = undefined["p"] = "the fit is exact (zero residuals)"
+        t, p = [None] * k, [None] * k
+    rows = zip(names, params.tolist(), std_error.tolist(), list(t), p)
+    coefficients = [Coefficient(*row) for row in rows]
+    coefficients.append(Coefficient("b", 0.0, None, None, None))
+    adjusted = None if r2 is None else 1.0 - (1.0 - r2) * n / dof
+    whole.update(_f_test(optimum, rss, inference, undefined))
+    return Statistics(
+        coefficients,
+        r2,
+        adjusted,
+        rmse,
+        dof,
+        undefined,
+        optimum.cov_type,
+        optimum.clusters,
+        **whole,
+    )
+
+
 def _whole_table(optimum: Optimum, rss: float, undefined: dict) -> dict:
     """The residual sum of squares, the normal log-likelihood with AIC and BIC (statsmodels'
     OLS and WLS: -n/2 (1 + log(2π RSS / n)) + Σ log w / 2, and the design's rank as the count
     of coefficients, so a singular design has them too), and the condition number."""
     factor = optimum.factor
-    n, k = factor.count, design_rank(factor) if optimum.dependent else len(optimum.params)
+    k = len(optimum.params) - (not factor.centred)
+    n, k = factor.count, design_rank(factor) if optimum.dependent else k
     out: dict = {"rss": rss}
     reason = None
     if optimum.l2 > 0:

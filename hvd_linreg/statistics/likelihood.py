@@ -12,6 +12,7 @@ import numpy as np
 
 from hvd_linreg.solvers.irls import Fit
 from hvd_linreg.statistics.table import (
+    NO_INTERCEPT,
     SHOWN_COEFFICIENTS,
     cell,
     coefficient_lines,
@@ -97,9 +98,9 @@ class Statistics:
 def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statistics:
     """The statistics of the IRLS optimum; each w is named by its column where the data names
     them, else w[j]."""
-    n, k, params = fit.count, len(fit.params), fit.params
-    names = [*(feature_names or (f"w[{j}]" for j in range(k - 1))), "b"]
-    undefined: dict[str, str] = {}
+    n, k, params = fit.count, len(fit.params) - (not fit.factor.centred), fit.params
+    names = [*(feature_names or (f"w[{j}]" for j in range(len(params) - 1))), "b"]
+    undefined: dict[str, str] = {} if fit.factor.centred else {"b": NO_INTERCEPT}
     ll, null = fit.log_likelihood, fit.null_log_likelihood
     if not math.isfinite(ll):
         ll = null = None
@@ -138,4 +139,6 @@ def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statisti
     p = [math.erfc(abs(v) / math.sqrt(2.0)) for v in z.tolist()]
     columns = zip(names, params.tolist(), std_error.tolist(), z.tolist(), p)
     coefficients = [Coefficient(*c) for c in columns]
+    if not fit.factor.centred:  # b is held at 0: no statistics
+        coefficients[-1] = Coefficient("b", 0.0, None, None, None)
     return Statistics(coefficients, *figures, *fitting, undefined, fit.cov_type, bic, fit.clusters)

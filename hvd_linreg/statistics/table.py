@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 SHOWN_WEIGHTS = 8  # the summary's "w:" line lists at most this many; its table lists more
+# Why b has no statistics in a model without an intercept
+NO_INTERCEPT = "the model has no intercept (--no_intercept): b is 0, not estimated"
 SHOWN_COEFFICIENTS = 200  # the command line's table lists up to this many w's; fit()'s, all
 
 

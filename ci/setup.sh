@@ -156,7 +156,7 @@ mpi4py_dir=$cache/wheels/${mpi4py_pin/==/-}-$py_tag-$mpi_tag-$cc_tag$mpi4py_cfla
 # The venv: its Python (by path: a venv is tied to its interpreter) and the wheels' inputs, with
 # setup.cfg for the tool's own dependencies.
 interpreter=$("$python" -c 'import os, sys; print(os.path.realpath(sys.executable))')
-key="horovod-$HOROVOD_VERSION $(basename "$wheel_dir") $(basename "$mpi4py_dir") python $interpreter $(cksum <"$setup_cfg") references $(cksum <"$repo/ci/references.txt")"
+key="horovod-$HOROVOD_VERSION $(basename "$wheel_dir") $(basename "$mpi4py_dir") python $interpreter $(cksum <"$setup_cfg") references $(cksum <"$repo/ci/references.txt") extras $(cksum <"$repo/ci/extras.txt")"
 if [ "${HVD_LINREG_KEYED_VENV:-}" = 1 ]; then
   keyed=$cache/venvs/$stack-$py_tag-$(printf '%s' "$key" | cksum | cut -d' ' -f1)
 else
@@ -239,7 +239,7 @@ fi
 # tf-keras names the 'tensorflow' package, which would pull the full TensorFlow over
 # tensorflow-cpu: it goes in alone, without its dependencies.
 "${pip[@]}" install --no-binary mpi4py -r "$repo/ci/requirements.txt" \
-  -r <(grep -v '^tf-keras' "$stack_file") -r "$repo/ci/references.txt"
+  -r <(grep -v '^tf-keras' "$stack_file") -r "$repo/ci/references.txt" -r "$repo/ci/extras.txt"
 if grep -q '^tf-keras' "$stack_file"; then
   "${pip[@]}" install --no-deps "$(grep '^tf-keras' "$stack_file")"
 fi

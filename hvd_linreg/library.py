@@ -19,7 +19,6 @@ from hvd_linreg.errors import UsageError
 # Settings that describe a file or a launch, which fit() does not take: its rows are its
 # arguments, and an elastic run needs the launcher's host discovery.
 NOT_FOR_FIT = {
-    "data": "pass the rows themselves: fit(X, y)",
     "target": "pass the target as y",
     "features": "pass the features as X (a DataFrame's columns name them)",
     "weights": "pass the weights as fit(X, y, weights=w)",
@@ -59,14 +58,44 @@ def config_for_fit(settings: dict[str, Any]) -> Config:
 FOR_FOLDS = ("select", "fold_alpha")  # the settings that choose among or fit the folds
 
 
-def fit(X, y, *, weights=None, offset=None, fold=None, groups=None, **settings) -> FitResult:
+def fit(
+    X, y=None, *, weights=None, offset=None, fold=None, groups=None, data=None, **settings
+) -> FitResult:
     """Fit the model the settings name (the command line's flags, by the same names: model,
     solver, l2, ...) to the rows that every rank passes: X (rows x features: a NumPy array,
     or a pandas DataFrame whose columns name the coefficients), y, and each row's prior
     weight and offset. The ranks' rows in rank order are the dataset. Call it on every rank,
     with or without hvd.init() before; every rank gets the same FitResult. fold: each row's
     cross-validation fold, whole numbers, for an elastic-net path (as --fold_column). groups:
-    each row's cluster, numbers, for cov_type="cluster" (as --groups)."""
+    each row's cluster, numbers, for cov_type="cluster" (as --groups). X may instead be a
+    formula, "y ~ x1 + np.log(x2) + C(region)", of the columns of data (data/formulas.py)."""
+    cfg = _checked(settings, fold, groups)
+    from hvd_linreg import pipeline
+    from hvd_linreg.data.memory import memory_shard
+
+    job = start_job(cfg.verbose, horovod=pipeline.needs_horovod(cfg))
+    design = None
+    if isinstance(X, str):
+        design, cfg = _formula(job, cfg, X, y, data)
+        X, y = design.X, design.y
+    elif data is not None:
+        raise UsageError("data= is the DataFrame of a formula: fit('y ~ x1 + x2', data=df)")
+    if groups is not None:
+        groups = _cluster_numbers(job, groups)
+
+    family = pipeline.family_for(cfg)
+
+    def load():
+        return memory_shard(cfg, job, X, y, weights, offset, fold, groups)
+
+    shard, ckpt_dir = pipeline.prepare(cfg, family, job, load)
+    result, optimum = pipeline.fit(cfg, family, job, shard, ckpt_dir)
+    report = pipeline.finish(cfg, family, job, shard, result, optimum, speak=not cfg.quiet)
+    return FitResult(report, design)
+
+
+def _checked(settings: dict, fold, groups) -> Config:
+    """fit()'s settings as a Config, checked with fold= and groups=."""
     # Config knows folds by --cv or --fold_column: the settings that need them wait for fold=
     deferred = {k: settings.pop(k) for k in FOR_FOLDS if fold is not None and k in settings}
     cfg = config_for_fit(settings)
@@ -83,20 +112,35 @@ def fit(X, y, *, weights=None, offset=None, fold=None, groups=None, **settings) 
             if groups is None
             else "groups= is for cov_type='cluster': it gives each row's cluster"
         )
-    from hvd_linreg import pipeline
-    from hvd_linreg.data.memory import memory_shard
+    return cfg
 
-    job = start_job(cfg.verbose, horovod=pipeline.needs_horovod(cfg))
 
-    family = pipeline.family_for(cfg)
+def _cluster_numbers(job, groups):
+    """groups as numbers: words (a firm's name) as their index among every rank's, so that a
+    cluster whose rows sit on several ranks is one cluster."""
+    values = np.asarray(groups)
+    if values.dtype.kind in "biuf":
+        return values
+    texts = values.astype(str)
+    mine = sorted(set(texts.tolist()))
+    every = job.allgather(mine, name="fit_clusters") if job.size > 1 else [mine]
+    names = sorted(set().union(*every))
+    return np.searchsorted(np.array(names), texts).astype(np.float64)
 
-    def load():
-        return memory_shard(cfg, job, X, y, weights, offset, fold, groups)
 
-    shard, ckpt_dir = pipeline.prepare(cfg, family, job, load)
-    result, optimum = pipeline.fit(cfg, family, job, shard, ckpt_dir)
-    report = pipeline.finish(cfg, family, job, shard, result, optimum, speak=not cfg.quiet)
-    return FitResult(report)
+def _formula(job, cfg: Config, formula: str, y, data):
+    """A formula's design on this rank's rows of data, and the settings for it (`- 1`: no
+    intercept)."""
+    if data is None:
+        raise UsageError("fit(formula) takes data=, the DataFrame whose columns it names")
+    if y is not None:
+        raise UsageError("fit(formula, data=) takes y from the formula's left side: pass no y")
+    from hvd_linreg.data import formulas
+
+    design = formulas.design(job, formula, data, cfg.max_levels)
+    if not design.intercept:
+        cfg = replace(cfg, no_intercept=True)
+    return design, cfg
 
 
 def start_job(verbose: bool = False, horovod: bool = False):
@@ -116,6 +160,7 @@ class FitResult:
     command line prints and writes them."""
 
     report: Any  # report.Report: the run, its data, its result and its statistics
+    design: Any = None  # data/formulas.py's Design, for a fit from a formula
 
     @property
     def params(self) -> np.ndarray:
@@ -166,7 +211,9 @@ class FitResult:
         from hvd_linreg.data.memory import features_of
 
         shard = self.report.shard
-        if shard.levels:  # columns of words or categories: coded with the fit's levels
+        if self.design is not None:  # the formula's columns, from the new rows
+            X = self.design.new_rows(X)
+        elif shard.levels:  # columns of words or categories: coded with the fit's levels
             from hvd_linreg.data import frames
 
             X = frames.new_rows(X, shard.columns, shard.levels)

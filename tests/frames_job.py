@@ -36,12 +36,25 @@ def panel() -> pd.DataFrame:
     eta = 0.2 + 0.3 * x + 0.4 * (region == "S") - 0.3 * (region == "Z") + 0.5 * flag
     eta = eta + 0.3 * (np.asarray(grade) == "hi")
     y = rng.poisson(np.exp(eta)).astype(float)
-    return pd.DataFrame({"x": x, "region": region, "grade": grade, "flag": flag, "y": y})
+    k = rng.integers(0, 3, n)
+    k[-20:] = 3  # a number that only the last rank's rows hold, a level through C(k)
+    return pd.DataFrame({"x": x, "region": region, "grade": grade, "flag": flag, "k": k, "y": y})
 
 
 FITS = {
     "grunfeld": (grunfeld, ["value", "capital", "firm"], "invest", {}),
     "panel": (panel, ["x", "region", "grade", "flag"], "y", {"model": "poisson"}),
+}
+
+
+# Formula fits (fit(formula, data=)): the implicit constant of a full coding (- 1) included
+FORMULAS = {
+    "grunfeld-formula": (grunfeld, "invest ~ np.log(value) + capital + C(firm) - 1", {}),
+    "panel-formula": (
+        panel,
+        "y ~ x + C(region) + grade + flag + x:flag + C(k)",
+        {"model": "poisson"},
+    ),
 }
 
 
@@ -66,13 +79,25 @@ def main() -> int:
             "bse": result.bse.tolist(),
             "predicted": result.predict(rows[features]).tolist(),
         }
+    for name, (make, formula, settings) in FORMULAS.items():
+        rows = mine(make(), rank, size)
+        result = hvd_linreg.fit(formula, data=rows, solver="exact", **settings)
+        statistics = result.to_dict()["statistics"]
+        got[name] = {
+            "names": list(result.names),
+            "params": result.params.tolist(),
+            "bse": result.bse.tolist(),
+            "predicted": result.predict(rows).tolist(),
+            "r2": statistics.get("r2"),
+            "f_value": statistics.get("f_value"),
+        }
     every = [got]
     if size > 1:
         from mpi4py import MPI
 
         every = MPI.COMM_WORLD.allgather(got)
     if rank == 0:
-        for name in FITS:  # each rank's predictions of its own rows, in rank order
+        for name in [*FITS, *FORMULAS]:  # each rank's predictions of its rows, in rank order
             got[name]["predicted"] = [v for theirs in every for v in theirs[name]["predicted"]]
         with open(out, "w") as f:
             json.dump(got, f)

@@ -110,6 +110,15 @@ def test_clustered_errors_from_python_equal_the_command_lines(tmp_path):
     ref = reference(table, "logistic", "cluster")
     np.testing.assert_allclose(result.bse, ref.bse, rtol=1e-8)
     assert "cluster-robust standard errors (30 clusters)" in result.summary()
+    named = hvd_linreg.fit(  # clusters named by words: the same clusters
+        table[["x1", "x2"]],
+        table.y,
+        groups=table.firm.map("firm {:g}".format),
+        model="logistic",
+        solver="exact",
+        cov_type="cluster",
+    )
+    np.testing.assert_array_equal(named.bse, result.bse)
     with pytest.raises(ValueError, match="cov_type='cluster' needs groups="):
         hvd_linreg.fit(table[["x1", "x2"]], table.y, solver="exact", cov_type="cluster")
     with pytest.raises(ValueError, match="groups= is for cov_type='cluster'"):

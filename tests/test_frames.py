@@ -6,6 +6,7 @@ each rank with its own rows and some level absent from a rank."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ import pandas as pd
 import pytest
 import statsmodels.formula.api as smf
 from frames_job import FITS, grunfeld, panel
+from frames_job import FORMULAS as FORMULA_FITS
 
 from conftest import REPO, launch, launcher_env
 
@@ -75,6 +77,59 @@ def test_word_category_and_boolean_columns_fit_as_statsmodels_formulas(size, tmp
         "grade[T.lo]" in fits["panel"]["names"]
     )  # the category's own first level, mid, is the reference
     assert "region[T.Z]" in fits["panel"]["names"]  # held by the last rank's rows alone
+
+
+@pytest.mark.parametrize(
+    "size",
+    [
+        1,
+        pytest.param(2, marks=pytest.mark.multiprocess),
+        pytest.param(3, marks=pytest.mark.multiprocess),
+    ],
+)
+def test_formulas_are_statsmodels_formula_fits_at_any_rank_count(size, tmp_path):
+    """C(), np.log, interactions and - 1 (a full coding of firm: the constant implicit, R² and F
+    centred as statsmodels has them); a level of C(k) and one of region held by one rank's
+    rows alone."""
+    import statsmodels.api as sm
+
+    fits = run(size, tmp_path)
+    for name, (make, formula, settings) in FORMULA_FITS.items():
+        table = make()
+        if settings.get("model") == "poisson":
+            reference = smf.glm(formula, table, family=sm.families.Poisson()).fit(tol=1e-13)
+        else:
+            reference = smf.ols(formula, table).fit()
+        got = fits[name]
+        expected = reference.params.rename({"Intercept": "b"})
+        params = dict(zip(got["names"], got["params"]))
+        assert set(expected.index) <= set(params), name  # statsmodels' names
+        for key in expected.index:
+            assert params[key] == pytest.approx(expected[key], rel=1e-8, abs=1e-10), (name, key)
+        bse = dict(zip(got["names"], got["bse"]))
+        their_bse = reference.bse.rename({"Intercept": "b"})
+        for key in expected.index:
+            assert bse[key] == pytest.approx(their_bse[key], rel=1e-6), (name, key)
+        np.testing.assert_allclose(got["predicted"], reference.fittedvalues, rtol=1e-8)
+        if name == "grunfeld-formula":
+            assert got["r2"] == pytest.approx(reference.rsquared, rel=1e-10)
+            assert got["f_value"] == pytest.approx(reference.fvalue, rel=1e-8)
+    assert "C(k)[T.3]" in fits["panel-formula"]["names"]
+
+
+def test_a_formula_that_cannot_be_fitted_says_why():
+    import hvd_linreg
+
+    table = panel()
+    for formula, says in [
+        ("y ~ x + nope", "the formula cannot be applied to the rows"),
+        ("x + flag", "has no left side"),
+        ("y ~ x + (", "does not parse"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(says)):
+            hvd_linreg.fit(formula, data=table, solver="exact")
+    with pytest.raises(ValueError, match="takes y from the formula's left side"):
+        hvd_linreg.fit("y ~ x", table.y, data=table)
 
 
 def test_new_rows_are_coded_with_the_fits_levels_and_an_unseen_one_is_named():

@@ -101,7 +101,7 @@ def test_a_bad_setting_raises_the_command_lines_message(settings, flags):
 @pytest.mark.parametrize(
     "settings, says",
     [
-        ({"data": "rows.csv"}, "fit() does not take data=: pass the rows themselves"),
+        ({"data": "rows.csv"}, "data= is the DataFrame of a formula"),
         ({"num_step": 10}, "fit() got unknown settings num_step;"),
         ({"elastic": True}, "fit() does not take elastic=:"),
         ({"missing": "drop"}, "fit() does not take missing=: drop the rows holding NaN"),

@@ -61,7 +61,7 @@ def local_levels(frame) -> dict[str, tuple[str, list]]:
         if what == "category":
             levels = [_plain(v) for v in cells.cat.categories]
         else:
-            levels = sorted({_text(v) for v in cells.unique()})
+            levels = sorted({text_of(v) for v in cells.unique()})
         out[str(column)] = (what, levels)
     return out
 
@@ -113,7 +113,7 @@ def dummies(frame, levels: dict[str, list]):
             parts[name] = frame[column]
             continue
         cells = frame[column]
-        texts = cells.map(_plain if kind(cells) == "category" else _text)
+        texts = cells.map(_plain if kind(cells) == "category" else text_of)
         at = {level: i for i, level in enumerate(levels[name])}
         codes = texts.map(at).to_numpy(dtype=np.float64, na_value=-1.0)
         bad = np.flatnonzero(codes < 0)
@@ -144,7 +144,7 @@ def new_rows(frame, columns: tuple[str, ...], levels: dict[str, list]):
     return dummies(frame[list(columns)], levels)
 
 
-def _text(value: Any) -> str:
+def text_of(value: Any) -> str:
     """A word column's cell as its level: text as it is, a boolean as a file writes it."""
     return str(value.item() if hasattr(value, "item") else value)
 

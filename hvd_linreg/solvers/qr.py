@@ -46,6 +46,25 @@ class Factor:
     # False: the design has no intercept (--no_intercept): R of [X y] itself, the means held
     # as 0, so that b = ȳ - x̄·w is 0 and every sum of squares is uncentred
     centred: bool = True
+    raw_means: np.ndarray | None = None  # uncentred: the columns' weighted means [x̄, ȳ]
+
+    @property
+    def implicit_constant(self) -> bool:
+        """Whether a design without an intercept has the constant in its columns' span (a full
+        coding of levels): statsmodels then reports the centred R² and F, as with one."""
+        if self.centred or self.raw_means is None:
+            return False
+        F = len(self.x_mean)
+        ones = self.weight * self.raw_means[:F]  # Xᵀ W 1
+        projection = np.linalg.lstsq(self.r[:F, :F].T, ones, rcond=None)[0]
+        return bool(self.weight - projection @ projection <= 1e-10 * self.weight)
+
+    @property
+    def centred_y_ss(self) -> float:
+        """Σ w (y - ȳ)², the centred total sum of squares, from an uncentred factor's."""
+        if self.centred or self.raw_means is None:
+            return self.y_ss
+        return self.y_ss - self.weight * float(self.raw_means[-1]) ** 2
 
     @property
     def y_ss(self) -> float:
@@ -162,11 +181,20 @@ def factorise_blocks(
         sums[n + 2 : tail] += more
     sums = job.allreduce_sum(sums, "column_sums")  # Horovod: every rank's sums
     weight, count = float(sums[n]), int(sums[n + 1])
-    means = sums[:n] / weight if centre else np.zeros(n)
+    raw = sums[:n] / weight
+    means = raw if centre else np.zeros(n)
     r = _gram_factor(sums[tail:].reshape(n, n), means, weight, reference) if gram else None
     if r is None:
         r = _householder_factor(job, blocks, means, _block_rows(n))
-    factor = Factor(r, means[:-1], float(means[-1]), count, weight, centred=centre)
+    factor = Factor(
+        r,
+        means[:-1],
+        float(means[-1]),
+        count,
+        weight,
+        centred=centre,
+        raw_means=None if centre else raw,
+    )
     return factor, sums[n + 2 : tail]
 
 

@@ -100,7 +100,7 @@ def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> 
     undefined: dict[str, str] = {}
     if not factor.centred:
         undefined["b"] = NO_INTERCEPT
-    y_ss = factor.y_ss
+    y_ss = factor.centred_y_ss if factor.implicit_constant else factor.y_ss
     r2 = 1.0 - rss / y_ss if y_ss > 0 else None
     if r2 is None:
         undefined["r2"] = undefined["adjusted_r2"] = "the target is constant"
@@ -178,7 +178,8 @@ def _without_intercept(optimum, names, r2, rmse, n, k, undefined, whole) -> Stat
     rows = zip(names, params.tolist(), std_error.tolist(), list(t), p)
     coefficients = [Coefficient(*row) for row in rows]
     coefficients.append(Coefficient("b", 0.0, None, None, None))
-    adjusted = None if r2 is None else 1.0 - (1.0 - r2) * n / dof
+    constant = optimum.factor.implicit_constant  # statsmodels' k_constant 1: centred R², F
+    adjusted = None if r2 is None else 1.0 - (1.0 - r2) * (n - constant) / dof
     whole.update(_f_test(optimum, rss, inference, undefined))
     return Statistics(
         coefficients,
@@ -225,8 +226,13 @@ def _f_test(optimum: Optimum, rss: float, dof: int, undefined: dict) -> dict:
     test w' V⁻¹ w / F on their covariance, as statsmodels; p from F(F, dof) (cluster: G - 1)."""
     from scipy.special import fdtrc
 
-    w = optimum.params[:-1]
-    F = len(w)
+    w, factor = optimum.params[:-1], optimum.factor
+    F = len(w) - factor.implicit_constant  # the constant, implicit in the columns, not tested
+    if factor.implicit_constant and optimum.robust is not None:
+        undefined["f_value"] = undefined["f_p"] = (
+            "the constant is implicit in the columns: the robust Wald F needs it named"
+        )
+        return {}
     if F == 0 or not rss > 0:
         undefined["f_value"] = undefined["f_p"] = (
             "no features to test" if F == 0 else "the fit is exact (zero residuals)"
@@ -235,5 +241,6 @@ def _f_test(optimum: Optimum, rss: float, dof: int, undefined: dict) -> dict:
     if optimum.robust is not None:
         value = float(w @ np.linalg.solve(optimum.robust[:F, :F], w)) / F
     else:
-        value = (optimum.factor.y_ss - rss) / F / (rss / dof)
+        total = factor.centred_y_ss if factor.implicit_constant else factor.y_ss
+        value = (total - rss) / F / (rss / dof)
     return {"f_value": value, "f_p": float(fdtrc(F, dof, value))}

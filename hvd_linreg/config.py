@@ -135,9 +135,9 @@ class Config:
     model: str = setting(
         "linear",
         "the model family: linear (least squares), gaussian (the same by IRLS, with GLM "
-        "statistics), logistic or binomial (a 0/1 target), poisson (y >= 0), gamma (y > 0) or "
-        "tweedie (y >= 0, --tweedie_power); --solver exact is least squares for linear, IRLS "
-        "for the others",
+        "statistics), logistic or binomial (a 0/1 target), poisson (y >= 0), gamma (y > 0), "
+        "tweedie (y >= 0, --tweedie_power) or inverse_gaussian (y > 0); --solver exact is "
+        "least squares for linear, IRLS for the others",
         "NAME",
     )
     link: str | None = setting(
@@ -145,7 +145,7 @@ class Config:
         "the link g of E[y] = g^-1(x.w + b); by default the family's canonical one: "
         "linear and gaussian identity (or log), logistic and binomial logit (or probit, "
         "cloglog), poisson log (or identity, sqrt), gamma inverse (or log, identity), tweedie "
-        "log (or identity)",
+        "log (or identity), inverse_gaussian inverse_squared (or inverse, log, identity)",
         "NAME",
     )
     tweedie_power: float | None = setting(

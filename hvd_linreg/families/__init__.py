@@ -28,6 +28,7 @@ FAMILIES = {
     "poisson": "hvd_linreg.families.poisson:Poisson",
     "gamma": "hvd_linreg.families.gamma:Gamma",
     "tweedie": "hvd_linreg.families.tweedie:Tweedie",
+    "inverse_gaussian": "hvd_linreg.families.inverse_gaussian:InverseGaussian",
 }
 
 

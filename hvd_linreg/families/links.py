@@ -165,6 +165,11 @@ def inverse_power() -> Power:
     return Power(-1.0, "inverse")
 
 
+def inverse_squared() -> Power:
+    """η = 1/μ², the inverse Gaussian family's canonical link."""
+    return Power(-2.0, "inverse_squared")
+
+
 def sqrt() -> Power:
     """η = √μ."""
     return Power(0.5, "sqrt")
@@ -177,6 +182,7 @@ LINKS = {
     "probit": Probit,
     "cloglog": CLogLog,
     "inverse": inverse_power,
+    "inverse_squared": inverse_squared,
     "sqrt": sqrt,
 }
 

@@ -136,7 +136,8 @@ class Config:
         "linear",
         "the model family: linear (least squares), gaussian (the same by IRLS, with GLM "
         "statistics), logistic or binomial (a 0/1 target), poisson (y >= 0), gamma (y > 0), "
-        "tweedie (y >= 0, --tweedie_power) or inverse_gaussian (y > 0); --solver exact is "
+        "tweedie (y >= 0, --tweedie_power), inverse_gaussian (y > 0) or negative_binomial "
+        "(y >= 0, --nb_alpha); --solver exact is "
         "least squares for linear, IRLS for the others",
         "NAME",
     )
@@ -145,7 +146,8 @@ class Config:
         "the link g of E[y] = g^-1(x.w + b); by default the family's canonical one: "
         "linear and gaussian identity (or log), logistic and binomial logit (or probit, "
         "cloglog), poisson log (or identity, sqrt), gamma inverse (or log, identity), tweedie "
-        "log (or identity), inverse_gaussian inverse_squared (or inverse, log, identity)",
+        "log (or identity), inverse_gaussian inverse_squared (or inverse, log, identity), "
+        "negative_binomial log (or identity, sqrt)",
         "NAME",
     )
     tweedie_power: float | None = setting(
@@ -153,6 +155,13 @@ class Config:
         "--model tweedie's power p, 1 < p < 2: Var(y) = phi mu^p (default 1.5)",
         "P",
         check=optional(between_1_and_2),
+    )
+    nb_alpha: float | None = setting(
+        None,
+        "--model negative_binomial's dispersion alpha > 0: Var(y) = mu + alpha mu^2 (NB2, as "
+        "statsmodels' NegativeBinomial(alpha); default 1)",
+        "A",
+        check=optional(positive_finite),
     )
     solver: str = setting(
         "sgd",

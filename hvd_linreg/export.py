@@ -37,7 +37,8 @@ class ExportedModel:
     target_name: str | None
     family: str = "linear"  # the model family (families/) that predicts and scores
     link: str | None = None  # its link; None: the family's default
-    power: float | None = None  # --tweedie_power's
+    # the family's parameter (families.PARAMETERS): tweedie's power, negative_binomial's alpha
+    power: float | None = None
     # --weights, --offset, --exposure: the columns it was fitted with (predict adds the
     # offset and the exposure's log to each row's linear predictor; evaluate weighs rows)
     carried: Carried = NOTHING_CARRIED
@@ -78,7 +79,7 @@ def save(cfg: Config, family, shard: Shard, theta: np.ndarray, metrics: dict[str
     metadata = {
         "format": FORMAT,
         "model": family.NAME,
-        **family.settings(),  # its link (and power)
+        **family.settings(),  # its link and its parameter (power: None for most)
         "hvd_linreg": __version__,
         "num_features": len(theta) - 1,
         "dtype": shard.dtype,

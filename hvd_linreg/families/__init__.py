@@ -29,15 +29,19 @@ FAMILIES = {
     "gamma": "hvd_linreg.families.gamma:Gamma",
     "tweedie": "hvd_linreg.families.tweedie:Tweedie",
     "inverse_gaussian": "hvd_linreg.families.inverse_gaussian:InverseGaussian",
+    "negative_binomial": "hvd_linreg.families.negative_binomial:NegativeBinomial",
 }
+# A family's one parameter: the setting that gives it (config.py), by family. families.get
+# hands it to the family, and the export stores it (as "power") for predict and evaluate.
+PARAMETERS = {"tweedie": "tweedie_power", "negative_binomial": "nb_alpha"}
 
 
-def get(name: str, link: str | None = None, power: float | None = None) -> Family:
-    """The family registered under name, with its default link or the one named (and, for
-    tweedie, its power)."""
+def get(name: str, link: str | None = None, parameter: float | None = None) -> Family:
+    """The family registered under name, with its default link or the one named (and its
+    parameter: tweedie's power, negative_binomial's alpha)."""
     module, cls = FAMILIES[name].split(":")
     family = getattr(importlib.import_module(module), cls)
-    family = family(link) if power is None else family(link, power)
+    family = family(link) if parameter is None else family(link, parameter)
     if family.SOLVER == "least_squares" and family.link.name != "identity":
         # Least squares fits the identity link only: the Gaussian GLM, by IRLS, fits the others
         return get("gaussian", link)
@@ -50,9 +54,11 @@ def for_config(cfg) -> Family:
     this as soon as they have one."""
     if cfg.model not in FAMILIES:
         raise UsageError(f"--model must be one of {', '.join(FAMILIES)}, got {cfg.model!r}")
-    if cfg.tweedie_power is not None and cfg.model != "tweedie":
-        raise UsageError("--tweedie_power is for --model tweedie")
-    family = get(cfg.model, cfg.link, cfg.tweedie_power)
+    for model, setting in PARAMETERS.items():
+        if getattr(cfg, setting) is not None and cfg.model != model:
+            raise UsageError(f"--{setting} is for --model {model}")
+    parameter = getattr(cfg, PARAMETERS[cfg.model]) if cfg.model in PARAMETERS else None
+    family = get(cfg.model, cfg.link, parameter)
     if cfg.exposure is not None and family.link.name != "log":
         raise UsageError(
             f"--exposure multiplies the mean only under the log link, and --model "

@@ -59,6 +59,9 @@ class Family:
     NAME = ""  # as --model names it
     LOSS = ""  # what the summary and the plot call the loss
     LINKS: tuple[str, ...] = ("identity",)  # the links it takes; the first is the default
+    # The link under which IRLS is Newton's method: the default, unless a family says (None:
+    # none of LINKS)
+    CANONICAL_LINK: str | None = ""
     # Which exact solver fits it, by name ("least_squares", "irls"), and what the header line
     # and the summary call it and its cost; None: SGD only.
     SOLVER: str | None = "irls"
@@ -84,14 +87,19 @@ class Family:
             )
         self.link = links.named(name)
 
+    def parameter(self) -> float | None:
+        """The family's one parameter (families.PARAMETERS names its setting), or None."""
+        return None
+
     def settings(self) -> dict:
         """What families.get needs to make this family again (the export stores it)."""
-        return {"link": self.link.name}
+        return {"link": self.link.name, "power": self.parameter()}
 
     @property
     def canonical(self) -> bool:
         """Whether the link is the family's canonical one: IRLS is then Newton's method."""
-        return self.link.name == self.LINKS[0]
+        canonical = self.LINKS[0] if self.CANONICAL_LINK == "" else self.CANONICAL_LINK
+        return self.link.name == canonical
 
     # The distribution, in float64 NumPy
 

@@ -26,8 +26,8 @@ class Tweedie(Family):
         super().__init__(link)
         self.power = self.DEFAULT_POWER if power is None else power
 
-    def settings(self) -> dict:
-        return {**super().settings(), "power": self.power}
+    def parameter(self) -> float:
+        return self.power
 
     def variance(self, mu):
         return np.power(mu, self.power)

@@ -183,6 +183,30 @@ def params_of(metrics: dict) -> np.ndarray:
     return np.append(metrics["w"], metrics["b"])
 
 
+def assert_sgd_is_simulated(tmp_path, size: int, model_args: list[str], X, y, grad) -> None:
+    """30 steps of plain SGD (lr 0.02, a global batch of 16 rows, float64, --seed 0) at size
+    ranks equal the NumPy simulation of averaged SGD on grad, the loss's gradient, to 1e-9."""
+    from reference import SGD, averaged, constant
+
+    np.savez(tmp_path / "d.npz", X=X, y=y)
+    batch, steps = 16 // size, 30
+    args = ["--data", str(tmp_path / "d.npz"), *model_args, "--num_steps", str(steps)]
+    args += ["--batch_size", str(batch), "--learning_rate", "0.02", "--dtype", "float64"]
+    m = run_metrics(tmp_path, size, [*args, "--seed", "0", "--log_every", "10"])
+    expected = averaged(
+        X,
+        y,
+        ranks=size,
+        batch_size=batch,
+        steps=steps,
+        optimizer=SGD(constant(0.02)),
+        w0=m["initial_w"],
+        b0=m["initial_b"],
+        grad=grad,
+    )
+    np.testing.assert_allclose(params_of(m), expected, rtol=1e-9, atol=1e-12)
+
+
 @pytest.fixture
 def regression_file(tmp_path: Path):
     """Write a small regression problem to a .npz file; return (path, X, y) as stored."""

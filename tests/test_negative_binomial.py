@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 import statsmodels.api as sm
 
-from conftest import params_of, read_metrics, refused, run_metrics
+from conftest import assert_sgd_is_simulated, params_of, read_metrics, refused, run_metrics
 from hvd_linreg.cli import main
-from reference import SGD, averaged, constant
 
 ALPHA = 0.5
 LINKS = {"log": sm.families.links.Log, "sqrt": sm.families.links.Sqrt}
@@ -72,24 +71,8 @@ def gradient(theta, X, y, l2=0.0):
 @pytest.mark.parametrize("size", [1, pytest.param(2, marks=pytest.mark.multiprocess)])
 def test_sgd_is_exactly_averaged_sgd_on_the_half_deviance(tmp_path, size):
     X, y, _ = rows("log")
-    np.savez(tmp_path / "d.npz", X=X, y=y)
-    batch, steps = 16 // size, 30
-    args = ["--data", str(tmp_path / "d.npz"), "--model", "negative_binomial"]
-    args += ["--nb_alpha", str(ALPHA), "--num_steps", str(steps), "--batch_size", str(batch)]
-    args += ["--learning_rate", "0.02", "--dtype", "float64", "--seed", "0", "--log_every", "10"]
-    m = run_metrics(tmp_path, size, args)
-    expected = averaged(
-        X,
-        y,
-        ranks=size,
-        batch_size=batch,
-        steps=steps,
-        optimizer=SGD(constant(0.02)),
-        w0=m["initial_w"],
-        b0=m["initial_b"],
-        grad=gradient,
-    )
-    np.testing.assert_allclose(params_of(m), expected, rtol=1e-9, atol=1e-12)
+    args = ["--model", "negative_binomial", "--nb_alpha", str(ALPHA)]
+    assert_sgd_is_simulated(tmp_path, size, args, X, y, gradient)
 
 
 def test_the_dispersion_reaches_the_export_and_evaluate(tmp_path):

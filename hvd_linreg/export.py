@@ -46,6 +46,7 @@ class ExportedModel:
     # data's columns the features come from, each categorical one giving its dummies
     levels: dict[str, list] | None = None
     columns: tuple[str, ...] | None = None
+    formula: str | None = None  # fit(formula, data=)'s: its columns are built, not read
 
     @property
     def num_features(self) -> int:
@@ -73,8 +74,16 @@ def check_target(path: str | None) -> None:
             ) from None
 
 
-def save(cfg: Config, family, shard: Shard, theta: np.ndarray, metrics: dict[str, Any]) -> None:
-    """Rank 0 writes the model to --export, whole or not at all (atomic_directory)."""
+def save(
+    cfg: Config,
+    family,
+    shard: Shard,
+    theta: np.ndarray,
+    metrics: dict[str, Any],
+    formula: str | None = None,
+) -> None:
+    """Rank 0 writes the model to --export, whole or not at all (atomic_directory); formula:
+    the one a fit from Python was given, stored for what reads the model."""
     check_target(cfg.export)  # again: something may have appeared there while training ran
     metadata = {
         "format": FORMAT,
@@ -89,6 +98,7 @@ def save(cfg: Config, family, shard: Shard, theta: np.ndarray, metrics: dict[str
         "target_name": shard.target_name,
         "columns": None if shard.columns is None else list(shard.columns),
         "levels": shard.levels or None,
+        "formula": formula,
         "missing": cfg.missing,
         # the carried columns by the names a data file gives them (the shard's: hvd_linreg.fit
         # names its arrays weights and offset)
@@ -145,6 +155,7 @@ def load(path: str) -> ExportedModel:
             ),
             meta.get("levels"),
             None if meta.get("columns") is None else tuple(meta["columns"]),
+            meta.get("formula"),
         )
     except KeyError as e:
         raise UsageError(f"cannot read --model {path}'s metadata ({METADATA}): no {e}") from None

@@ -228,7 +228,8 @@ class FitResult:
         report = self.report
         if report.job.is_root:
             cfg = replace(report.cfg, export=str(path))
-            export.save(cfg, report.family, report.shard, self.params, report.metrics())
+            formula = None if self.design is None else self.design.formula
+            export.save(cfg, report.family, report.shard, self.params, report.metrics(), formula)
 
 
 def load(path: str):

@@ -273,6 +273,12 @@ class Request:
     @classmethod
     def check(cls, model_path: str, data_path: str, need_target: bool) -> Request:
         model = load(model_path)
+        if model.formula is not None:
+            raise UsageError(
+                f"the model {model_path} was fitted from the formula {model.formula!r}, whose "
+                "columns are built, not read from a file: apply it from Python, with the fit's "
+                "predict(rows)"
+            )
         data = open_data(data_path)
         columns = match_columns(data, model)
         if need_target and columns.target is None:

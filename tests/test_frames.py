@@ -117,6 +117,19 @@ def test_formulas_are_statsmodels_formula_fits_at_any_rank_count(size, tmp_path)
     assert "C(k)[T.3]" in fits["panel-formula"]["names"]
 
 
+def test_a_model_saved_from_a_formula_is_applied_from_python_not_by_predict(tmp_path, capsys):
+    import hvd_linreg
+    from hvd_linreg.cli import main
+
+    table = panel()
+    result = hvd_linreg.fit("y ~ x + C(region)", data=table, solver="exact", model="poisson")
+    result.save(str(tmp_path / "model"))
+    table.to_csv(tmp_path / "new.csv", index=False)
+    args = ["predict", "--model", str(tmp_path / "model"), "--data", str(tmp_path / "new.csv")]
+    assert main([*args, "--out", str(tmp_path / "p.csv")]) == 2
+    assert "was fitted from the formula 'y ~ x + C(region)'" in capsys.readouterr().err
+
+
 def test_a_formula_that_cannot_be_fitted_says_why():
     import hvd_linreg
 

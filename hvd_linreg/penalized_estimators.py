@@ -32,6 +32,7 @@ _GLUM_FAMILIES = {
     "poisson": ("poisson", "log"),
     "gamma": ("gamma", "log"),
     "binomial": ("logistic", "logit"),
+    "inverse.gaussian": ("inverse_gaussian", "log"),
 }
 
 
@@ -186,7 +187,8 @@ class _Glum(RegressorMixin):
         """D², the fraction of the deviance explained (R² for the normal family)."""
         from sklearn.metrics import d2_tweedie_score
 
-        power = {"normal": 0, "gaussian": 0, "poisson": 1, "gamma": 2}.get(self.family)
+        power = {"normal": 0, "gaussian": 0, "poisson": 1, "gamma": 2, "inverse.gaussian": 3}
+        power = power.get(self.family)
         if power is None:
             from sklearn.metrics import d2_log_loss_score
 
@@ -196,14 +198,14 @@ class _Glum(RegressorMixin):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.target_tags.positive_only = self.family in ("poisson", "gamma")
+        tags.target_tags.positive_only = self.family in ("poisson", "gamma", "inverse.gaussian")
         return tags
 
 
 class GeneralizedLinearRegressor(_Glum, _Exact):
     """A GLM with the elastic net's penalty, as glum.GeneralizedLinearRegressor: families
-    normal, poisson, gamma and binomial; alpha=None (glum's default) is no penalty;
-    scale_predictors=True penalises the standardized coefficients."""
+    normal, poisson, gamma, inverse.gaussian and binomial; alpha=None (glum's default) is no
+    penalty; scale_predictors=True penalises the standardized coefficients."""
 
     def __init__(
         self,

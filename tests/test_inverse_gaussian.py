@@ -76,3 +76,21 @@ def test_a_target_that_is_not_positive_is_refused(capsys, tmp_path):
     np.savez(tmp_path / "d.npz", X=X, y=y)
     says = refused(capsys, ["--data", str(tmp_path / "d.npz"), "--model", "inverse_gaussian"])
     assert "has the target 0; --model inverse_gaussian needs y > 0" in says
+
+
+@pytest.mark.parametrize("penalty", [{"alpha": None}, {"alpha": 0.01, "l1_ratio": 0.5}])
+def test_glums_estimator_of_the_family_is_glums(penalty):
+    """GeneralizedLinearRegressor(family="inverse.gaussian"), log link as glum's "auto", with
+    and without the elastic net, equals glum's on the same weighted rows."""
+    import glum
+
+    from hvd_linreg import estimators
+
+    X, y, w = rows("log")
+    ours = estimators.GeneralizedLinearRegressor(family="inverse.gaussian", **penalty)
+    ours.fit(X, y, w)
+    theirs = glum.GeneralizedLinearRegressor(
+        family="inverse.gaussian", gradient_tol=1e-12, **{**penalty, "alpha": penalty["alpha"] or 0}
+    ).fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=0, atol=1e-8)
+    assert ours.intercept_ == pytest.approx(theirs.intercept_, abs=1e-8)

@@ -109,7 +109,7 @@ class _Exact(BaseEstimator):
     def _fit_settings(self, job, weight_sum: float, rows: float, local_rows: int) -> dict:
         """fit()'s settings for this estimator's penalty (and fold=), given Σw and n over all
         ranks and this rank's rows; by default its ridge, _l2."""
-        return {"l2": self._l2(weight_sum, rows)}
+        return {"l2": float(self._l2(weight_sum, rows))}
 
     def _fitted(self, result) -> None:
         """Set the attributes a fit has beyond coef_ and intercept_ (a path's, a CV's)."""

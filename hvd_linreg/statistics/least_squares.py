@@ -213,11 +213,27 @@ def _whole_table(optimum: Optimum, rss: float, undefined: dict) -> dict:
     else:
         for name in ("log_likelihood", "aic", "bic"):
             undefined.setdefault(name, reason)
-    eigenvalues = np.linalg.eigvalsh(factor.information())
-    if eigenvalues[0] > 0:
-        out["condition_number"] = float(np.sqrt(eigenvalues[-1] / eigenvalues[0]))
+    singular = np.linalg.svd(_design_factor(factor), compute_uv=False)
+    if singular[-1] > 0:
+        out["condition_number"] = float(singular[0] / singular[-1])
     else:
         undefined["condition_number"] = "the design is singular"
+    return out
+
+
+def _design_factor(factor) -> np.ndarray:
+    """A triangle T with TᵀT = AᵀWA for A = [X 1] (X alone without an intercept): from R of
+    the centred design, whose columns are orthogonal to the ones, [[R, 0], [√W x̄, √W]]. Its
+    singular values are the square roots of AᵀWA's eigenvalues, without squaring the
+    condition number (statsmodels' eigenvalues of AᵀWA lose a design such as NIST's Filip)."""
+    F = len(factor.x_mean)
+    upper = factor.r[:F, :F]
+    if not factor.centred:
+        return upper
+    root = np.sqrt(factor.weight)
+    out = np.zeros((F + 1, F + 1))
+    out[:F, :F] = upper
+    out[F, :F], out[F, F] = root * factor.x_mean, root
     return out
 
 

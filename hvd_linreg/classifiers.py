@@ -194,7 +194,9 @@ class LogisticRegressionCV(LogisticRegression):
         Cs = self._Cs()
         order = np.argsort(Cs, kind="stable")  # the path runs from the largest alpha down
         alphas = [float(a) for a in 1.0 / (Cs[order] * weight_sum)]
+        back = np.argsort(order)  # the path's strengths in Cs' order
         fold = _folds(job, len(y), self.cv, y)
+        coded = None  # X as the path's features: its words coded once, by the first fit's levels
         scores, paths, fulls, passes, summaries = [], [], [], [], []
         for ratio in self._ratios():
             l1 = 1.0 if self.penalty == "l1" else 0.0 if self.penalty == "l2" else ratio
@@ -211,10 +213,10 @@ class LogisticRegressionCV(LogisticRegression):
                 fold_alpha="sum",
             )
             path, shard = result.path, result.report.shard
-            back = np.argsort(order)  # the path's strengths in Cs' order
             folds = path.fold_coefficients[:, back]
-            self.levels_ = dict(shard.levels or {})
-            coded = frames.new_rows(X, shard.columns, shard.levels) if shard.levels else X
+            if coded is None:
+                self.levels_ = dict(shard.levels or {})
+                coded = frames.new_rows(X, shard.columns, shard.levels) if shard.levels else X
             scores.append(self._scores(job, coded, y, sample_weight, fold, folds))
             paths.append(folds)
             fulls.append(path.coefficients[back])

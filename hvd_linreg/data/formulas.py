@@ -91,12 +91,6 @@ def design(job, formula: str, data, max_levels: int) -> Design:
 def _agreed_levels(job, data, formula: str, max_levels: int) -> dict:
     """Every variable's levels, agreed by the ranks: the columns of words, booleans and
     categories (frames.agree), and the numeric columns the formula wraps in C()."""
-    error = None
-    try:
-        frames.local_levels(data)
-    except UsageError as e:
-        error = e
-    job.agree(error)
     levels = frames.agree(job, data, max_levels)
     wrapped = [c for c in dict.fromkeys(_WRAPPED.findall(formula)) if c in data.columns]
     numeric = [c for c in wrapped if c not in levels]

@@ -66,10 +66,19 @@ def local_levels(frame) -> dict[str, tuple[str, list]]:
     return out
 
 
-def agree(job, frame, max_levels: int) -> dict[str, list]:
+def agree(job, frame, max_levels: int, check=None) -> dict[str, list]:
     """Each categorical column's levels, the same on every rank: one allgather of each rank's
-    levels and rows."""
-    mine = (len(frame), local_levels(frame))
+    levels and rows. A problem of a rank's own rows (a missing cell, or what check(frame)
+    raises) stops every rank before the collective."""
+    error, local = None, {}
+    try:
+        if check is not None:
+            check(frame)
+        local = local_levels(frame)
+    except UsageError as e:
+        error = e
+    job.agree(error)
+    mine = (len(frame), local)
     every = job.allgather(mine, name="fit_levels") if job.size > 1 else [mine]
     rows = sum(count for count, _ in every)
     levels = {}

@@ -92,19 +92,17 @@ def _coded(cfg: Config, job: Job, X) -> tuple[Any, dict[str, list], tuple[str, .
     is where it has none."""
     if not _named(X):
         return X, {}, None
-    error = None
-    try:
-        mixed = mixed_text_column(X)  # a typo is not a category, as the readers have it
-        if mixed is not None:
-            raise mixed
-        frames.local_levels(X)  # a missing cell, refused before the collective
-    except UsageError as e:
-        error = e
-    job.agree(error)
-    levels = frames.agree(job, X, cfg.max_levels)
+    levels = frames.agree(job, X, cfg.max_levels, check=_refuse_mixed)
     if not levels:
         return X, {}, None
     return frames.dummies(X, levels), levels, tuple(str(c) for c in X.columns)
+
+
+def _refuse_mixed(frame) -> None:
+    """A column that mixes numbers and words: a typo is not a category, as the readers have it."""
+    mixed = mixed_text_column(frame)
+    if mixed is not None:
+        raise mixed
 
 
 def _carried(weights, offset, fold, groups) -> Carried:

@@ -92,8 +92,7 @@ def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> 
     """The statistics of the exact optimum, from its R factor and its loss; each w is named by
     its column where the data names them, else w[j]."""
     factor, params = optimum.factor, optimum.params
-    # k: the features and the bias, where the model has one (without: R² is uncentred, as
-    # statsmodels' without a constant, and b, held at 0, has no statistics)
+    # k: the features and the bias, where the model has one (without: R² uncentred, b 0)
     n, k = factor.count, len(params) - (not factor.centred)
     rss, rmse = optimum.loss * n, float(np.sqrt(optimum.loss))
     names = [*(feature_names or (f"w[{j}]" for j in range(len(params) - 1))), "b"]
@@ -111,29 +110,32 @@ def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> 
             undefined.setdefault(name, why)
         estimates = [Coefficient(nm, v, None, None, None) for nm, v in zip(names, params.tolist())]
         return Statistics(estimates, r2, None, rmse, None, undefined, **whole)
-    if not factor.centred:
-        return _without_intercept(optimum, names, r2, rmse, n, k, undefined, whole)
     dof = n - k
     # Var(w) = σ² (Xcᵀ Xc)⁻¹ = σ² R⁻¹ R⁻ᵀ; b = ȳ - x̄·w, with ȳ and w uncorrelated:
-    # Var(b) = σ² (1/N + x̄ᵀ (Xcᵀ Xc)⁻¹ x̄); weighted, as WLS: Xc = √W (X - x̄_w), 1/Σw
+    # Var(b) = σ² (1/N + x̄ᵀ (Xcᵀ Xc)⁻¹ x̄); weighted, as WLS: Xc = √W (X - x̄_w), 1/Σw.
     sigma2 = rss / dof
-    if optimum.robust is not None:  # --cov_type HC0/HC1: the sandwich's
-        std_error = np.sqrt(np.diag(optimum.robust))
+    fitted = params if factor.centred else params[:-1]  # no intercept: b, held at 0, has none
+    if optimum.robust is not None:  # --cov_type HC0/HC1/cluster: the sandwich's
+        std_error = np.sqrt(np.diag(optimum.robust))[: len(fitted)]
     else:
         variance = factor.variances()
         variance[-1] += 1.0 / factor.weight  # Σ w: the rows, unweighted
-        std_error = np.sqrt(sigma2 * variance)
+        std_error = np.sqrt(sigma2 * variance[: len(fitted)])
     inference = dof if optimum.clusters is None else optimum.clusters - 1  # Stata's, and
     # statsmodels' with use_t: a cluster-robust t has G - 1 degrees of freedom
     if sigma2 > 0:
-        t = params / std_error
+        t = fitted / std_error
         p = two_sided_p(t, inference)
-        columns = zip(names, params.tolist(), std_error.tolist(), t.tolist(), p)
+        columns = zip(names, fitted.tolist(), std_error.tolist(), t.tolist(), p)
     else:
         undefined["t"] = undefined["p"] = "the fit is exact (zero residuals)"
-        columns = zip(names, params.tolist(), std_error.tolist(), [None] * k, [None] * k)
-    adjusted = None if r2 is None else 1.0 - (1.0 - r2) * (n - 1) / dof
+        columns = zip(names, fitted.tolist(), std_error.tolist(), [None] * k, [None] * k)
     coefficients = [Coefficient(*c) for c in columns]
+    if not factor.centred:
+        coefficients.append(Coefficient("b", 0.0, None, None, None))
+    # statsmodels adjusts by n - 1 where the model has a constant, its own or implicit
+    constant = 1 if factor.centred else int(factor.implicit_constant)
+    adjusted = None if r2 is None else 1.0 - (1.0 - r2) * (n - constant) / dof
     whole.update(_f_test(optimum, rss, inference, undefined))
     return Statistics(
         coefficients,
@@ -157,41 +159,6 @@ def _no_errors(optimum: Optimum, n: int, k: int) -> str | None:
     if optimum.dependent:
         return "the design is singular (features collinear or constant)"
     return None
-
-
-def _without_intercept(optimum, names, r2, rmse, n, k, undefined, whole) -> Statistics:
-    """The statistics of a model without an intercept: Var(w) = σ² (XᵀWX)⁻¹ from R of the
-    uncentred design, R² and its adjustment by n rather than n - 1, b's row empty."""
-    rss, dof, params = optimum.loss * n, n - k, optimum.params
-    sigma2 = rss / dof
-    if optimum.robust is not None:
-        std_error = np.sqrt(np.diag(optimum.robust))[:-1]
-    else:
-        std_error = np.sqrt(sigma2 * optimum.factor.variances()[:-1])
-    inference = dof if optimum.clusters is None else optimum.clusters - 1
-    if sigma2 > 0:
-        t = params[:-1] / std_error
-        p = two_sided_p(t, inference)
-    else:
-        undefined["t"] = undefined["p"] = "the fit is exact (zero residuals)"
-        t, p = [None] * k, [None] * k
-    rows = zip(names, params.tolist(), std_error.tolist(), list(t), p)
-    coefficients = [Coefficient(*row) for row in rows]
-    coefficients.append(Coefficient("b", 0.0, None, None, None))
-    constant = optimum.factor.implicit_constant  # statsmodels' k_constant 1: centred R², F
-    adjusted = None if r2 is None else 1.0 - (1.0 - r2) * (n - constant) / dof
-    whole.update(_f_test(optimum, rss, inference, undefined))
-    return Statistics(
-        coefficients,
-        r2,
-        adjusted,
-        rmse,
-        dof,
-        undefined,
-        optimum.cov_type,
-        optimum.clusters,
-        **whole,
-    )
 
 
 def _whole_table(optimum: Optimum, rss: float, undefined: dict) -> dict:

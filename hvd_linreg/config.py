@@ -7,7 +7,9 @@ from typing import Any
 
 from hvd_linreg.constraints import (
     between_1_and_2,
+    check_columns,
     check_penalty,
+    column_names,
     finite_from_0,
     folds,
     fraction,
@@ -196,6 +198,12 @@ class Config:
         "fit the model without an intercept (b = 0), as R's y ~ x - 1; its statistics are "
         "statsmodels' without a constant (the uncentred R²); --solver exact, unpenalized",
     )
+    formula: str | None = setting(
+        None,
+        "the model as a formula of --data's columns, statsmodels' language: 'y ~ x1 + "
+        "np.log(x2) + C(region) + x1:x2', '- 1' for no intercept (needs formulaic)",
+        "F",
+    )
     groups: str | None = setting(
         None, "the column of each row's cluster, for --cov_type cluster (numbers)", "COL"
     )
@@ -315,7 +323,7 @@ class Config:
                 f.metadata["check"](f.name, getattr(self, f.name))
         self._check_whole_steps()
         self._check_elastic()
-        self._check_columns()
+        check_columns(self)
         check_penalty(self)
 
     def _check_whole_steps(self) -> None:
@@ -326,62 +334,6 @@ class Config:
                 f"--checkpoint_every and --log_every must be multiples of "
                 f"--backward_passes_per_step {k}, so that no step is cut in two"
             )
-
-    def _check_columns(self) -> None:
-        """A file brings its own sizes, and only a file has columns to name."""
-        if self.data is not None:
-            for name in ("num_samples", "num_features"):
-                if getattr(self, name) is not None:
-                    raise UsageError(
-                        f"--{name} cannot be combined with --data: it comes from the file"
-                    )
-        else:
-            if self.missing != "error":
-                raise UsageError(
-                    f"--missing {self.missing} is for the rows of --data; synthetic rows have "
-                    "no missing values"
-                )
-            for flag, value in (
-                ("--target", self.target),
-                ("--features", self.features),
-                ("--categorical", self.categorical),
-                ("--weights", self.weights),
-                ("--offset", self.offset),
-                ("--exposure", self.exposure),
-                ("--fold_column", self.fold_column),
-                ("--groups", self.groups),
-            ):
-                if value is not None:
-                    raise UsageError(
-                        f"{flag} names columns of a CSV or Parquet file, so it needs --data"
-                    )
-        carried = (
-            ("--weights", self.weights),
-            ("--offset", self.offset),
-            ("--exposure", self.exposure),
-            ("--fold_column", self.fold_column),
-            ("--groups", self.groups),
-        )
-        named = [(flag, name) for flag, name in carried if name is not None]
-        for flag, name in named:
-            if not name.strip() or "," in name:
-                raise UsageError(f"{flag} takes one column name, got {name!r}")
-            for other, theirs in named:
-                if other < flag and theirs == name:
-                    raise UsageError(f"{other} and {flag} name the same column {name!r}")
-        if self.groups is not None and self.cov_type != "cluster":
-            raise UsageError("--groups is for --cov_type cluster: it names each row's cluster")
-        if self.cov_type == "cluster" and self.groups is None and self.data is not None:
-            raise UsageError(
-                "--cov_type cluster needs --groups COL, the column of each row's cluster"
-            )
-        for flag, value in (("--features", self.features), ("--categorical", self.categorical)):
-            if value is not None:
-                names = _names(value) if isinstance(value, str) else ()
-                if not names or not all(names) or len(set(names)) < len(names):
-                    raise UsageError(
-                        f"{flag} takes distinct column names separated by commas, got {value!r}"
-                    )
 
     def _check_elastic(self) -> None:
         """What a reset cannot carry over: a rate scaled by the rank count, gradients
@@ -416,12 +368,12 @@ class Config:
     @property
     def feature_columns(self) -> tuple[str, ...] | None:
         """--features as column names, in its order."""
-        return None if self.features is None else _names(self.features)
+        return None if self.features is None else column_names(self.features)
 
     @property
     def categorical_columns(self) -> tuple[str, ...]:
         """--categorical as column names."""
-        return () if self.categorical is None else _names(self.categorical)
+        return () if self.categorical is None else column_names(self.categorical)
 
     @property
     def batched(self) -> bool:
@@ -438,8 +390,3 @@ class Config:
 
 def field_names() -> list[str]:
     return [f.name for f in fields(Config)]
-
-
-def _names(value: str) -> tuple[str, ...]:
-    """A comma-separated list of column names."""
-    return tuple(name.strip() for name in value.split(","))

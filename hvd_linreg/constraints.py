@@ -167,3 +167,88 @@ def check_penalty(cfg: Any) -> None:
             f"--cov_type {cfg.cov_type} is for an unpenalized fit: a penalized fit has no "
             "standard errors"
         )
+
+
+def check_columns(cfg: Any) -> None:
+    """A file brings its own sizes, and only a file has columns to name."""
+    _check_formula(cfg)
+    if cfg.data is not None:
+        for name in ("num_samples", "num_features"):
+            if getattr(cfg, name) is not None:
+                raise UsageError(f"--{name} cannot be combined with --data: it comes from the file")
+    else:
+        if cfg.missing != "error":
+            raise UsageError(
+                f"--missing {cfg.missing} is for the rows of --data; synthetic rows have "
+                "no missing values"
+            )
+        for flag, value in (
+            ("--target", cfg.target),
+            ("--features", cfg.features),
+            ("--categorical", cfg.categorical),
+            *_carried_flags(cfg),
+            ("--formula", cfg.formula),
+        ):
+            if value is not None:
+                raise UsageError(
+                    f"{flag} names columns of a CSV or Parquet file, so it needs --data"
+                )
+    _check_carried(cfg)
+
+
+def _check_carried(cfg: Any) -> None:
+    """--weights ... --groups: one column each, no two the same."""
+    named = [(flag, name) for flag, name in _carried_flags(cfg) if name is not None]
+    for flag, name in named:
+        if not name.strip() or "," in name:
+            raise UsageError(f"{flag} takes one column name, got {name!r}")
+        for other, theirs in named:
+            if other < flag and theirs == name:
+                raise UsageError(f"{other} and {flag} name the same column {name!r}")
+    if cfg.groups is not None and cfg.cov_type != "cluster":
+        raise UsageError("--groups is for --cov_type cluster: it names each row's cluster")
+    if cfg.cov_type == "cluster" and cfg.groups is None and cfg.data is not None:
+        raise UsageError("--cov_type cluster needs --groups COL, the column of each row's cluster")
+    for flag, value in (("--features", cfg.features), ("--categorical", cfg.categorical)):
+        if value is not None:
+            names = column_names(value) if isinstance(value, str) else ()
+            if not names or not all(names) or len(set(names)) < len(names):
+                raise UsageError(
+                    f"{flag} takes distinct column names separated by commas, got {value!r}"
+                )
+
+
+def _carried_flags(cfg: Any) -> tuple[tuple[str, str | None], ...]:
+    """The flags of the columns read beside the features and the target, with their values."""
+    return (
+        ("--weights", cfg.weights),
+        ("--offset", cfg.offset),
+        ("--exposure", cfg.exposure),
+        ("--fold_column", cfg.fold_column),
+        ("--groups", cfg.groups),
+    )
+
+
+def _check_formula(cfg: Any) -> None:
+    """--formula names the features, the target and their levels itself."""
+    if cfg.formula is None:
+        return
+    for flag, value in (
+        ("--features", cfg.features),
+        ("--target", cfg.target),
+        ("--categorical", cfg.categorical),
+    ):
+        if value is not None:
+            raise UsageError(
+                f"--formula names the target and the features, and C() their levels: give it "
+                f"without {flag}"
+            )
+    if cfg.elastic:
+        raise UsageError(
+            "--elastic reads --data's columns as --features names them: --formula is for plain runs"
+        )
+
+
+def column_names(value: str) -> tuple[str, ...]:
+    """A comma-separated list of column names."""
+    return tuple(name.strip() for name in value.split(","))

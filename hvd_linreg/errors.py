@@ -10,3 +10,15 @@ class UsageError(ValueError):
 class HostError(UsageError):
     """A usage error of this host, found before Horovod starts: only the ranks on this host
     see it and cannot tell the others, so the first rank on the host speaks for it."""
+
+
+def agreed(job, build):
+    """build()'s value; a UsageError it raises on any rank of the job raised on every rank
+    (job.agree: one collective, which every rank reaches)."""
+    error, built = None, None
+    try:
+        built = build()
+    except UsageError as e:
+        error = e
+    job.agree(error)
+    return built

@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from hvd_linreg.data.memory import mixed_text_column
+from hvd_linreg.data.frames import mixed_text_column
 from hvd_linreg.errors import UsageError
 from hvd_linreg.library import fit, start_job
 

@@ -46,7 +46,9 @@ class ExportedModel:
     # data's columns the features come from, each categorical one giving its dummies
     levels: dict[str, list] | None = None
     columns: tuple[str, ...] | None = None
-    formula: str | None = None  # fit(formula, data=)'s: its columns are built, not read
+    # --formula's, fit(formula, data=)'s: what builds the features from the data's columns
+    # (data/formulas.py's Design.stored())
+    formula: dict | None = None
 
     @property
     def num_features(self) -> int:
@@ -80,10 +82,8 @@ def save(
     shard: Shard,
     theta: np.ndarray,
     metrics: dict[str, Any],
-    formula: str | None = None,
 ) -> None:
-    """Rank 0 writes the model to --export, whole or not at all (atomic_directory); formula:
-    the one a fit from Python was given, stored for what reads the model."""
+    """Rank 0 writes the model to --export, whole or not at all (atomic_directory)."""
     check_target(cfg.export)  # again: something may have appeared there while training ran
     metadata = {
         "format": FORMAT,
@@ -98,7 +98,7 @@ def save(
         "target_name": shard.target_name,
         "columns": None if shard.columns is None else list(shard.columns),
         "levels": shard.levels or None,
-        "formula": formula,
+        "formula": shard.formula,
         "missing": cfg.missing,
         # the carried columns by the names a data file gives them (the shard's: hvd_linreg.fit
         # names its arrays weights and offset)
@@ -155,9 +155,19 @@ def load(path: str) -> ExportedModel:
             ),
             meta.get("levels"),
             None if meta.get("columns") is None else tuple(meta["columns"]),
-            meta.get("formula"),
+            _formula(meta.get("formula")),
         )
     except KeyError as e:
         raise UsageError(f"cannot read --model {path}'s metadata ({METADATA}): no {e}") from None
     except (OSError, ValueError, TypeError, AttributeError) as e:
         raise UsageError(f"cannot read --model {path}'s metadata ({METADATA}): {e}") from None
+
+
+def _formula(stored) -> dict | None:
+    """The stored formula: a model an earlier version saved kept only its text."""
+    if isinstance(stored, str):
+        raise ValueError(
+            f"it was fitted from the formula {stored!r} by an earlier version, which did not "
+            "keep what builds its columns: fit it again"
+        )
+    return stored

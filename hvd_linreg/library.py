@@ -81,12 +81,16 @@ def fit(
     elif data is not None:
         raise UsageError("data= is the DataFrame of a formula: fit('y ~ x1 + x2', data=df)")
     if groups is not None:
-        groups = _cluster_numbers(job, groups)
+        from hvd_linreg.data import frames
+
+        groups = frames.cluster_numbers(job, groups)
 
     family = pipeline.family_for(cfg)
 
     def load():
-        return memory_shard(cfg, job, X, y, weights, offset, fold, groups)
+        shard = memory_shard(cfg, job, X, y, weights, offset, fold, groups)
+        shard.formula = None if design is None else design.stored()
+        return shard
 
     shard, ckpt_dir = pipeline.prepare(cfg, family, job, load)
     result, optimum = pipeline.fit(cfg, family, job, shard, ckpt_dir)
@@ -115,19 +119,6 @@ def _checked(settings: dict, fold, groups) -> Config:
     return cfg
 
 
-def _cluster_numbers(job, groups):
-    """groups as numbers: words (a firm's name) as their index among every rank's, so that a
-    cluster whose rows sit on several ranks is one cluster."""
-    values = np.asarray(groups)
-    if values.dtype.kind in "biuf":
-        return values
-    texts = values.astype(str)
-    mine = sorted(set(texts.tolist()))
-    every = job.allgather(mine, name="fit_clusters") if job.size > 1 else [mine]
-    names = sorted(set().union(*every))
-    return np.searchsorted(np.array(names), texts).astype(np.float64)
-
-
 def _formula(job, cfg: Config, formula: str, y, data):
     """A formula's design on this rank's rows of data, and the settings for it (`- 1`: no
     intercept)."""
@@ -138,9 +129,7 @@ def _formula(job, cfg: Config, formula: str, y, data):
     from hvd_linreg.data import formulas
 
     design = formulas.design(job, formula, data, cfg.max_levels)
-    if not design.intercept:
-        cfg = replace(cfg, no_intercept=True)
-    return design, cfg
+    return design, formulas.settings(cfg, formula, design.intercept)
 
 
 def start_job(verbose: bool = False, horovod: bool = False):
@@ -228,8 +217,7 @@ class FitResult:
         report = self.report
         if report.job.is_root:
             cfg = replace(report.cfg, export=str(path))
-            formula = None if self.design is None else self.design.formula
-            export.save(cfg, report.family, report.shard, self.params, report.metrics(), formula)
+            export.save(cfg, report.family, report.shard, self.params, report.metrics())
 
 
 def load(path: str):

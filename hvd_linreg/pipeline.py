@@ -30,11 +30,21 @@ if TYPE_CHECKING:
 def run(cfg: Config) -> int:
     """A plain (not elastic) run: the command line's."""
     job = ranks.init(verbose=cfg.verbose, horovod=needs_horovod(cfg))
+    cfg = with_formula(cfg)
     family = family_for(cfg)
     shard, ckpt_dir = prepare(cfg, family, job)
     result, optimum = fit(cfg, family, job, shard, ckpt_dir)
     finish(cfg, family, job, shard, result, optimum)
     return 0
+
+
+def with_formula(cfg: Config) -> Config:
+    """The settings a --formula implies: `- 1`, no intercept."""
+    if cfg.formula is None:
+        return cfg
+    from hvd_linreg.data import formulas
+
+    return formulas.settings(cfg, cfg.formula, formulas.has_intercept(cfg.formula))
 
 
 def family_for(cfg: Config):
@@ -52,9 +62,7 @@ def prepare(cfg: Config, family, job: Job, load=None) -> tuple[Shard, Path | Non
     # training: a problem any rank sees stops all of them together, with one message.
     shard, ckpt_dir, error = None, None, None
     try:
-        shard = (
-            load() if load else load_shard(cfg, job.rank, job.size, job, family.synthetic_target)
-        )
+        shard = (load or _loader(cfg, family, job))()
         if job.is_root:
             check_writable("--metrics_json", cfg.metrics_json)
             check_writable("--plot", cfg.plot)
@@ -69,6 +77,15 @@ def prepare(cfg: Config, family, job: Job, load=None) -> tuple[Shard, Path | Non
     for warning in shard_warnings(cfg, shard):
         job.warn(warning)
     return shard, ckpt_dir
+
+
+def _loader(cfg: Config, family, job: Job):
+    """The settings' rows: --data's through a --formula, --data's, or synthetic rows."""
+    if cfg.formula is not None:
+        from hvd_linreg.data.formula_files import formula_shard
+
+        return lambda: formula_shard(cfg, job)
+    return lambda: load_shard(cfg, job.rank, job.size, job, family.synthetic_target)
 
 
 def shard_warnings(cfg: Config, shard: Shard) -> list[str]:

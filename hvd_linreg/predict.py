@@ -235,6 +235,34 @@ def match_columns(data: DataFile, model: ExportedModel) -> Columns:
     )
 
 
+def formula_columns(data: DataFile, model: ExportedModel, need_target: bool) -> Columns:
+    """A formula model's columns in a file: those its formula and carried columns read (the
+    features are built from them, data/formula_files.py); the target where the file has the
+    columns the formula's left side reads."""
+    stored = model.formula
+    if data.names is None:
+        raise UsageError(
+            f"the model {model.path} was fitted from the formula {stored['formula']!r}: "
+            f"{data.path} must name its columns, as a CSV file with a header or a Parquet "
+            "file does"
+        )
+    carried = model.carried
+    needed = [
+        *stored["variables"],
+        *(n for f, n in zip(carried.roles, carried.names) if f != "--weights"),
+    ]
+    missing = [n for n in dict.fromkeys(needed) if n not in data.names]
+    if missing:
+        raise UsageError(
+            f"{data.path} has no column {', '.join(missing)}, which the model {model.path} "
+            f"reads (its formula {stored['formula']!r})"
+        )
+    has_target = all(n in data.names for n in stored["target"])
+    known = {*stored["variables"], *stored["target"], *carried.names, carried.fold}
+    others = tuple(n for n in data.names if n not in known)
+    return Columns([], 0 if has_target else None, ignored=others)
+
+
 def _match_names(data: DataFile, model: ExportedModel) -> Columns:
     names, features = data.names, model.columns or model.feature_names
     missing = [n for n in features if n not in names]
@@ -269,18 +297,17 @@ class Request:
     model: ExportedModel
     data: DataFile
     columns: Columns
+    need_target: bool = False
 
     @classmethod
     def check(cls, model_path: str, data_path: str, need_target: bool) -> Request:
         model = load(model_path)
-        if model.formula is not None:
-            raise UsageError(
-                f"the model {model_path} was fitted from the formula {model.formula!r}, whose "
-                "columns are built, not read from a file: apply it from Python, with the fit's "
-                "predict(rows)"
-            )
         data = open_data(data_path)
-        columns = match_columns(data, model)
+        columns = (
+            match_columns(data, model)
+            if model.formula is None
+            else formula_columns(data, model, need_target)
+        )
         if need_target and columns.target is None:
             what = (
                 f"no column {model.target_name} (the model's target)"
@@ -288,7 +315,7 @@ class Request:
                 else f"only the model's {model.num_features} features"
             )
             raise UsageError(f"{data_path} has {what}; evaluate needs the target too")
-        return cls(model, data, columns)
+        return cls(model, data, columns, need_target)
 
     def say_ignored(self, job: Job, command: str) -> None:
         """Rank 0 names, in one line, the file's columns that the model does not use."""
@@ -314,6 +341,10 @@ class Request:
                 error = e
         # Agreed on before reading: reading a CSV file makes collective calls of its own.
         job.agree(error)
+        if self.model.formula is not None:
+            from hvd_linreg.data.formula_files import formula_rows
+
+            return formula_rows(self.model, self.data.path, job, self.need_target)
         try:
             block, first = self._block(job)
             bad = ~np.isfinite(block[:, self.columns.used]).all(axis=1)

@@ -117,17 +117,22 @@ def test_formulas_are_statsmodels_formula_fits_at_any_rank_count(size, tmp_path)
     assert "C(k)[T.3]" in fits["panel-formula"]["names"]
 
 
-def test_a_model_saved_from_a_formula_is_applied_from_python_not_by_predict(tmp_path, capsys):
+def test_a_model_saved_from_a_formula_is_applied_by_predict(tmp_path, capsys):
+    """save() keeps the formula, its levels and its state: predict builds the columns from a
+    file's rows as the fit's predict() does from a DataFrame's."""
     import hvd_linreg
     from hvd_linreg.cli import main
 
     table = panel()
-    result = hvd_linreg.fit("y ~ x + C(region)", data=table, solver="exact", model="poisson")
+    formula = "y ~ center(x) + C(region) + grade"
+    result = hvd_linreg.fit(formula, data=table, solver="exact", model="poisson")
     result.save(str(tmp_path / "model"))
     table.to_csv(tmp_path / "new.csv", index=False)
     args = ["predict", "--model", str(tmp_path / "model"), "--data", str(tmp_path / "new.csv")]
-    assert main([*args, "--out", str(tmp_path / "p.csv")]) == 2
-    assert "was fitted from the formula 'y ~ x + C(region)'" in capsys.readouterr().err
+    assert main([*args, "--out", str(tmp_path / "p.csv")]) == 0
+    got = pd.read_csv(tmp_path / "p.csv").prediction
+    np.testing.assert_allclose(got, result.predict(table), rtol=1e-12)
+    assert "passing over the columns flag, k" in capsys.readouterr().out
 
 
 def test_a_formula_that_cannot_be_fitted_says_why():

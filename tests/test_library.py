@@ -123,7 +123,7 @@ def test_settings_that_are_not_for_fit_are_refused(settings, says):
         ),
         (
             lambda d: d["weights"].__setitem__(5, -1.0),
-            "row 5 of this rank's rows has the weight -1",
+            "row 5 of this rank's rows has -1 in weights; a weight must be >= 0",
         ),
         (lambda d: d.__setitem__("y", d["y"][:-1]), "X has 1000 rows but y has 999"),
         (lambda d: d.__setitem__("X", d["X"].astype(str)), "X holds <U"),

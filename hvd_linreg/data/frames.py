@@ -7,8 +7,8 @@ named `column[T.level]` in the column's place.
   so a level that only one rank's rows hold is still a level.
 - A pandas category column keeps its own categories in their own order, and its first is the
   reference, as pandas and patsy have it. Every rank must give the same categories.
-- A column that mixes numbers and words is refused, as the readers refuse one (memory.py's
-  mixed_text_column); so is a missing cell, and a column with more levels than half its rows
+- A column that mixes numbers and words is refused, as the readers refuse one
+  (mixed_text_column); so is a missing cell, and a column with more levels than half its rows
   or than max_levels, as for a file.
 
 The levels are agreed in one allgather before any row moves, so every rank builds the same
@@ -22,6 +22,7 @@ import numpy as np
 
 from hvd_linreg.data.categorical import (
     dummy_names,
+    mixed_column,
     not_a_category,
     reads_as_number,
     sorted_levels,
@@ -83,7 +84,8 @@ def agree(job, frame, max_levels: int, check=None) -> dict[str, list]:
     rows = sum(count for count, _ in every)
     levels = {}
     for name in dict.fromkeys(n for _, theirs in every for n in theirs):  # in column order
-        parts = [theirs.get(name) for _, theirs in every]
+        parts = [theirs.get(name) for count, theirs in every if count]  # a rank without rows:
+        # its empty column has no dtype to agree on
         what = next(part[0] for part in parts if part is not None)
         if any(part is None or part[0] != what for part in parts):
             raise UsageError(
@@ -151,6 +153,57 @@ def new_rows(frame, columns: tuple[str, ...], levels: dict[str, list]):
             f"X has no column {', '.join(missing)}; the model's are {', '.join(columns)}"
         )
     return dummies(frame[list(columns)], levels)
+
+
+def mixed_text_column(frame) -> UsageError | None:
+    """The error of a DataFrame's first column of objects that holds numbers (or numbers
+    written as text) and words, as the file readers refuse one: a typo is not a category.
+    None where there is no such column."""
+    for column in frame.columns:
+        cells = frame[column]
+        if cells.dtype != object:
+            continue
+        texts = [str(c).strip() if isinstance(c, str) else c for c in cells]
+        numbers = (
+            i
+            for i, t in enumerate(texts)
+            if isinstance(t, str)
+            and reads_as_number(t)
+            or isinstance(t, (int, float))
+            and not isinstance(t, bool)
+            and t == t
+        )
+        words = (i for i, t in enumerate(texts) if isinstance(t, str) and not reads_as_number(t))
+        number, word = next(numbers, None), next(words, None)
+        if number is not None and word is not None:
+            return mixed_column(
+                f"row {word} of this rank's rows",
+                texts[word],
+                str(column),
+                str(texts[number]),
+                "pass a column of levels as its dummies (pandas.get_dummies(drop_first=True))",
+            )
+    return None
+
+
+def refuse_mixed(frame) -> None:
+    """A column that mixes numbers and words: a typo is not a category, as the readers have it."""
+    mixed = mixed_text_column(frame)
+    if mixed is not None:
+        raise mixed
+
+
+def cluster_numbers(job, groups):
+    """groups as numbers: words (a firm's name) as their index among every rank's, so that a
+    cluster whose rows sit on several ranks is one cluster."""
+    values = np.asarray(groups)
+    if values.dtype.kind in "biuf":
+        return values
+    texts = values.astype(str)
+    mine = sorted(set(texts.tolist()))
+    every = job.allgather(mine, name="fit_clusters") if job.size > 1 else [mine]
+    names = sorted(set().union(*every))
+    return np.searchsorted(np.array(names), texts).astype(np.float64)
 
 
 def text_of(value: Any) -> str:

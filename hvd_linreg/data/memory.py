@@ -12,7 +12,6 @@ import numpy as np
 from hvd_linreg.buffers import aligned_empty
 from hvd_linreg.config import Config
 from hvd_linreg.data import frames
-from hvd_linreg.data.categorical import mixed_column, reads_as_number
 from hvd_linreg.data.holdout import Holdout, to_owners
 from hvd_linreg.data.layout import layout_for
 from hvd_linreg.data.rows import Carried
@@ -22,7 +21,8 @@ from hvd_linreg.ranks import Job
 
 SOURCE = "the rows passed to fit()"
 # The carried columns' names, in a model's metadata and in messages.
-WEIGHTS, OFFSET, FOLD, GROUPS = "weights", "offset", "fold", "groups"
+WEIGHTS, OFFSET, EXPOSURE = "weights", "offset", "exposure"
+FOLD, GROUPS = "fold", "groups"
 
 
 def memory_shard(
@@ -34,26 +34,25 @@ def memory_shard(
     offset: Any = None,
     fold: Any = None,
     groups: Any = None,
+    *,
+    exposure: Any = None,
+    names: Carried | None = None,
+    source: str = SOURCE,
 ) -> Shard:
     """This rank's shard of the dataset that the ranks' rows X, y (and each row's weight,
-    offset, cross-validation fold and cluster) make in rank order. Each rank checks its own
-    rows first; the ranks agree on the first problem before any rows move."""
+    offset, exposure, cross-validation fold and cluster) make in rank order; names: those
+    columns' names where a file gives them (--formula). Each rank checks its own rows first;
+    the ranks agree on the first problem before any rows move."""
     X, levels, columns = _coded(cfg, job, X)
-    error, rows, names = None, None, None
+    carried = _carried(weights, offset, exposure, fold, groups, names)
+    given = [weights, offset, exposure, fold, groups]
+    error, rows = None, None
     try:
-        names, target, rows = _own_rows(X, y, weights, offset, fold, groups)
+        names, target, rows = _own_rows(X, y, carried, [v for v in given if v is not None])
     except UsageError as e:
         error = e
     job.agree(error)
-    carried = _carried(weights, offset, fold, groups)
-    every = job.allgather((len(rows), names), name="fit_rows")
-    for rank, (_, theirs) in enumerate(every):
-        if theirs != names:
-            raise UsageError(
-                f"the ranks passed different columns to fit(): rank 0 {_listed(every[0][1])}, "
-                f"rank {rank} {_listed(theirs)}"
-            )
-    counts = [count for count, _ in every]
+    counts = _counts(job, len(rows), names)
     total = sum(counts)
     if total == 0:
         raise UsageError("fit() was given no rows on any rank")
@@ -68,7 +67,7 @@ def memory_shard(
     shard = Shard(
         *_split(table, p, dtype),
         layout,
-        SOURCE,
+        source,
         feature_names=names if _named(X) else None,
         target_name=target,
         carried=table[:, p:-1] if len(carried) else None,
@@ -77,7 +76,7 @@ def memory_shard(
         columns=columns,
     )
     if holdout.held_out:
-        where = RowNames([SOURCE], None, [*_labels(names, carried), target or "y"], carried)
+        where = RowNames([source], None, [*_labels(names, carried), target or "y"], carried)
         X_held, y_held = _split(validation, p, dtype)
         C = validation[:, p:-1] if len(carried) else None
         shard = with_validation(
@@ -86,63 +85,77 @@ def memory_shard(
     return shard
 
 
+def _counts(job: Job, count: int, names) -> list[int]:
+    """Every rank's number of rows, the ranks having passed the same columns."""
+    every = job.allgather((count, names), name="fit_rows")
+    for rank, (_, theirs) in enumerate(every):
+        if theirs != names:
+            raise UsageError(
+                f"the ranks passed different columns to fit(): rank 0 {_listed(every[0][1])}, "
+                f"rank {rank} {_listed(theirs)}"
+            )
+    return [n for n, _ in every]
+
+
 def _coded(cfg: Config, job: Job, X) -> tuple[Any, dict[str, list], tuple[str, ...] | None]:
     """A DataFrame's columns of words, categories and booleans as their dummies (frames.py):
     X so coded, each such column's levels (agreed by every rank), and X's own columns; X as it
     is where it has none."""
     if not _named(X):
         return X, {}, None
-    levels = frames.agree(job, X, cfg.max_levels, check=_refuse_mixed)
+    levels = frames.agree(job, X, cfg.max_levels, check=frames.refuse_mixed)
     if not levels:
         return X, {}, None
     return frames.dummies(X, levels), levels, tuple(str(c) for c in X.columns)
 
 
-def _refuse_mixed(frame) -> None:
-    """A column that mixes numbers and words: a typo is not a category, as the readers have it."""
-    mixed = mixed_text_column(frame)
-    if mixed is not None:
-        raise mixed
-
-
-def _carried(weights, offset, fold, groups) -> Carried:
-    """The carried columns of the arrays given, named as WEIGHTS ... GROUPS."""
-    given = [(WEIGHTS, weights), (OFFSET, offset), (None, None), (FOLD, fold), (GROUPS, groups)]
+def _carried(weights, offset, exposure, fold, groups, names: Carried | None) -> Carried:
+    """The carried columns of the arrays given, named as names has them, else as WEIGHTS ...
+    GROUPS."""
+    if names is not None:
+        return names
+    given = [
+        (WEIGHTS, weights),
+        (OFFSET, offset),
+        (EXPOSURE, exposure),
+        (FOLD, fold),
+        (GROUPS, groups),
+    ]
     return Carried(*(name if values is not None else None for name, values in given))
 
 
 def _own_rows(
-    X, y, weights, offset, fold=None, groups=None
+    X, y, carried: Carried, values: list
 ) -> tuple[tuple[str, ...], str | None, np.ndarray]:
-    """This rank's features' names, the target's, and its rows as float64 [X, weight, offset,
-    y]; UsageError for anything that is not a number, of the wrong shape, or not finite."""
+    """This rank's features' names, the target's, and its rows as float64 [X, carried..., y]
+    (values: the carried columns' arrays, in carried's order); UsageError for anything that is
+    not a number, of the wrong shape, or not finite, or that breaks its column's rule (a
+    weight >= 0, an exposure > 0, a fold a whole number)."""
     names = tuple(str(c) for c in X.columns) if _named(X) else None
     target = str(y.name) if getattr(y, "name", None) is not None else None
     X_array = _numbers("X", X, 2)
     y_array = _numbers("y", y, 1)
     if names is None:
         names = tuple(f"w[{j}]" for j in range(X_array.shape[1]))
-    given = ((WEIGHTS, weights), (OFFSET, offset), (FOLD, fold), (GROUPS, groups))
-    given = [(what, v) for what, v in given if v is not None]
-    carried = [(what, _numbers(what, values, 1)) for what, values in given]
-    for what, array in [("y", y_array), *carried]:
+    arrays = [_numbers(what, v, 1) for what, v in zip(carried.names, values)]
+    for what, array in [("y", y_array), *zip(carried.names, arrays)]:
         if len(array) != len(X_array):
             raise UsageError(f"X has {len(X_array)} rows but {what} has {len(array)}")
-    columns = [X_array, *(array[:, None] for _, array in carried), y_array[:, None]]
-    rows = np.concatenate(columns, axis=1)
+    rows = np.concatenate([X_array, *(a[:, None] for a in arrays), y_array[:, None]], axis=1)
     bad = ~np.isfinite(rows).all(axis=1)
     if bad.any():
         i = int(np.argmax(bad))
-        labels = [*names, *(what for what, _ in carried), target or "y"]
+        labels = [*names, *carried.names, target or "y"]
         column = labels[int(np.argmax(~np.isfinite(rows[i])))]
         raise UsageError(
             f"row {i} of this rank's rows holds NaN or inf in {column}; clean or drop such rows"
         )
-    if weights is not None and (rows[:, len(names)] < 0).any():
-        i = int(np.argmax(rows[:, len(names)] < 0))
+    problem = carried.problem(rows[:, len(names) : -1]) if len(carried) else None
+    if problem is not None:
+        i, j, what = problem
         raise UsageError(
-            f"row {i} of this rank's rows has the weight {rows[i, len(names)]:g}; "
-            "a weight must be >= 0"
+            f"row {i} of this rank's rows has {rows[i, len(names) + j]:g} in "
+            f"{carried.names[j]}; {what}"
         )
     return names, target, rows
 
@@ -159,7 +172,7 @@ def _numbers(what: str, values, ndim: int) -> np.ndarray:
         shape = "rows x features" if ndim == 2 else "one value per row"
         raise UsageError(f"{what} must be {ndim}-dimensional ({shape}), got shape {array.shape}")
     if array.dtype.kind not in "biuf":
-        mixed = mixed_text_column(values) if _named(values) else None
+        mixed = frames.mixed_text_column(values) if _named(values) else None
         if mixed is not None:
             raise mixed
         raise UsageError(
@@ -171,37 +184,6 @@ def _numbers(what: str, values, ndim: int) -> np.ndarray:
 
 def _first_non_number(frame) -> str:
     return next(str(c) for c in frame.columns if frame[c].dtype.kind not in "biuf")
-
-
-def mixed_text_column(frame) -> UsageError | None:
-    """The error of a DataFrame's first column of objects that holds numbers (or numbers
-    written as text) and words, as the file readers refuse one: a typo is not a category.
-    None where there is no such column."""
-    for column in frame.columns:
-        cells = frame[column]
-        if cells.dtype != object:
-            continue
-        texts = [str(c).strip() if isinstance(c, str) else c for c in cells]
-        numbers = (
-            i
-            for i, t in enumerate(texts)
-            if isinstance(t, str)
-            and reads_as_number(t)
-            or isinstance(t, (int, float))
-            and not isinstance(t, bool)
-            and t == t
-        )
-        words = (i for i, t in enumerate(texts) if isinstance(t, str) and not reads_as_number(t))
-        number, word = next(numbers, None), next(words, None)
-        if number is not None and word is not None:
-            return mixed_column(
-                f"row {word} of this rank's rows",
-                texts[word],
-                str(column),
-                str(texts[number]),
-                "pass a column of levels as its dummies (pandas.get_dummies(drop_first=True))",
-            )
-    return None
 
 
 def _named(X) -> bool:

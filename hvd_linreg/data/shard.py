@@ -55,6 +55,9 @@ class Shard:
     # features hold their dummies. columns: the data's columns the features come from.
     levels: dict[str, list] | None = None
     columns: tuple[str, ...] | None = None
+    # --formula, fit(formula): what builds the features from a file's columns (formulas.py's
+    # Design.stored()), kept by --export
+    formula: dict | None = None
 
     @property
     def num_features(self) -> int:

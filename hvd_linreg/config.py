@@ -194,7 +194,8 @@ class Config:
     no_intercept: bool = setting(
         False,
         "fit the model without an intercept (b = 0), as R's y ~ x - 1; its statistics are "
-        "statsmodels' without a constant (the uncentred R²); --solver exact, unpenalized",
+        "statsmodels' without a constant (the uncentred R²); SGD holds b at 0; not with the "
+        "elastic net",
     )
     groups: str | None = setting(
         None, "the column of each row's cluster, for --cov_type cluster (numbers)", "COL"

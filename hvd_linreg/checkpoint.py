@@ -130,11 +130,14 @@ def check_resumable(
     optimizer: str,
     slots,
     feature_names: Sequence[str] | None = None,
+    no_intercept: bool = False,
 ) -> None:
     """Refuse a checkpoint this run cannot continue: another model shape, other features (a
-    categorical column with other levels too) or another optimizer.
+    categorical column with other levels too), another optimizer, or a model with an intercept
+    where this run has none, or the reverse.
 
     slots: the shapes of this run's optimizer variables."""
+    _check_intercept(ckpt, where, no_intercept)
     if ckpt.num_features != num_features:
         raise UsageError(
             f"the checkpoint in {where} is for {ckpt.num_features} features, "
@@ -154,6 +157,23 @@ def check_resumable(
         raise UsageError(
             f"the checkpoint in {where} holds another optimizer's state ({saved}, this run "
             f"uses {optimizer}); use another --checkpoint_dir"
+        )
+
+
+def _check_intercept(ckpt: Checkpoint, where: str, no_intercept: bool) -> None:
+    """A model with an intercept trained its b (and the optimizer's state of it); one without
+    held b at 0. Neither continues as the other. (Checkpoints written before --no_intercept
+    reached SGD have an intercept.)"""
+    b = float(ckpt.params[-1])
+    if no_intercept and (not ckpt.config.get("no_intercept", False) or b != 0.0):
+        raise UsageError(
+            f"the checkpoint in {where} is of a model with an intercept (b = {b:.6g}), this "
+            "run has --no_intercept; use another --checkpoint_dir"
+        )
+    if not no_intercept and ckpt.config.get("no_intercept", False):
+        raise UsageError(
+            f"the checkpoint in {where} is of a model without an intercept (--no_intercept), "
+            "this run fits one; add --no_intercept or use another --checkpoint_dir"
         )
 
 

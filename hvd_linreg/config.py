@@ -196,7 +196,8 @@ class Config:
     no_intercept: bool = setting(
         False,
         "fit the model without an intercept (b = 0), as R's y ~ x - 1; its statistics are "
-        "statsmodels' without a constant (the uncentred R²); --solver exact, unpenalized",
+        "statsmodels' without a constant (the uncentred R²); SGD holds b at 0; not with the "
+        "elastic net",
     )
     formula: str | None = setting(
         None,

@@ -133,11 +133,6 @@ def check_penalty(cfg: Any) -> None:
             raise UsageError(
                 f"{flag} {value} is for cross-validated strengths: it needs --cv or --fold_column"
             )
-    if cfg.no_intercept and (cfg.solver != "exact" or cfg.penalized):
-        raise UsageError(
-            "--no_intercept is fitted by --solver exact without the elastic net (SGD and the "
-            "path always fit b)"
-        )
     if not cfg.penalized:
         return
     given = [
@@ -150,6 +145,11 @@ def check_penalty(cfg: Any) -> None:
         )
         if value is not None
     ]
+    if cfg.no_intercept:
+        raise UsageError(
+            f"--no_intercept is not fitted with the elastic net of {', '.join(given)}: its "
+            "path always fits b (a ridge penalty, --l2, fits without it)"
+        )
     if cfg.solver != "exact":
         l1 = ", with L1 (--l1_ratio above 0)," if cfg.penalty_l1_ratio > 0 else ""
         raise UsageError(

@@ -145,7 +145,9 @@ def make_trainer(cfg: Config, family, job: Job, shard: Shard) -> Trainer:
     from hvd_linreg.trainer import Trainer
 
     start = family.initial_params(cfg.seed, job.rank, shard.num_features)
-    model = family.model(start, shard.dtype, cfg.l2)
+    if cfg.no_intercept:
+        start[-1] = 0.0  # b starts at 0 and, out of the linear predictor, stays there
+    model = family.model(start, shard.dtype, cfg.l2, intercept=not cfg.no_intercept)
     # Keras keeps the learning rate in its float type: float32 would round a float64 run's.
     tf.keras.backend.set_floatx(shard.dtype)
     return Trainer(cfg, family, model, make_optimizer(cfg, job.size))

@@ -81,6 +81,7 @@ class Trainer:
             self.cfg.optimizer,
             slots,
             self.shard.feature_names,
+            self.cfg.no_intercept,
         )
         self.model.params.assign(ckpt.params.reshape(self.model.params.shape))
         for var, value in zip(self.optimizer.variables, ckpt.optimizer):

@@ -183,9 +183,10 @@ def params_of(metrics: dict) -> np.ndarray:
     return np.append(metrics["w"], metrics["b"])
 
 
-def assert_sgd_is_simulated(tmp_path, size: int, model_args: list[str], X, y, grad) -> None:
+def assert_sgd_is_simulated(tmp_path, size: int, model_args: list[str], X, y, grad) -> dict:
     """30 steps of plain SGD (lr 0.02, a global batch of 16 rows, float64, --seed 0) at size
-    ranks equal the NumPy simulation of averaged SGD on grad, the loss's gradient, to 1e-9."""
+    ranks equal the NumPy simulation of averaged SGD on grad, the loss's gradient, to 1e-9.
+    Returns the run's metrics."""
     from reference import SGD, averaged, constant
 
     np.savez(tmp_path / "d.npz", X=X, y=y)
@@ -205,6 +206,7 @@ def assert_sgd_is_simulated(tmp_path, size: int, model_args: list[str], X, y, gr
         grad=grad,
     )
     np.testing.assert_allclose(params_of(m), expected, rtol=1e-9, atol=1e-12)
+    return m
 
 
 @pytest.fixture

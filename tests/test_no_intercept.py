@@ -1,7 +1,7 @@
 """--no_intercept (fit_intercept=False, fit(no_intercept=True)): regression through the origin,
 for least squares and the GLMs, equal to statsmodels without a constant (its uncentred R², F,
-AIC and errors) at 1 and 2 ranks, and to scikit-learn's estimators with fit_intercept=False;
-what cannot drop the intercept ends with exit 2."""
+AIC and errors) at 1 and 2 ranks, and to scikit-learn's estimators with fit_intercept=False.
+SGD without an intercept, and the path's refusal of it: test_sgd_no_intercept.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import statsmodels.api as sm
 
-from conftest import params_of, refused, run_metrics
+from conftest import params_of, run_metrics
 
 
 def rows(model: str) -> pd.DataFrame:
@@ -35,12 +35,24 @@ FAMILIES = {"poisson": sm.families.Poisson(), "logistic": sm.families.Binomial()
 @pytest.mark.parametrize("model", ["linear", "poisson", "logistic"])
 def test_no_intercept_is_statsmodels_without_a_constant(tmp_path, model, size):
     table = rows(model)
+    args = [*no_intercept_args(tmp_path, table, model), "--solver", "exact"]
+    metrics = run_metrics(tmp_path, size, args)
+    ref = assert_statsmodels_without_a_constant(metrics["statistics"], table, model)
+    np.testing.assert_allclose(params_of(metrics), [*ref.params, 0.0], rtol=1e-8, atol=1e-12)
+
+
+def no_intercept_args(tmp_path, table: pd.DataFrame, model: str) -> list[str]:
+    """The flags of a weighted fit of table (written to tmp_path) without an intercept."""
     path = tmp_path / "d.csv"
     table.to_csv(path, index=False)
-    args = ["--data", str(path), "--model", model, "--solver", "exact", "--no_intercept"]
-    args += ["--features", "x1,x2,x3", "--target", "y", "--weights", "w"]
-    metrics = run_metrics(tmp_path, size, args)
-    s = metrics["statistics"]
+    args = ["--data", str(path), "--model", model, "--no_intercept"]
+    return [*args, "--features", "x1,x2,x3", "--target", "y", "--weights", "w"]
+
+
+def assert_statsmodels_without_a_constant(s: dict, table: pd.DataFrame, model: str):
+    """The statistics s (a run's metrics') are statsmodels' fit of table without a constant:
+    the estimates, errors, likelihood and the uncentred R²; b's row 0 with no error. Returns
+    statsmodels' fit."""
     X = table[["x1", "x2", "x3"]]
     if model == "linear":
         ref = sm.WLS(table.y, X, weights=table.w).fit()
@@ -65,11 +77,13 @@ def test_no_intercept_is_statsmodels_without_a_constant(tmp_path, model, size):
             ("null_deviance", ref.null_deviance),
         ]:
             assert s[key] == pytest.approx(value, rel=1e-8), key
-    np.testing.assert_allclose(params_of(metrics), [*ref.params, 0.0], rtol=1e-8, atol=1e-12)
+    estimates = [c["estimate"] for c in s["coefficients"]]
+    np.testing.assert_allclose(estimates, [*ref.params, 0.0], rtol=1e-8, atol=1e-12)
     errors = [c["std_error"] for c in s["coefficients"]]
     np.testing.assert_allclose(errors[:-1], ref.bse, rtol=1e-6)
     assert errors[-1] is None and "no intercept" in s["undefined"]["b"]
     assert s["dof"] == ref.df_resid
+    return ref
 
 
 def test_the_estimators_fit_intercept_false_is_scikit_learns():
@@ -91,13 +105,3 @@ def test_the_estimators_fit_intercept_false_is_scikit_learns():
         np.testing.assert_allclose(np.ravel(ours.coef_), np.ravel(theirs.coef_), rtol=1e-7)
         assert np.ravel(ours.intercept_)[0] == 0.0 == np.ravel(theirs.intercept_)[0]
         np.testing.assert_allclose(ours.predict(X), theirs.predict(X), rtol=1e-7, atol=1e-9)
-
-
-@pytest.mark.parametrize(
-    "flags", [["--solver", "sgd"], ["--solver", "exact", "--alpha", "0.1"]], ids=["sgd", "path"]
-)
-def test_what_always_fits_b_refuses_no_intercept(capsys, tmp_path, flags):
-    path = tmp_path / "d.csv"
-    rows("linear").to_csv(path, index=False)
-    says = refused(capsys, ["--data", str(path), "--no_intercept", *flags])
-    assert "--no_intercept is fitted by --solver exact without the elastic net" in says

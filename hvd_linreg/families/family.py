@@ -168,11 +168,14 @@ class Family:
         """Each row's loss at eta, up to terms without η: SGD's gradient is loss_terms'."""
         raise NotImplementedError
 
-    def model(self, params: np.ndarray, dtype: str = "float32", l2: float = 0.0):
-        """SGD's tf.Module: one variable [w..., b], its loss and its prediction."""
+    def model(
+        self, params: np.ndarray, dtype: str = "float32", l2: float = 0.0, intercept: bool = True
+    ):
+        """SGD's tf.Module: one variable [w..., b], its loss and its prediction (intercept
+        False: b is left out of the linear predictor, and stays as params gives it)."""
         from hvd_linreg.families.model import Model
 
-        return Model(params, dtype, l2, self)
+        return Model(params, dtype, l2, self, intercept)
 
     def initial_params(self, seed: int, rank: int, num_features: int) -> np.ndarray:
         """N(0, 1) start values like the seed's initializer; [w_0 .. w_{F-1}, b].

@@ -1,5 +1,7 @@
 """SGD's model, the same for every family: the linear predictor η = X w + b in one variable,
-the family's mean g⁻¹(η) and loss; and the SavedModel that serves it."""
+the family's mean g⁻¹(η) and loss; and the SavedModel that serves it. Without an intercept
+(--no_intercept) η = X w: b, held at 0, takes no part, so its gradient is 0 and no optimizer
+moves it."""
 
 from __future__ import annotations
 
@@ -12,20 +14,28 @@ import tensorflow as tf
 class Model(tf.Module):
     """w and b live in ONE variable, so each step allreduces one gradient tensor, not two."""
 
-    def __init__(self, params: np.ndarray, dtype: str = "float32", l2: float = 0.0, family=None):
+    def __init__(
+        self,
+        params: np.ndarray,
+        dtype: str = "float32",
+        l2: float = 0.0,
+        family=None,
+        intercept: bool = True,
+    ):
         super().__init__(name=family.NAME if family is not None else "linear")
         self.family = family
         self.num_features = len(params) - 1
-        self.l2 = l2
+        self.l2, self.intercept = l2, intercept
         # The data's precision: float64 data trained in float32 would lose what it holds.
         self.params = tf.Variable(np.asarray(params, dtype).reshape(-1, 1), name="params")
 
     def linear_predictor(self, X: tf.Tensor) -> tf.Tensor:
-        w, b = self.params[:-1], self.params[-1]
-        return tf.squeeze(tf.matmul(X, w), axis=1) + b
+        eta = tf.squeeze(tf.matmul(X, self.params[:-1]), axis=1)
+        # Without an intercept b is not read: its gradient is exactly 0 for every optimizer.
+        return eta + self.params[-1] if self.intercept else eta
 
     def predict(self, X: tf.Tensor) -> tf.Tensor:
-        """The mean, g⁻¹(X w + b)."""
+        """The mean, g⁻¹(X w + b) (g⁻¹(X w) without an intercept)."""
         return self.family.link.inverse_tf(self.linear_predictor(X))
 
     def loss(self, X: tf.Tensor, y: tf.Tensor, weight=None, offset=None) -> tf.Tensor:

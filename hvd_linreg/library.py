@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from hvd_linreg.config import Config
-from hvd_linreg.errors import UsageError
+from hvd_linreg.config import MISSING, Config
+from hvd_linreg.constraints import one_of
+from hvd_linreg.errors import UsageError, agreed
 
 # Settings that describe a file or a launch, which fit() does not take: its rows are its
 # arguments, and an elastic run needs the launcher's host discovery.
@@ -24,7 +25,6 @@ NOT_FOR_FIT = {
     "weights": "pass the weights as fit(X, y, weights=w)",
     "offset": "pass the offset as fit(X, y, offset=o)",
     "exposure": "pass log(exposure) as fit(X, y, offset=np.log(exposure))",
-    "missing": "drop the rows holding NaN before fit(): it takes the rows as they are given",
     "categorical": "pass the column with pandas' category dtype (X[c].astype('category')): "
     "words, categories and booleans are coded as levels",
     "num_samples": "the rows passed are the dataset",
@@ -68,13 +68,20 @@ def fit(
     with or without hvd.init() before; every rank gets the same FitResult. fold: each row's
     cross-validation fold, whole numbers, for an elastic-net path (as --fold_column). groups:
     each row's cluster, numbers, for cov_type="cluster" (as --groups). X may instead be a
-    formula, "y ~ x1 + np.log(x2) + C(region)", of the columns of data (data/formulas.py)."""
+    formula, "y ~ x1 + np.log(x2) + C(region)", of the columns of data (data/formulas.py).
+    missing="drop" drops the rows that hold a missing value (NaN, None) in any of them, as
+    --missing drop does a file's; "error" (the default) refuses them."""
+    missing = settings.pop("missing", "error")
+    one_of(MISSING)("missing", missing)
     cfg = _checked(settings, fold, groups)
     from hvd_linreg import pipeline
     from hvd_linreg.data.memory import memory_shard
 
     job = start_job(cfg.verbose, horovod=pipeline.needs_horovod(cfg))
-    design = None
+    design, dropped = None, None
+    if missing == "drop":
+        rows = (X, y, weights, offset, fold, groups, data)
+        X, y, weights, offset, fold, groups, data, dropped = _complete(job, *rows)
     if isinstance(X, str):
         design, cfg = _formula(job, cfg, X, y, data)
         X, y = design.X, design.y
@@ -90,12 +97,44 @@ def fit(
     def load():
         shard = memory_shard(cfg, job, X, y, weights, offset, fold, groups)
         shard.formula = None if design is None else design.stored()
+        shard.dropped = dropped
         return shard
 
     shard, ckpt_dir = pipeline.prepare(cfg, family, job, load)
     result, optimum = pipeline.fit(cfg, family, job, shard, ckpt_dir)
     report = pipeline.finish(cfg, family, job, shard, result, optimum, speak=not cfg.quiet)
     return FitResult(report, design)
+
+
+def _complete(job, X, y, weights, offset, fold, groups, data):
+    """The rows given without those that hold a missing value in any of them (of a formula's
+    data: in the columns it names), and the dataset's rows dropped (every rank's, sorted; None
+    where none is)."""
+    from hvd_linreg.data import formulas
+    from hvd_linreg.data.missing import complete, rows_of
+
+    def keep() -> np.ndarray:
+        read = X
+        if isinstance(X, str) and data is not None:
+            read = data[[c for c in data.columns if str(c) in formulas.names_in(X)]]
+        given = [v for v in (read, y, weights, offset, fold, groups) if v is not None]
+        if isinstance(X, str) and data is None:
+            given = given[1:]
+        lengths = {len(v) for v in given}
+        if len(lengths) > 1:
+            raise UsageError(f"the rows given have different lengths: {sorted(lengths)}")
+        kept = np.ones(lengths.pop() if lengths else 0, bool)
+        for values in given:
+            kept &= complete(values)
+        return kept
+
+    kept = agreed(job, keep)
+    counts = job.allgather(len(kept), name="fit_missing")
+    mine = sum(counts[: job.rank]) + np.flatnonzero(~kept)
+    every = np.concatenate(job.allgather(mine, name="fit_dropped"))
+    rows = (y, weights, offset, fold, groups, data)
+    X = X if isinstance(X, str) else rows_of(X, kept)
+    return (X, *(rows_of(v, kept) for v in rows), every if len(every) else None)
 
 
 def _checked(settings: dict, fold, groups) -> Config:

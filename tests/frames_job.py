@@ -41,6 +41,20 @@ def panel() -> pd.DataFrame:
     return pd.DataFrame({"x": x, "region": region, "grade": grade, "flag": flag, "k": k, "y": y})
 
 
+def guerry() -> pd.DataFrame:
+    """Guerry's departments (tests/data/guerry.csv) sorted by region, so that a rank's rows lack
+    some regions: Corsica's region is missing, and so, here, are one department's literacy and
+    another's population."""
+    from pathlib import Path
+
+    table = pd.read_csv(Path(__file__).parent / "data" / "guerry.csv")
+    table = table.sort_values(["Region", "dept"], kind="stable", na_position="first")
+    table = table.reset_index(drop=True)
+    table.loc[10, "Literacy"] = np.nan
+    table.loc[60, "Pop1831"] = None
+    return table
+
+
 FITS = {
     "grunfeld": (grunfeld, ["value", "capital", "firm"], "invest", {}),
     "panel": (panel, ["x", "region", "grade", "flag"], "y", {"model": "poisson"}),
@@ -54,6 +68,11 @@ FORMULAS = {
         panel,
         "y ~ x + C(region) + grade + flag + x:flag + C(k)",
         {"model": "poisson"},
+    ),
+    "guerry-missing": (
+        guerry,
+        "Lottery ~ Literacy + np.log(Pop1831) + Region",
+        {"missing": "drop"},
     ),
 }
 
@@ -87,7 +106,8 @@ def main() -> int:
             "names": list(result.names),
             "params": result.params.tolist(),
             "bse": result.bse.tolist(),
-            "predicted": result.predict(rows).tolist(),
+            "predicted": result.predict(rows.dropna()).tolist(),
+            "dropped": result.to_dict()["rows_dropped_missing"],
             "r2": statistics.get("r2"),
             "f_value": statistics.get("f_value"),
         }

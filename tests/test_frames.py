@@ -115,6 +115,7 @@ def test_formulas_are_statsmodels_formula_fits_at_any_rank_count(size, tmp_path)
             assert got["r2"] == pytest.approx(reference.rsquared, rel=1e-10)
             assert got["f_value"] == pytest.approx(reference.fvalue, rel=1e-8)
     assert "C(k)[T.3]" in fits["panel-formula"]["names"]
+    assert fits["guerry-missing"]["dropped"] == 3  # missing="drop": Corsica and two others
 
 
 def test_a_model_saved_from_a_formula_is_applied_by_predict(tmp_path, capsys):
@@ -239,3 +240,37 @@ def test_the_estimators_take_word_columns_as_fit_does():
     assert fitted.intercept_ == pytest.approx(reference.params["Intercept"], rel=1e-9)
     with pytest.raises(ValueError, match="'Acme' in column 'firm'"):
         fitted.predict(X.assign(firm="Acme"))
+
+
+def test_missing_drop_drops_the_rows_with_a_missing_value_in_any_argument():
+    """missing="drop": a NaN in X's numbers, a None in its words, a NaN in the weights or the
+    target drops the row, as statsmodels' missing="drop" does; the default refuses it."""
+    import statsmodels.api as sm
+
+    import hvd_linreg
+
+    table = panel()
+    weights = np.linspace(0.5, 2.0, len(table))
+    table.loc[3, "x"] = np.nan
+    table.loc[8, "region"] = None
+    table.loc[15, "y"] = np.nan
+    weights[20] = np.nan
+    X = table[["x", "region", "flag"]]
+    result = hvd_linreg.fit(
+        X, table.y, weights=weights, model="poisson", solver="exact", missing="drop"
+    )
+    kept = np.ones(len(table), bool)
+    kept[[3, 8, 15, 20]] = False
+    design = pd.get_dummies(X[kept], columns=["region", "flag"], drop_first=True, dtype=float)
+    reference = sm.GLM(
+        table.y[kept],
+        sm.add_constant(design, prepend=False),
+        family=sm.families.Poisson(),
+        var_weights=weights[kept],
+    ).fit(tol=1e-13)
+    np.testing.assert_allclose(result.params, reference.params.to_numpy(), rtol=1e-8)
+    assert result.to_dict()["rows_dropped_missing"] == 4
+    with pytest.raises(
+        hvd_linreg.UsageError, match="row 8 of this rank's rows has no value in column 'region'"
+    ):
+        hvd_linreg.fit(X, table.y, weights=weights, model="poisson", solver="exact")

@@ -104,7 +104,7 @@ def test_a_bad_setting_raises_the_command_lines_message(settings, flags):
         ({"data": "rows.csv"}, "data= is the DataFrame of a formula"),
         ({"num_step": 10}, "fit() got unknown settings num_step;"),
         ({"elastic": True}, "fit() does not take elastic=:"),
-        ({"missing": "drop"}, "fit() does not take missing=: drop the rows holding NaN"),
+        ({"missing": "sometimes"}, "--missing must be one of error, drop, got 'sometimes'"),
     ],
 )
 def test_settings_that_are_not_for_fit_are_refused(settings, says):
@@ -205,7 +205,8 @@ def test_a_bad_row_on_one_rank_raises_on_every_rank(tmp_path):
     run, fits = run_job("mpirun", tmp_path, "nan-on-rank-1")
     assert run.returncode == 2, run.output
     says = (
-        "row 2 of this rank's rows holds NaN or inf in x2; clean or drop such rows (seen on rank 1)"
+        "row 2 of this rank's rows holds NaN or inf in x2; fill or drop such rows (missing='drop' "
+        "drops those with NaN) (seen on rank 1)"
     )
     for rank in (0, 1):
         assert f"rank {rank}: UsageError: {says}" in run.stdout, run.output

@@ -57,7 +57,7 @@ def local_levels(frame) -> dict[str, tuple[str, list]]:
         if len(missing):
             raise UsageError(
                 f"row {missing[0]} of this rank's rows has no value in column {str(column)!r}; "
-                "drop such rows before fit(), or give the missing cells a level of their own"
+                "drop such rows (missing='drop'), or give the missing cells a level of their own"
             )
         if what == "category":
             levels = [_plain(v) for v in cells.cat.categories]

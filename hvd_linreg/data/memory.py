@@ -148,7 +148,8 @@ def _own_rows(
         labels = [*names, *carried.names, target or "y"]
         column = labels[int(np.argmax(~np.isfinite(rows[i])))]
         raise UsageError(
-            f"row {i} of this rank's rows holds NaN or inf in {column}; clean or drop such rows"
+            f"row {i} of this rank's rows holds NaN or inf in {column}; fill or drop such rows "
+            "(missing='drop' drops those with NaN)"
         )
     problem = carried.problem(rows[:, len(names) : -1]) if len(carried) else None
     if problem is not None:

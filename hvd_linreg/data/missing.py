@@ -26,3 +26,28 @@ def file_row(kept: int, dropped: np.ndarray) -> int:
     while (moved := kept + int(np.searchsorted(dropped, row, "right"))) != row:
         row = moved
     return row
+
+
+def complete(values) -> np.ndarray:
+    """Which rows of values (an array, a DataFrame or a Series: fit()'s rows) hold no missing
+    value: NaN, None or pandas' NA, in any column."""
+    if hasattr(values, "isna"):
+        na = values.isna().to_numpy()
+    else:
+        array = np.asarray(values)
+        if array.dtype.kind in "fc":
+            na = np.isnan(array)
+        elif array.dtype.kind == "O":
+            na = np.vectorize(lambda v: v is None or v != v, otypes=[bool])(array)
+        else:
+            na = np.zeros(array.shape, bool)
+    return ~na.reshape(len(na), -1).any(axis=1)
+
+
+def rows_of(values, keep: np.ndarray):
+    """values' rows where keep is true, of the same kind (an array, a DataFrame, a Series)."""
+    if values is None:
+        return None
+    if hasattr(values, "iloc"):
+        return values.iloc[np.flatnonzero(keep)]
+    return np.asarray(values)[keep]

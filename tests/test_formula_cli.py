@@ -64,20 +64,29 @@ def coefficients(metrics: dict) -> dict:
 @pytest.mark.parametrize("size", SIZES)
 def test_an_ols_formula_on_guerry_equals_statsmodels(size, tmp_path):
     """OLS with a word column (Region: a rank lacks some regions), np.log() and --missing drop
-    (Corsica has no region): statsmodels' smf.ols on the same rows, to 1e-8."""
+    (Corsica has no region), its errors clustered by region (words, 5 clusters):
+    statsmodels' smf.ols on the same rows, to 1e-8."""
     path, table = guerry(tmp_path)
     formula = "Lottery ~ Literacy + np.log(Pop1831) + Region"
     args = ["--data", str(path), "--formula", formula, "--solver", "exact", "--missing", "drop"]
-    m = run_metrics(tmp_path, size, args)
-    reference = smf.ols(formula, table).fit()  # drops Corsica, as statsmodels' formulas do
+    m = run_metrics(tmp_path, size, [*args, "--cov_type", "cluster", "--groups", "Region"])
+    kept = table.dropna()
+    groups = {"groups": pd.factorize(kept.Region)[0]}
+    reference = smf.ols(formula, kept).fit(cov_type="cluster", cov_kwds=groups, use_t=True)
+    with pytest.warns(UserWarning, match="covariance of constraints does not have full rank"):
+        # 5 clusters, 6 coefficients: the Wald F on the covariance's rank, 2
+        f_value, f_p = reference.fvalue, reference.f_pvalue
     got = coefficients(m)
-    bse = reference.bse.rename({"Intercept": "b"})
+    bse, p = (v.rename({"Intercept": "b"}) for v in (reference.bse, reference.pvalues))
     for name, value in reference.params.rename({"Intercept": "b"}).items():
         assert got[name]["estimate"] == pytest.approx(value, rel=1e-8, abs=1e-10), name
         assert got[name]["std_error"] == pytest.approx(bse[name], rel=1e-8), name
+        assert got[name]["p"] == pytest.approx(p[name], rel=1e-6), name
     statistics = m["statistics"]
+    assert statistics["clusters"] == 5
+    assert statistics["f_value"] == pytest.approx(f_value, rel=1e-8)
+    assert statistics["f_p"] == pytest.approx(f_p, rel=1e-6)
     assert statistics["r2"] == pytest.approx(reference.rsquared, rel=1e-10)
-    assert statistics["f_value"] == pytest.approx(reference.fvalue, rel=1e-8)
     assert statistics["log_likelihood"] == pytest.approx(reference.llf, rel=1e-10)
     assert m["num_samples"] == 85 and m["rows_dropped_missing"] == 1
 

@@ -206,7 +206,8 @@ def _design_factor(factor) -> np.ndarray:
 
 def _f_test(optimum: Optimum, rss: float, dof: int, undefined: dict) -> dict:
     """The F test that every w is 0: (ESS / F) / (RSS / dof), or with robust errors the Wald
-    test w' V⁻¹ w / F on their covariance, as statsmodels; p from F(F, dof) (cluster: G - 1)."""
+    test w' V⁺ w / r on their covariance V of rank r (F, unless fewer clusters than
+    coefficients), as statsmodels; p from F(r, dof) (cluster: dof G - 1)."""
     from scipy.special import fdtrc
 
     w, factor = optimum.params[:-1], optimum.factor
@@ -222,8 +223,13 @@ def _f_test(optimum: Optimum, rss: float, dof: int, undefined: dict) -> dict:
         )
         return {}
     if optimum.robust is not None:
-        value = float(w @ np.linalg.solve(optimum.robust[:F, :F], w)) / F
-    else:
-        total = factor.centred_y_ss if factor.implicit_constant else factor.y_ss
-        value = (total - rss) / F / (rss / dof)
+        cov = optimum.robust[:F, :F]
+        scale = np.sqrt(np.diag(cov))  # the rank of the correlations: scale-free
+        rank = int(np.linalg.matrix_rank(cov / np.outer(scale, scale)))
+        # fewer clusters than coefficients leave V singular: the Wald test on the rank of V,
+        # by its pseudo-inverse, as statsmodels' wald_test (which warns)
+        value = float(w @ np.linalg.pinv(cov) @ w) / rank
+        return {"f_value": value, "f_p": float(fdtrc(rank, dof, value))}
+    total = factor.centred_y_ss if factor.implicit_constant else factor.y_ss
+    value = (total - rss) / F / (rss / dof)
     return {"f_value": value, "f_p": float(fdtrc(F, dof, value))}

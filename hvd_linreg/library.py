@@ -93,6 +93,12 @@ def fit(
         groups = frames.cluster_numbers(job, groups)
 
     family = pipeline.family_for(cfg)
+    if family.SOLVER == "multinomial":  # K classes: its own recipe and result
+        from hvd_linreg import multinomial
+
+        return multinomial.run(
+            cfg, job, family, lambda: multinomial.rows_shard(cfg, job, X, y, weights)
+        )
 
     def load():
         shard = memory_shard(cfg, job, X, y, weights, offset, fold, groups)

@@ -32,6 +32,11 @@ def run(cfg: Config) -> int:
     job = ranks.init(verbose=cfg.verbose, horovod=needs_horovod(cfg))
     cfg = with_formula(cfg)
     family = family_for(cfg)
+    if family.SOLVER == "multinomial":  # K classes: its own recipe
+        from hvd_linreg import multinomial
+
+        multinomial.run(cfg, job, family, lambda: multinomial.file_shard(cfg, job))
+        return 0
     shard, ckpt_dir = prepare(cfg, family, job)
     result, optimum = fit(cfg, family, job, shard, ckpt_dir)
     finish(cfg, family, job, shard, result, optimum)

@@ -34,7 +34,7 @@ def formula_shard(cfg, job: Job) -> Shard:
     carried = Carried(cfg.weights, cfg.offset, cfg.exposure, cfg.fold_column, cfg.groups)
     files = agreed(job, lambda: data_files(cfg.data))
     frame, first = rank_frame(files, job, _wanted(cfg.formula, carried))
-    frame, dropped = agreed(job, lambda: _complete(frame, first, carried, cfg.missing, files[0]))
+    frame, dropped = complete_rows(job, frame, first, carried, cfg.missing, files[0])
     for flag, name in zip(carried.roles, carried.names):
         if name not in frame.columns:
             raise UsageError(f"--data {cfg.data} has no column {name!r} ({flag})")
@@ -59,9 +59,7 @@ def formula_shard(cfg, job: Job) -> Shard:
         source=cfg.data,
     )
     shard.formula = design.stored()
-    if cfg.missing == "drop":
-        every = np.concatenate(job.allgather(dropped, name="formula_dropped"))
-        shard.dropped = every if len(every) else None
+    shard.dropped = dropped
     return shard
 
 
@@ -87,9 +85,9 @@ def formula_rows(model, path: Path, job: Job, need_target: bool) -> Rows:
     return rows
 
 
-def rank_frame(files: list[Path], job: Job, wanted: set[str]):
-    """This rank's rows of the files as a DataFrame of their columns that are in wanted, and
-    its first row's number in the dataset."""
+def rank_frame(files: list[Path], job: Job, wanted: set[str] | None):
+    """This rank's rows of the files as a DataFrame of their columns that are in wanted (None:
+    all), and its first row's number in the dataset."""
     import pandas as pd
 
     error, parts = None, []
@@ -130,7 +128,7 @@ def _csv_frame(header, text: str, wanted: set[str]):
             io.StringIO(text),
             header=None,
             names=names,
-            usecols=[n for n in names if n in wanted],
+            usecols=[n for n in names if wanted is None or n in wanted],
             na_values=sorted(MISSING_CELLS),
             keep_default_na=False,
             skipinitialspace=True,
@@ -152,7 +150,7 @@ def _parquet_frames(files: list[Path], job: Job, wanted: set[str]) -> list:
         at += n
         if lo >= hi:
             continue
-        names = [c for c in parquet_columns(p)[0] if c in wanted]
+        names = [c for c in parquet_columns(p)[0] if wanted is None or c in wanted]
         table = pq.read_table(p, columns=names).slice(lo, hi - lo)
         parts.append(table.to_pandas())
     return parts
@@ -163,7 +161,18 @@ def _empty(files, headers, wanted: set[str]):
     import pandas as pd
 
     names = headers[0].names if headers is not None else parquet_columns(files[0])[0]
-    return pd.DataFrame({n: [] for n in names if n in wanted})
+    return pd.DataFrame({n: [] for n in names if wanted is None or n in wanted})
+
+
+def complete_rows(job: Job, frame, first: int, carried: Carried, missing: str, path: Path):
+    """frame without its rows that lack a value (--missing drop), and the dataset's rows
+    dropped, every rank's, sorted (None: none); with --missing error, UsageError on every
+    rank naming the first such row and column."""
+    frame, mine = agreed(job, lambda: _complete(frame, first, carried, missing, path))
+    if missing != "drop":
+        return frame, None
+    every = np.concatenate(job.allgather(mine, name="rows_dropped"))
+    return frame, every if len(every) else None
 
 
 def _complete(frame, first: int, carried: Carried, missing: str, path: Path):

@@ -30,7 +30,11 @@ FAMILIES = {
     "tweedie": "hvd_linreg.families.tweedie:Tweedie",
     "inverse_gaussian": "hvd_linreg.families.inverse_gaussian:InverseGaussian",
     "negative_binomial": "hvd_linreg.families.negative_binomial:NegativeBinomial",
+    "multinomial": "hvd_linreg.families.multinomial:Multinomial",
 }
+# The families of one linear predictor, a GLM each: all but multinomial, whose coefficients are
+# a matrix with a column per class and whose recipe is its own (multinomial.py)
+GLMS = tuple(name for name in FAMILIES if name != "multinomial")
 # A family's one parameter: the setting that gives it (config.py), by family. families.get
 # hands it to the family, and the export stores it (as "power") for predict and evaluate.
 PARAMETERS = {"tweedie": "tweedie_power", "negative_binomial": "nb_alpha"}

@@ -1,0 +1,151 @@
+"""The exact multinomial logit: Newton's method on the full log-likelihood of K classes, the
+first the reference, as statsmodels' MNLogit and R's nnet::multinom parametrise it.
+
+The coefficients are an (F + 1) x (K - 1) matrix B, a column per class but the first, its last
+row the intercepts: class j's linear predictor is η_j = x·B[:F, j] + B[F, j] (η of the first is
+0), and P(y = j | x) = exp(η_j) / (1 + Σ_l exp(η_l)). Each iteration is one pass over each
+rank's rows and one allreduce of the log-likelihood, its gradient (F + 1)(K - 1) and the
+information matrix's (K - 1)(F + 1) square, whose block (j, l) is Xᵀ diag(w p_j (δ_jl - p_l)) X;
+then a Newton step, halved while the log-likelihood falls. The start is the intercept-only
+model, whose log-likelihood is the null one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hvd_linreg.errors import UsageError
+
+MAX_ITERATIONS = 100
+TOLERANCE = 1e-10  # a step of at most this, relative to each coefficient (absolute below 1)
+OBJECTIVE_TOLERANCE = 1e-12  # and a change of the log-likelihood of at most this, relative
+HALVINGS = 40
+
+
+@dataclass(frozen=True)
+class MultinomialFit:
+    """The maximum-likelihood fit: B, its information matrix (class-major: B[:, j]'s rows
+    are j(F+1) .. (j+1)(F+1) - 1), and the likelihood's figures."""
+
+    params: np.ndarray  # (F + 1) x (K - 1)
+    information: np.ndarray  # (K - 1)(F + 1) square
+    log_likelihood: float
+    null_log_likelihood: float
+    weight: float  # Σ w: the rows, each as many times as its weight
+    rows: int
+    class_weights: np.ndarray  # Σ w by class
+    iterations: int
+    gradient_norm: float
+
+
+def log_probabilities(X: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """log P(y = k | x) for every row and class (rows x K), the first class the reference."""
+    eta = X @ B[:-1] + B[-1]
+    top = np.maximum(eta.max(axis=1), 0.0)
+    log_den = top + np.log(np.exp(-top) + np.exp(eta - top[:, None]).sum(axis=1))
+    return np.column_stack([-log_den, eta - log_den[:, None]])
+
+
+def fit(job, shard, K: int) -> MultinomialFit:
+    """Newton's method from the intercept-only model; UsageError where the information matrix
+    is singular (collinear features, a class that the features separate) or it does not
+    converge."""
+    F = shard.num_features
+    counts = job.allreduce_sum(_class_sums(shard, K), "multinomial_classes")
+    weight, rows, class_weights = counts[0], int(counts[1]), counts[2:]
+    B = np.zeros((F + 1, K - 1))
+    B[F] = np.log(class_weights[1:] / class_weights[0])
+    null = float(np.sum(class_weights * np.log(class_weights / weight)))
+    best, step, scale, previous = None, None, 1.0, None
+    for iteration in range(1, MAX_ITERATIONS + 1):
+        value, gradient, information = _pass(job, shard, B, K)
+        if best is not None and not value >= best[1] - 1e-13 * abs(best[1]):
+            if scale < 2.0**-HALVINGS:
+                break
+            scale /= 2  # worse (or NaN): halve the step
+            B = best[0] + scale * step
+            continue
+        previous = None if best is None else best[1]
+        best, scale = (B, value), 1.0
+        step = _newton_step(information, gradient, F, K)
+        small = np.all(np.abs(step) <= TOLERANCE * np.maximum(1.0, np.abs(B)))
+        settled = previous is not None and abs(value - previous) <= OBJECTIVE_TOLERANCE * (
+            abs(value) + 0.1
+        )
+        if small and (settled or iteration == 1):
+            norm = float(np.linalg.norm(gradient))
+            args = (B, information, value, null, weight, rows, class_weights, iteration, norm)
+            return MultinomialFit(*args)
+        B = B + step
+    raise UsageError(
+        f"Newton's method did not converge in {MAX_ITERATIONS} iterations: the fitted "
+        "probabilities of some rows reach 0 or 1 while the coefficients keep growing, the mark "
+        "of classes the features (quasi-)separate, where the likelihood has no finite maximum. "
+        "Drop the feature(s) that separate them"
+    )
+
+
+def _newton_step(information: np.ndarray, gradient: np.ndarray, F: int, K: int) -> np.ndarray:
+    """I⁻¹ g as B's shape, by Cholesky on the information scaled to unit diagonal."""
+    g = gradient.T.ravel()
+    d = np.sqrt(np.diag(information))
+    if not (d > 0).all():
+        raise UsageError(_singular())
+    try:
+        factor = np.linalg.cholesky(information / np.outer(d, d))
+    except np.linalg.LinAlgError:
+        raise UsageError(_singular()) from None
+    step = np.linalg.solve(factor.T, np.linalg.solve(factor, g / d)) / d
+    return step.reshape(K - 1, F + 1).T
+
+
+def _singular() -> str:
+    return (
+        "the information matrix of the multinomial model is singular: features are collinear "
+        "or constant, or a class is separated from the others; drop the redundant features"
+    )
+
+
+def _class_sums(shard, K: int) -> np.ndarray:
+    """[Σ w, rows, Σ w by class] of this rank's rows."""
+    sums = np.zeros(K + 2)
+    for block in shard.blocks():
+        rows = block.counted()
+        w = rows.weights()
+        sums[0] += w.sum()
+        sums[1] += len(w)
+        sums[2:] += np.bincount(rows.y.astype(np.int64), weights=w, minlength=K)[:K]
+    return sums
+
+
+def _pass(job, shard, B: np.ndarray, K: int) -> tuple[float, np.ndarray, np.ndarray]:
+    """The log-likelihood at B, its gradient (B's shape) and the information matrix, summed
+    over every rank's rows: one allreduce."""
+    p, k1 = B.shape[0], K - 1
+    value, gradient, information = 0.0, np.zeros((p, k1)), np.zeros((k1 * p, k1 * p))
+    for block in shard.blocks():
+        rows = block.counted()
+        X = np.column_stack([rows.X.astype(np.float64, copy=False), np.ones(len(rows.y))])
+        w, y = rows.weights(), rows.y.astype(np.int64)
+        logp = log_probabilities(X[:, :-1], B)
+        value += float(w @ logp[np.arange(len(y)), y])
+        P = np.exp(logp[:, 1:])
+        residual = (y[:, None] == np.arange(1, K)) - P
+        gradient += X.T @ (w[:, None] * residual)
+        for j in range(k1):
+            for m in range(j, k1):
+                c = w * P[:, j] * ((j == m) - P[:, m])
+                block_jm = X.T @ (X * c[:, None])
+                information[j * p : (j + 1) * p, m * p : (m + 1) * p] = (
+                    information[j * p : (j + 1) * p, m * p : (m + 1) * p] + block_jm
+                )
+    upper = np.triu_indices(k1 * p)
+    sums = job.allreduce_sum(
+        np.concatenate([[value], gradient.ravel(), information[upper]]), "multinomial_pass"
+    )
+    value, gradient = float(sums[0]), sums[1 : 1 + p * k1].reshape(p, k1)
+    information = np.zeros((k1 * p, k1 * p))
+    information[upper] = sums[1 + p * k1 :]
+    information = information + np.triu(information, 1).T
+    return value, gradient, information

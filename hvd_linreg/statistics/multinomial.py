@@ -1,0 +1,153 @@
+"""The multinomial fit's statistics, as statsmodels' MNLogit reports them: per class but the
+first, each coefficient's estimate, standard error (from the inverse information matrix), z and
+p; the log-likelihood, the intercept-only model's, McFadden's pseudo-R², AIC and BIC. And the
+scores of a model of classes on any rows: log-loss, accuracy and the confusion matrix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hvd_linreg.solvers.multinomial import MultinomialFit, log_probabilities
+from hvd_linreg.statistics.table import SHOWN_COEFFICIENTS, coefficient_lines
+
+
+@dataclass(frozen=True)
+class MultinomialStatistics:
+    classes: list
+    names: tuple[str, ...]  # the coefficients' names in each class: the features', then b
+    estimates: np.ndarray  # (F + 1) x (K - 1)
+    std_errors: np.ndarray
+    log_likelihood: float
+    null_log_likelihood: float
+    aic: float
+    bic: float
+    iterations: int
+    gradient_norm: float
+    undefined: dict = field(default_factory=dict)
+
+    @property
+    def z(self) -> np.ndarray:
+        return self.estimates / self.std_errors
+
+    @property
+    def p(self) -> np.ndarray:
+        from scipy.special import ndtr
+
+        return 2.0 * ndtr(-np.abs(self.z))
+
+    @property
+    def pseudo_r2(self) -> float:
+        """McFadden's: 1 - ℓ / ℓ₀."""
+        return 1.0 - self.log_likelihood / self.null_log_likelihood
+
+    def coefficients(self) -> list[dict]:
+        """A row per class but the first and coefficient, in that order, as the JSON has it."""
+        z, p = self.z, self.p
+        return [
+            {
+                "class": _plain(self.classes[j + 1]),
+                "name": name,
+                "estimate": float(self.estimates[i, j]),
+                "std_error": float(self.std_errors[i, j]),
+                "z": float(z[i, j]),
+                "p": float(p[i, j]),
+            }
+            for j in range(self.estimates.shape[1])
+            for i, name in enumerate(self.names)
+        ]
+
+    def as_json(self) -> dict:
+        return {
+            "log_likelihood": self.log_likelihood,
+            "null_log_likelihood": self.null_log_likelihood,
+            "pseudo_r2": self.pseudo_r2,
+            "aic": self.aic,
+            "bic": self.bic,
+            "iterations": self.iterations,
+            "gradient_norm": self.gradient_norm,
+            "coefficients": self.coefficients(),
+        }
+
+    def lines(self, limit: int | None = SHOWN_COEFFICIENTS) -> list[str]:
+        """The summary's statistics: the likelihood's figures, then a table per class."""
+        lines = [
+            f"Statistics of the exact optimum: log-likelihood {self.log_likelihood:.6g}, null "
+            f"log-likelihood {self.null_log_likelihood:.6g}, McFadden's pseudo-R² "
+            f"{self.pseudo_r2:.6g}, AIC {self.aic:.6g}, BIC {self.bic:.6g}; Newton: "
+            f"{self.iterations} iterations, gradient norm {self.gradient_norm:.3g}"
+        ]
+        z, p = self.z, self.p
+        for j in range(self.estimates.shape[1]):
+            lines.append(f"  class {self.classes[j + 1]} (against {self.classes[0]}):")
+            rows = [
+                (name, self.estimates[i, j], self.std_errors[i, j], z[i, j], p[i, j])
+                for i, name in enumerate(self.names)
+            ]
+            lines += coefficient_lines(rows, "z", self.undefined, limit)
+        return lines
+
+
+def describe(fit: MultinomialFit, names: tuple[str, ...], classes: list) -> MultinomialStatistics:
+    """The statistics of the fit, its coefficients named by names (the features', then b)."""
+    F1, K1 = fit.params.shape
+    covariance = np.linalg.inv(fit.information)
+    std_errors = np.sqrt(np.diag(covariance)).reshape(K1, F1).T
+    k = F1 * K1
+    aic = -2.0 * fit.log_likelihood + 2.0 * k
+    bic = -2.0 * fit.log_likelihood + k * np.log(fit.weight)
+    return MultinomialStatistics(
+        classes,
+        names,
+        fit.params,
+        std_errors,
+        fit.log_likelihood,
+        fit.null_log_likelihood,
+        aic,
+        bic,
+        fit.iterations,
+        fit.gradient_norm,
+    )
+
+
+def scores(job, blocks, B: np.ndarray, classes: list, name: str) -> dict:
+    """Log-loss (the mean of -log P(y | x), weighted), accuracy and the confusion matrix (rows:
+    the true class, columns: the predicted one; sums of weights) of the rows of every rank."""
+    K = len(classes)
+    sums = np.zeros(2 + K * K)
+    for block in blocks:
+        rows = block.counted()
+        w, y = rows.weights(), rows.y.astype(np.int64)
+        logp = log_probabilities(rows.X.astype(np.float64, copy=False), B)
+        sums[0] += w.sum()
+        sums[1] -= w @ logp[np.arange(len(y)), y]
+        sums[2:] += np.bincount(y * K + logp.argmax(axis=1), weights=w, minlength=K * K)
+    sums = job.allreduce_sum(sums, name)
+    confusion = sums[2:].reshape(K, K)
+    weight = sums[0]
+    return {
+        "log_loss": float(sums[1] / weight) if weight else None,
+        "accuracy": float(np.trace(confusion) / weight) if weight else None,
+        "confusion": confusion.tolist(),
+        "rows": float(weight),
+    }
+
+
+def score_lines(what: str, scores: dict, classes: list) -> list[str]:
+    """The summary's lines of scores: log-loss and accuracy, then the confusion matrix."""
+    if scores["log_loss"] is None:
+        return []
+    width = max(8, *(len(str(c)) + 2 for c in classes))
+    lines = [
+        f"  {what}: log-loss {scores['log_loss']:.6g}, accuracy {scores['accuracy']:.6g}; "
+        "confusion (rows: true class, columns: predicted)",
+        "    " + " " * width + "".join(f"{str(c):>{width}}" for c in classes),
+    ]
+    for c, row in zip(classes, scores["confusion"]):
+        lines.append(f"    {str(c):<{width}}" + "".join(f"{v:>{width}.6g}" for v in row))
+    return lines
+
+
+def _plain(value):
+    return value.item() if hasattr(value, "item") else value

@@ -1,0 +1,143 @@
+"""--model multinomial: a target of K classes (words or numbers) fitted exactly by Newton's
+method, equal to statsmodels' MNLogit at 1, 2 and 3 ranks with a class that only the last
+rank's rows hold; K = 2 is the logistic model; mistakes end with one line and exit 2."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import statsmodels.api as sm
+
+from conftest import refused, run_metrics
+
+SIZES = [
+    1,
+    pytest.param(2, marks=pytest.mark.multiprocess),
+    pytest.param(3, marks=pytest.mark.multiprocess),
+]
+FRUIT = np.array(["apple", "fig", "kiwi", "pear", "plum", "quince"])
+
+
+def choices(K: int, n: int = 900, seed: int = 3) -> pd.DataFrame:
+    """n rows of two numbers, a word column and a class among K fruits; the last 40 rows are
+    the only ones of the last class (the last rank's rows alone hold it)."""
+    rng = np.random.default_rng(seed)
+    x1, x2 = rng.normal(size=n), rng.uniform(-1, 1, n)
+    shop = rng.choice(["north", "south"], n)
+    B = rng.normal(scale=0.8, size=(4, K - 1))
+    eta = np.column_stack([x1, x2, shop == "south", np.ones(n)]) @ B
+    p = np.exp(np.column_stack([np.zeros(n), eta]))
+    p /= p.sum(axis=1, keepdims=True)
+    y = np.array([rng.choice(K - 1, p=row[:-1] / row[:-1].sum()) for row in p])
+    y[-40:] = K - 1
+    return pd.DataFrame({"x1": x1, "x2": x2, "shop": shop, "fruit": FRUIT[y]})
+
+
+def mnlogit(table: pd.DataFrame, repeats=None):
+    X = pd.get_dummies(table[["x1", "x2", "shop"]], drop_first=True, dtype=float)
+    X, y = sm.add_constant(X, prepend=False), table.fruit
+    if repeats is not None:
+        X, y = X.loc[X.index.repeat(repeats)], y.loc[y.index.repeat(repeats)]
+    return sm.MNLogit(y.to_numpy(), X).fit(method="newton", tol=1e-14, maxiter=100, disp=0)
+
+
+def as_matrix(metrics: dict, field: str) -> np.ndarray:
+    """The JSON's coefficients' field as statsmodels' (F + 1) x (K - 1) array."""
+    rows = metrics["statistics"]["coefficients"]
+    K1 = len(metrics["classes"]) - 1
+    return np.array([c[field] for c in rows]).reshape(K1, -1).T
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("K", [3, 5])
+def test_multinomial_is_mnlogit_at_any_rank_count(tmp_path, size, K):
+    """Word classes, a word feature, prior weights (whole numbers: MNLogit on each row repeated
+    as many times): coefficients to 1e-8, standard errors to 1e-6, the log-likelihood to 1e-10,
+    McFadden's R², AIC and BIC."""
+    table = choices(K)
+    table["w"] = np.random.default_rng(1).integers(1, 4, len(table)).astype(float)
+    table.to_csv(tmp_path / "fruit.csv", index=False)
+    args = ["--data", str(tmp_path / "fruit.csv"), "--model", "multinomial", "--solver", "exact"]
+    m = run_metrics(tmp_path, size, [*args, "--target", "fruit", "--weights", "w"])
+    reference = mnlogit(table, table.w.astype(int).to_numpy())
+    assert m["classes"] == sorted(FRUIT[:K].tolist())
+    np.testing.assert_allclose(as_matrix(m, "estimate"), reference.params, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(as_matrix(m, "std_error"), reference.bse, rtol=1e-6)
+    s = m["statistics"]
+    assert s["log_likelihood"] == pytest.approx(reference.llf, rel=1e-10)
+    assert s["null_log_likelihood"] == pytest.approx(reference.llnull, rel=1e-8)
+    assert s["pseudo_r2"] == pytest.approx(reference.prsquared, rel=1e-7)
+    assert s["aic"] == pytest.approx(reference.aic, rel=1e-10)
+    assert s["bic"] == pytest.approx(reference.bic, rel=1e-10)
+    assert {c["class"] for c in s["coefficients"]} == set(m["classes"][1:])
+    confusion = np.array(m["training_scores"]["confusion"])
+    assert confusion.sum() == pytest.approx(table.w.sum())
+    assert m["training_scores"]["accuracy"] == pytest.approx(np.trace(confusion) / confusion.sum())
+
+
+def test_two_classes_are_the_logistic_model(tmp_path):
+    table = choices(3)
+    table = table[table.fruit != "kiwi"].reset_index(drop=True)  # apple and fig
+    table["fig"] = (table.fruit == "fig").astype(float)
+    table.to_csv(tmp_path / "two.csv", index=False)
+    data = ["--data", str(tmp_path / "two.csv"), "--solver", "exact", "--features", "x1,x2,shop"]
+    two = run_metrics(tmp_path, 1, [*data, "--model", "multinomial", "--target", "fruit"])
+    binary = run_metrics(tmp_path, 1, [*data, "--model", "logistic", "--target", "fig"])
+    ours = [c["estimate"] for c in binary["statistics"]["coefficients"]]
+    np.testing.assert_allclose(as_matrix(two, "estimate")[:, 0], ours, rtol=1e-9)
+    errors = [c["std_error"] for c in binary["statistics"]["coefficients"]]
+    np.testing.assert_allclose(as_matrix(two, "std_error")[:, 0], errors, rtol=1e-9)
+
+
+def test_from_python_numbers_as_classes_and_predictions():
+    import hvd_linreg
+
+    table = choices(4)
+    codes = pd.Series(np.searchsorted(FRUIT, table.fruit) * 10, name="code")  # 0, 10, 20, 30
+    result = hvd_linreg.fit(table[["x1", "x2", "shop"]], codes, model="multinomial", solver="exact")
+    assert result.classes == [0, 10, 20, 30]
+    reference = mnlogit(table)
+    np.testing.assert_allclose(result.params, reference.params, rtol=1e-8, atol=1e-10)
+    probabilities = result.predict_proba(table[["x1", "x2", "shop"]])
+    np.testing.assert_allclose(probabilities, reference.predict(), rtol=1e-8)
+    assert list(result.predict(table.iloc[:3][["x1", "x2", "shop"]])) == [
+        [0, 10, 20, 30][k] for k in probabilities[:3].argmax(axis=1)
+    ]
+    assert "class 30 (against 0):" in result.summary()
+
+
+def test_held_out_rows_are_scored(tmp_path):
+    table = choices(3)
+    table.to_csv(tmp_path / "fruit.csv", index=False)
+    args = ["--data", str(tmp_path / "fruit.csv"), "--model", "multinomial", "--solver", "exact"]
+    m = run_metrics(tmp_path, 1, [*args, "--validation_fraction", "0.2"])
+    held = m["validation"]
+    assert held["rows"] + m["num_samples"] == 900 and 170 < held["rows"] < 190
+    assert 0 < held["accuracy"] < 1 and held["log_loss"] > 0
+    assert np.array(held["confusion"]).sum() == held["rows"]
+
+
+def test_multinomial_mistakes_end_with_one_line(tmp_path, capsys):
+    table = choices(3)
+    table.to_csv(tmp_path / "fruit.csv", index=False)
+    data = ["--data", str(tmp_path / "fruit.csv"), "--model", "multinomial"]
+    says = refused(capsys, data)
+    assert "--model multinomial is fitted by --solver exact" in says
+    exact = [*data, "--solver", "exact"]
+    assert "--l2" in refused(capsys, [*exact, "--l2", "0.1"])
+    table.assign(fruit="apple").to_csv(tmp_path / "one.csv", index=False)
+    one = ["--data", str(tmp_path / "one.csv"), "--model", "multinomial", "--solver", "exact"]
+    assert "the target 'fruit' has one class (apple)" in refused(capsys, one)
+    says = refused(capsys, [*exact, "--max_levels", "2"])
+    assert "the target 'fruit' has 3 classes, more than --max_levels 2" in says
+    gaps = table.copy()
+    gaps.loc[7, "fruit"] = None
+    gaps.to_csv(tmp_path / "gaps.csv", index=False)
+    says = refused(capsys, ["--data", str(tmp_path / "gaps.csv"), *exact[2:]])
+    assert "data row 7 (0-based) has no value in column 'fruit'" in says
+    separated = table.copy()
+    separated["x1"] = np.where(separated.fruit == "apple", -5.0, 5.0) + separated.x2 * 0.01
+    separated.to_csv(tmp_path / "sep.csv", index=False)
+    says = refused(capsys, ["--data", str(tmp_path / "sep.csv"), *exact[2:]])
+    assert "or a class is separated from the others" in says

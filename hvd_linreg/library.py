@@ -59,7 +59,16 @@ FOR_FOLDS = ("select", "fold_alpha")  # the settings that choose among or fit th
 
 
 def fit(
-    X, y=None, *, weights=None, offset=None, fold=None, groups=None, data=None, **settings
+    X,
+    y=None,
+    *,
+    weights=None,
+    offset=None,
+    fold=None,
+    groups=None,
+    data=None,
+    start=None,
+    **settings,
 ) -> FitResult:
     """Fit the model the settings name (the command line's flags, by the same names: model,
     solver, l2, ...) to the rows that every rank passes: X (rows x features: a NumPy array,
@@ -68,12 +77,14 @@ def fit(
     with or without hvd.init() before; every rank gets the same FitResult. fold: each row's
     cross-validation fold, whole numbers, for an elastic-net path (as --fold_column). groups:
     each row's cluster, numbers, for cov_type="cluster" (as --groups). X may instead be a
-    formula, "y ~ x1 + np.log(x2) + C(region)", of the columns of data (data/formulas.py)."""
+    formula, "y ~ x1 + np.log(x2) + C(region)", of the columns of data (data/formulas.py).
+    start: [w..., b], where IRLS begins instead of the intercept-only model (rank 0's)."""
     cfg = _checked(settings, fold, groups)
     from hvd_linreg import pipeline
     from hvd_linreg.data.memory import memory_shard
 
     job = start_job(cfg.verbose, horovod=pipeline.needs_horovod(cfg))
+    start = _start(job, cfg, start)
     design = None
     if isinstance(X, str):
         design, cfg = _formula(job, cfg, X, y, data)
@@ -93,7 +104,7 @@ def fit(
         return shard
 
     shard, ckpt_dir = pipeline.prepare(cfg, family, job, load)
-    result, optimum = pipeline.fit(cfg, family, job, shard, ckpt_dir)
+    result, optimum = pipeline.fit(cfg, family, job, shard, ckpt_dir, start)
     report = pipeline.finish(cfg, family, job, shard, result, optimum, speak=not cfg.quiet)
     return FitResult(report, design)
 
@@ -117,6 +128,23 @@ def _checked(settings: dict, fold, groups) -> Config:
             else "groups= is for cov_type='cluster': it gives each row's cluster"
         )
     return cfg
+
+
+def _start(job, cfg: Config, start):
+    """start= as every rank takes it, rank 0's: refused where no IRLS would begin from it."""
+    if job.size > 1:
+        start = job.broadcast(start)
+    if start is None:
+        return None
+    from hvd_linreg import families
+
+    irls = cfg.solver == "exact" and families.for_config(cfg).SOLVER == "irls"
+    if not irls or cfg.penalized:
+        raise UsageError(
+            "start= is where IRLS begins: it needs solver='exact' and a model that IRLS fits "
+            "(every model but linear), without the elastic net's alpha= or cv="
+        )
+    return start
 
 
 def _formula(job, cfg: Config, formula: str, y, data):
@@ -178,6 +206,14 @@ class FitResult:
         (one QR), 0 where the exact optimum was not solved."""
         optimum = self.report.optimum
         return 0 if optimum is None else int(getattr(optimum, "iterations", 1))
+
+    @property
+    def converged(self) -> bool | None:
+        """Whether the exact solver converged: False where IRLS stopped at max_iter (the fit
+        is its last iterate's), True for least squares and the elastic net (whose
+        unconverged strengths are refused), None where the exact optimum was not solved."""
+        optimum = self.report.optimum
+        return None if optimum is None else bool(getattr(optimum, "converged", True))
 
     @property
     def path(self):

@@ -42,7 +42,7 @@ class LogisticRegression(ClassifierMixin, _Exact):
     _classifier = True
 
     def __init__(
-        self, penalty="l2", *, C=1.0, fit_intercept=True, tol=1e-4, max_iter=100, l1_ratio=None
+        self, penalty="l2", *, C=1.0, fit_intercept=True, tol=None, max_iter=100, l1_ratio=None
     ):
         self.penalty = penalty
         self.C = C
@@ -137,7 +137,7 @@ class LogisticRegressionCV(LogisticRegression):
         cv=None,
         penalty="l2",
         scoring=None,
-        tol=1e-4,
+        tol=None,
         max_iter=100,
         refit=True,
         l1_ratios=None,
@@ -211,6 +211,7 @@ class LogisticRegressionCV(LogisticRegression):
                 l1_ratio=l1,
                 standardize=False,
                 fold_alpha="sum",
+                **self._limits(),
             )
             path, shard = result.path, result.report.shard
             folds = path.fold_coefficients[:, back]

@@ -8,6 +8,7 @@ from typing import Any
 from hvd_linreg.constraints import (
     between_1_and_2,
     check_columns,
+    check_iterations,
     check_penalty,
     column_names,
     finite_from_0,
@@ -193,6 +194,22 @@ class Config:
         choices=COV_TYPES,
         check=one_of(COV_TYPES),
     )
+    tol: float | None = setting(
+        None,
+        "--solver exact's tolerance: IRLS stops at a step of at most TOL of each coefficient "
+        "(absolute below 1) and an objective change of TOL / 100, relative (default 1e-10); "
+        "the elastic net's coordinate descent at sweeps that move the fit by TOL of the "
+        "working response's spread (default 1e-13); least squares has no iterations",
+        "TOL",
+        check=optional(positive_finite),
+    )
+    max_iter: int | None = setting(
+        None,
+        "--solver exact's most IRLS iterations (default 100; the elastic net's, at each "
+        "strength); unconverged, the fit is the last iterate's, with a warning",
+        "N",
+        check=optional(positive_int),
+    )
     no_intercept: bool = setting(
         False,
         "fit the model without an intercept (b = 0), as R's y ~ x - 1; its statistics are "
@@ -326,6 +343,7 @@ class Config:
         self._check_elastic()
         check_columns(self)
         check_penalty(self)
+        check_iterations(self)
 
     def _check_whole_steps(self) -> None:
         """Checkpoints and log lines fall between updates, never inside an accumulation."""

@@ -169,6 +169,16 @@ def check_penalty(cfg: Any) -> None:
         )
 
 
+def check_iterations(cfg: Any) -> None:
+    """--tol and --max_iter stop the exact solver's iterations: SGD runs --num_steps."""
+    if cfg.solver != "exact":
+        for flag, value in (("--tol", cfg.tol), ("--max_iter", cfg.max_iter)):
+            if value is not None:
+                raise UsageError(
+                    f"{flag} is for --solver exact's iterations: SGD runs --num_steps steps"
+                )
+
+
 def check_columns(cfg: Any) -> None:
     """A file brings its own sizes, and only a file has columns to name."""
     _check_formula(cfg)

@@ -22,3 +22,9 @@ def agreed(job, build):
         error = e
     job.agree(error)
     return built
+
+
+class ConvergenceWarning(UserWarning):
+    """The exact solver's iterations ended at --max_iter before converging: the fit is the
+    last iterate's. A library call's warning of this class; the estimators raise
+    scikit-learn's own in its place."""

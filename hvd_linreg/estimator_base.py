@@ -97,7 +97,10 @@ class _Exact(BaseEstimator):
         settings = self._fit_settings(job, weight_sum, rows, len(y))
         if not self.fit_intercept:
             settings["no_intercept"] = True
-        result = fit(X, y, weights=sample_weight, solver="exact", **settings, **self._settings())
+        settings.update(self._limits())
+        result = fit_warning_of_sklearn(
+            X, y, weights=sample_weight, solver="exact", **settings, **self._settings()
+        )
         params = result.params
         self.coef_ = params[:-1]
         self.intercept_ = float(params[-1])
@@ -105,6 +108,10 @@ class _Exact(BaseEstimator):
         self.summary_ = result.summary()
         self.levels_ = dict(result.report.shard.levels or {})
         self._fitted(result)
+
+    def _limits(self) -> dict:
+        """fit()'s tol and max_iter: this estimator's, where it has them (None: the tool's)."""
+        return {name: getattr(self, name, None) for name in ("tol", "max_iter")}
 
     def _fit_settings(self, job, weight_sum: float, rows: float, local_rows: int) -> dict:
         """fit()'s settings for this estimator's penalty (and fold=), given Σw and n over all
@@ -143,11 +150,35 @@ def _has_levels(X) -> bool:
     return any(kind(X[c]) is not None for c in X.columns)
 
 
+def fit_warning_of_sklearn(*args, **kwargs):
+    """hvd_linreg.fit, whose warning that IRLS stopped at max_iter unconverged is
+    scikit-learn's ConvergenceWarning (rank 0's, as the tool's warnings are)."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    from hvd_linreg.errors import ConvergenceWarning as ToolsWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ToolsWarning)
+        result = fit(*args, **kwargs)
+    for warning in caught:
+        if issubclass(warning.category, ToolsWarning):
+            warnings.warn(str(warning.message), ConvergenceWarning, stacklevel=3)
+        else:
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
+    return result
+
+
 def _check_iterations(estimator) -> None:
-    """tol and max_iter as scikit-learn checks them. The tool's IRLS stops at its own, stricter
-    tolerance (a step of 1e-10 of each coefficient) within 100 iterations: tol and max_iter
-    are taken for scikit-learn's signature, and n_iter_ says how many it took."""
-    _positive("tol", estimator.tol)
+    """tol and max_iter as scikit-learn checks them, tol None allowed: the tool's own
+    tolerance, stricter than scikit-learn's 1e-4 (a step of 1e-10 of each coefficient for
+    IRLS). Both reach the exact solver (fit()'s tol and max_iter); n_iter_ says how many
+    iterations it took."""
+    if estimator.tol is not None:
+        _positive("tol", estimator.tol)
     if not isinstance(estimator.max_iter, (int, np.integer)) or estimator.max_iter < 1:
         raise ValueError(f"max_iter must be an integer >= 1, got {estimator.max_iter!r}")
 

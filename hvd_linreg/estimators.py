@@ -12,8 +12,12 @@ the ranks' rows in rank order are the dataset, and every rank gets the same coef
 Each maps scikit-learn's objective onto the tool's exactly. The tool minimises
     (1/n) Σ w·loss(y, x·w + b) + l2·‖w‖²   (n: the rows of weight > 0; the bias is not penalised)
 where loss is the squared error for least squares, the negative log-likelihood for logistic,
-and half the unit deviance for the GLMs. Each class's docstring gives its l2. scikit-learn
-needs scikit-learn installed; `import hvd_linreg` does not import this module."""
+and half the unit deviance for the GLMs. Each class's docstring gives its l2.
+
+tol and max_iter are fit()'s, the tool's criteria (docs/python-api.md): tol None (the default)
+is the tool's own tolerance, stricter than scikit-learn's 1e-4; IRLS stopped at max_iter gives
+its last iterate with scikit-learn's ConvergenceWarning. These estimators need scikit-learn
+installed; `import hvd_linreg` does not import this module."""
 
 from __future__ import annotations
 
@@ -84,7 +88,7 @@ class _GLM(RegressorMixin, _Exact):
     l2 = alpha·Σsw / (2n) (for the normal family, whose loss is the whole squared error,
     alpha·Σsw / n)."""
 
-    def __init__(self, *, alpha=1.0, fit_intercept=True, tol=1e-4, max_iter=100):
+    def __init__(self, *, alpha=1.0, fit_intercept=True, tol=None, max_iter=100):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
         self.tol = tol
@@ -150,7 +154,7 @@ class TweedieRegressor(_GLM):
     --tweedie_power) and 2 (gamma). link="auto" is identity for power 0 and log otherwise."""
 
     def __init__(
-        self, *, power=0.0, alpha=1.0, fit_intercept=True, link="auto", tol=1e-4, max_iter=100
+        self, *, power=0.0, alpha=1.0, fit_intercept=True, link="auto", tol=None, max_iter=100
     ):
         self.power = power
         self.alpha = alpha

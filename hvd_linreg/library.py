@@ -59,7 +59,16 @@ FOR_FOLDS = ("select", "fold_alpha")  # the settings that choose among or fit th
 
 
 def fit(
-    X, y=None, *, weights=None, offset=None, fold=None, groups=None, data=None, **settings
+    X,
+    y=None,
+    *,
+    weights=None,
+    offset=None,
+    fold=None,
+    groups=None,
+    data=None,
+    start=None,
+    **settings,
 ) -> FitResult:
     """Fit the model the settings name (the command line's flags, by the same names: model,
     solver, l2, ...) to the rows that every rank passes: X (rows x features: a NumPy array,
@@ -69,6 +78,7 @@ def fit(
     cross-validation fold, whole numbers, for an elastic-net path (as --fold_column). groups:
     each row's cluster, numbers, for cov_type="cluster" (as --groups). X may instead be a
     formula, "y ~ x1 + np.log(x2) + C(region)", of the columns of data (data/formulas.py).
+    start: [w..., b], where IRLS begins instead of the intercept-only model (rank 0's).
     missing="drop" drops the rows that hold a missing value (NaN, None) in any of them, as
     --missing drop does a file's; "error" (the default) refuses them."""
     missing = settings.pop("missing", "error")
@@ -78,6 +88,7 @@ def fit(
     from hvd_linreg.data.memory import memory_shard
 
     job = start_job(cfg.verbose, horovod=pipeline.needs_horovod(cfg))
+    start = _start(job, cfg, start)
     design, dropped = None, None
     if missing == "drop":
         rows = (X, y, weights, offset, fold, groups, data)
@@ -96,9 +107,8 @@ def fit(
     if family.SOLVER == "multinomial":  # K classes: its own recipe and result
         from hvd_linreg import multinomial
 
-        return multinomial.run(
-            cfg, job, family, lambda: multinomial.rows_shard(cfg, job, X, y, weights)
-        )
+        load = lambda: multinomial.rows_shard(cfg, job, X, y, weights, dropped)  # noqa: E731
+        return multinomial.run(cfg, job, family, load)
 
     def load():
         shard = memory_shard(cfg, job, X, y, weights, offset, fold, groups)
@@ -107,7 +117,7 @@ def fit(
         return shard
 
     shard, ckpt_dir = pipeline.prepare(cfg, family, job, load)
-    result, optimum = pipeline.fit(cfg, family, job, shard, ckpt_dir)
+    result, optimum = pipeline.fit(cfg, family, job, shard, ckpt_dir, start)
     report = pipeline.finish(cfg, family, job, shard, result, optimum, speak=not cfg.quiet)
     return FitResult(report, design)
 
@@ -162,6 +172,23 @@ def _checked(settings: dict, fold, groups) -> Config:
             else "groups= is for cov_type='cluster': it gives each row's cluster"
         )
     return cfg
+
+
+def _start(job, cfg: Config, start):
+    """start= as every rank takes it, rank 0's: refused where no IRLS would begin from it."""
+    if job.size > 1:
+        start = job.broadcast(start)
+    if start is None:
+        return None
+    from hvd_linreg import families
+
+    irls = cfg.solver == "exact" and families.for_config(cfg).SOLVER == "irls"
+    if not irls or cfg.penalized:
+        raise UsageError(
+            "start= is where IRLS begins: it needs solver='exact' and a model that IRLS fits "
+            "(every model but linear), without the elastic net's alpha= or cv="
+        )
+    return start
 
 
 def _formula(job, cfg: Config, formula: str, y, data):
@@ -223,6 +250,14 @@ class FitResult:
         (one QR), 0 where the exact optimum was not solved."""
         optimum = self.report.optimum
         return 0 if optimum is None else int(getattr(optimum, "iterations", 1))
+
+    @property
+    def converged(self) -> bool | None:
+        """Whether the exact solver converged: False where IRLS stopped at max_iter (the fit
+        is its last iterate's), True for least squares and the elastic net (whose
+        unconverged strengths are refused), None where the exact optimum was not solved."""
+        optimum = self.report.optimum
+        return None if optimum is None else bool(getattr(optimum, "converged", True))
 
     @property
     def path(self):

@@ -129,14 +129,17 @@ def file_shard(cfg, job):
     return shard, classes
 
 
-def rows_shard(cfg, job, X, y, weights):
-    """fit()'s rows as a shard, and the classes of y."""
+def rows_shard(cfg, job, X, y, weights, dropped=None):
+    """fit()'s rows as a shard (dropped: the rows missing="drop" dropped), and the classes of
+    y."""
     from hvd_linreg.data.memory import memory_shard
 
     name = str(getattr(y, "name", None) or "y")
     codes, classes = agreed_classes(job, y, cfg.max_levels, name)
     target = codes if getattr(y, "name", None) is None else _named(codes, name)
-    return memory_shard(cfg, job, X, target, weights), classes
+    shard = memory_shard(cfg, job, X, target, weights)
+    shard.dropped = dropped
+    return shard, classes
 
 
 def run(cfg, job, family, load) -> MultinomialResult:

@@ -39,7 +39,7 @@ _GLUM_FAMILIES = {
 class ElasticNet(RegressorMixin, _Exact):
     """Least squares with the elastic net's penalty, as sklearn.linear_model.ElasticNet."""
 
-    def __init__(self, alpha=1.0, *, l1_ratio=0.5, fit_intercept=True, tol=1e-4, max_iter=1000):
+    def __init__(self, alpha=1.0, *, l1_ratio=0.5, fit_intercept=True, tol=None, max_iter=1000):
         self.alpha = alpha
         self.l1_ratio = l1_ratio
         self.fit_intercept = fit_intercept
@@ -68,7 +68,7 @@ class Lasso(ElasticNet):
     """Least squares with an L1 penalty, as sklearn.linear_model.Lasso: ElasticNet at
     l1_ratio 1."""
 
-    def __init__(self, alpha=1.0, *, fit_intercept=True, tol=1e-4, max_iter=1000):
+    def __init__(self, alpha=1.0, *, fit_intercept=True, tol=None, max_iter=1000):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
         self.tol = tol
@@ -123,7 +123,7 @@ class ElasticNetCV(RegressorMixin, _CrossValidated):
         n_alphas=100,
         fit_intercept=True,
         cv=None,
-        tol=1e-4,
+        tol=None,
         max_iter=1000,
     ):
         self.l1_ratio = l1_ratio
@@ -155,7 +155,7 @@ class LassoCV(ElasticNetCV):
     sklearn.linear_model.LassoCV: ElasticNetCV at l1_ratio 1."""
 
     def __init__(
-        self, *, eps=1e-3, n_alphas=100, fit_intercept=True, cv=None, tol=1e-4, max_iter=1000
+        self, *, eps=1e-3, n_alphas=100, fit_intercept=True, cv=None, tol=None, max_iter=1000
     ):
         self.eps = eps
         self.n_alphas = n_alphas

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 from hvd_linreg import checkpoint, export, families, ranks, solvers
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard, folds, load_shard
-from hvd_linreg.errors import UsageError
+from hvd_linreg.errors import ConvergenceWarning, UsageError
 from hvd_linreg.hosts import keepalive_warning
 from hvd_linreg.plot import save_plot
 from hvd_linreg.ranks import Job
 from hvd_linreg.report import Report, TrainingResult, check_writable, header_line, write_json
-from hvd_linreg.solvers import path
+from hvd_linreg.solvers import irls, path
 
 if TYPE_CHECKING:
     from hvd_linreg.trainer import Trainer
@@ -125,11 +125,12 @@ def announce(cfg: Config, family, job: Job, shard: Shard) -> None:
         job.warn(warning)
 
 
-def fit(cfg: Config, family, job: Job, shard: Shard, ckpt_dir: Path | None):
-    """Announce the run, then fit: (TrainingResult, the exact optimum or None)."""
+def fit(cfg: Config, family, job: Job, shard: Shard, ckpt_dir: Path | None, start=None):
+    """Announce the run, then fit: (TrainingResult, the exact optimum or None); start: IRLS's
+    first [w..., b] (fit()'s start=)."""
     announce(cfg, family, job, shard)
     if cfg.solver == "exact":
-        return solve(cfg, family, job, shard)
+        return solve(cfg, family, job, shard, start)
     trainer = make_trainer(cfg, family, job, shard)
     trainer.use(job, shard, ckpt_dir)
     trainer.start()
@@ -165,29 +166,40 @@ def train(cfg: Config, family, job: Job, shard: Shard, trainer: Trainer, commit=
     return result, optimum(cfg, family, job, shard)
 
 
-def solve(cfg: Config, family, job: Job, shard: Shard):
+def solve(cfg: Config, family, job: Job, shard: Shard, start=None):
     """--solver exact: (the optimum as a TrainingResult, the optimum)."""
-    start = time.perf_counter()
-    best = optimum(cfg, family, job, shard)
+    began = time.perf_counter()
+    best = optimum(cfg, family, job, shard, start)
     if best is None:
         raise UsageError(f"--solver exact handles up to {family.MAX_EXACT_FEATURES} features")
-    wall_s = time.perf_counter() - start
+    wall_s = time.perf_counter() - began
     return TrainingResult(None, best.params, best.loss, 0, 0, wall_s), best
 
 
-def optimum(cfg: Config, family, job: Job, shard: Shard):
+def optimum(cfg: Config, family, job: Job, shard: Shard, start=None):
     """The exact optimum (of --l2's ridge objective) over the whole dataset, the same on every
     rank; None above the family's feature limit, or for an SGD run that does not want it
-    (Report.exact_skipped says why)."""
+    (Report.exact_skipped says why). IRLS stopped by --max_iter: rank 0 warns."""
     too_wide = shard.num_features > family.MAX_EXACT_FEATURES
     if family.SOLVER is None or too_wide or not wants_optimum(cfg, shard):
         return None
     if cfg.penalized:
         return path.fit(job, shard, family, path_settings(cfg, job, shard))
     # The recipe pairs the family with its solver: the solver knows the family only as Family.
-    return solvers.optimum(
-        job, shard, family, cfg.l2, shard.feature_names, cfg.cov_type, not cfg.no_intercept
+    best = solvers.optimum(
+        job,
+        shard,
+        family,
+        cfg.l2,
+        shard.feature_names,
+        cfg.cov_type,
+        not cfg.no_intercept,
+        irls.Limits(cfg.tol, cfg.max_iter),
+        start,
     )
+    if not getattr(best, "converged", True):
+        job.warn(irls.not_converged(best), ConvergenceWarning)
+    return best
 
 
 def path_settings(cfg: Config, job: Job, shard: Shard) -> path.PathSettings:
@@ -206,6 +218,8 @@ def path_settings(cfg: Config, job: Job, shard: Shard) -> path.PathSettings:
         folds=chosen,
         select=cfg.select,
         fold_alpha=cfg.fold_alpha,
+        tol=cfg.tol,
+        max_iter=cfg.max_iter,
     )
 
 

@@ -83,14 +83,14 @@ class Job:
         elif self.verbose:
             say(f"[rank {self.rank}] {line}")
 
-    def warn(self, line: str) -> None:
-        """Rank 0 warns: a line on stderr, or in a library call a UserWarning."""
+    def warn(self, line: str, category: type[Warning] = UserWarning) -> None:
+        """Rank 0 warns: a line on stderr, or in a library call a warning of category."""
         if not self.is_root:
             return
         if self.python_warnings:
             import warnings
 
-            warnings.warn(line, UserWarning, stacklevel=2)
+            warnings.warn(line, category, stacklevel=2)
         else:
             say(f"warning: {line}", stream=sys.stderr)
 

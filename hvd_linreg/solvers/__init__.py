@@ -16,12 +16,15 @@ def optimum(
     names: Sequence[str] | None = None,
     cov_type: str = "nonrobust",
     intercept: bool = True,
+    limits=None,
+    start=None,
 ):
     """The exact optimum of the family's objective over the whole dataset, the same on every
     rank, by the solver the family names; with cov_type HC0, HC1 or cluster, and no penalty,
     its robust covariance too (sandwich.py: one more pass); cluster's is robust to correlation
     within the clusters that the shard's group column gives. intercept False: the model
-    without one, b = 0."""
+    without one, b = 0. limits (irls.Limits: --tol, --max_iter) and start ([w..., b]) are
+    IRLS's: least squares is one factorisation, with no iterations to limit or start."""
     if cov_type == "cluster" and shard.carried_columns.group is None:
         from hvd_linreg.errors import UsageError
 
@@ -35,7 +38,7 @@ def optimum(
     else:
         from hvd_linreg.solvers import irls
 
-        best = irls.optimum(job, shard, family, l2, intercept)
+        best = irls.optimum(job, shard, family, l2, intercept, limits or irls.Limits(), start)
     if cov_type == "nonrobust" or l2 > 0 or getattr(best, "dependent", ()):
         return best
     from hvd_linreg.solvers import sandwich

@@ -34,18 +34,20 @@ def minimise(
     penalty: Penalty,
     candidates: np.ndarray | None = None,
     scale: float = 1.0,
+    tolerance: float = TOLERANCE,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """The β minimising ½ (β - centre)ᵀ H (β - centre) - cᵀ (β - centre) + penalty(β), from
     start; candidates: the coefficients swept first (strong rules), the others joining when
     their KKT condition fails. scale: the quadratic's own size (the working response's sum of
-    squares), which the tolerance is relative to. Returns β, the smooth part's gradient there,
-    and the sweeps it took. A column with H_jj = 0 (constant) keeps β_j = 0."""
+    squares), which tolerance (--tol; TOLERANCE by default) is relative to. Returns β, the
+    smooth part's gradient there, and the sweeps it took. A column with H_jj = 0 (constant)
+    keeps β_j = 0."""
     beta = np.where(np.diag(H) > 0, start, 0.0).astype(np.float64)
     free = np.flatnonzero(np.diag(H) > 0)
     if candidates is None:
         candidates = free
     chosen = np.intersect1d(np.union1d(candidates, np.flatnonzero(beta)), free)
-    threshold = TOLERANCE * TOLERANCE * max(scale, np.finfo(np.float64).tiny)
+    threshold = tolerance * tolerance * max(scale, np.finfo(np.float64).tiny)
     sweeps = 0
     while True:
         gradient = H @ (beta - centre) - c

@@ -12,13 +12,18 @@ allgather only where the Gram would lose digits): the sums of the weighted desig
 the loss. Every rank then holds the same sums and takes the same step, so the ranks agree
 without a broadcast. A step that raises the objective (or leaves the family's domain) is
 halved. IRLS stops when the step is at most TOLERANCE of every coefficient (absolute below 1)
-and the objective changed by at most OBJECTIVE_TOLERANCE, relative, as R's glm.fit measures it.
+and the objective changed by at most OBJECTIVE_TOLERANCE, relative, as R's glm.fit measures it;
+--tol replaces TOLERANCE, and OBJECTIVE_TOLERANCE by tol / 100 (Limits). After --max_iter
+iterations (MAX_ITERATIONS) without converging, the fit is the last iterate's, flagged
+converged False: a warning, not an error, unless the family says the optimum is not finite
+(separated classes), which more iterations would not reach. IRLS starts from the
+intercept-only model, or from fit()'s start=.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -68,31 +73,57 @@ class Fit:
     robust: np.ndarray | None = None  # --cov_type HC0/HC1/cluster: the sandwich covariance
     cov_type: str = "nonrobust"
     clusters: int | None = None  # --cov_type cluster: how many
+    converged: bool = True  # False: --max_iter ended IRLS first; params are its last iterate
 
 
-def optimum(job: Job, shard, family: Family, l2: float, intercept: bool = True) -> Fit:
-    """IRLS from the intercept-only model (without an intercept, from η = 0); a UsageError
-    where the fit has no finite optimum (the family says why) or the design is singular."""
+@dataclass(frozen=True)
+class Limits:
+    """When IRLS stops (--tol, --max_iter; None: the module's constants): a step of at most
+    tol of each coefficient and an objective change of at most tol / 100 (1e-12 at the
+    default 1e-10), relative; at most max_iter iterations, each one pass."""
+
+    tol: float | None = None
+    max_iter: int | None = None
+
+    @property
+    def step(self) -> float:
+        return TOLERANCE if self.tol is None else self.tol
+
+    @property
+    def objective(self) -> float:
+        return OBJECTIVE_TOLERANCE if self.tol is None else self.tol * 1e-2
+
+    @property
+    def iterations(self) -> int:
+        return MAX_ITERATIONS if self.max_iter is None else self.max_iter
+
+
+def optimum(
+    job: Job,
+    shard,
+    family: Family,
+    l2: float,
+    intercept: bool = True,
+    limits: Limits = Limits(),
+    start=None,
+) -> Fit:
+    """IRLS from start ([w..., b]; by default the intercept-only model, without an intercept
+    η = 0); a UsageError where the fit has no finite optimum (the family says why) or the
+    design is singular. A fit that reaches limits.iterations unconverged is its last
+    iterate's, converged False."""
     # A step may leave the family's domain for some rows: the passes count those and the step
     # is halved, so NumPy's warnings about them would only be noise on every rank's stderr.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _optimum(job, shard, family, l2, intercept)
+        return _optimum(job, shard, family, l2, intercept, limits, start)
 
 
-def _optimum(job: Job, shard, family: Family, l2: float, intercept: bool) -> Fit:
-    F = shard.num_features
-    # Horovod: every rank's sums
-    y_sum, weight, rows, in_target = job.allreduce_sum(_target_sums(shard, family), "irls_start")
-    y_mean = y_sum / weight if weight else 0.0
-    theta = np.zeros(F + 1)
-    start = float(family.link(np.array([family.starting_mean(y_mean)]))[0])
-    if math.isfinite(start) and intercept:
-        theta[-1] = start
+def _optimum(job: Job, shard, family: Family, l2: float, intercept, limits, start) -> Fit:
+    theta, rows, in_target, y_mean = _start(job, shard, family, intercept, start)
     # The step's ridge: f = LOSS_SCALE/n Σ d/2 + l2‖w‖², so that Fisher scoring's system is
     # AᵀWA δ + P (w + δ) = AᵀW r with P = 2 n l2 / LOSS_SCALE.
     ridge = 2.0 * rows * l2 / family.LOSS_SCALE
     best, step, scale, previous = None, None, 1.0, None
-    for iteration in range(1, MAX_ITERATIONS + 1):
+    for iteration in range(1, limits.iterations + 1):
         factor, sums, gradient = _pass(job, shard, family, theta, intercept)
         sums["loss"] += in_target
         value = sums["loss"] / max(rows, 1) + penalty(theta, l2)
@@ -101,39 +132,90 @@ def _optimum(job: Job, shard, family: Family, l2: float, intercept: bool) -> Fit
         worse = best is not None and not value <= best[1] + 1e-13 * abs(best[1])
         if sums["outside"] or worse:
             if best is None:
+                at = "start=" if start is not None else f"the target's mean {y_mean:g}"
                 raise UsageError(
                     f"IRLS cannot start: --model {family.NAME} with the {family.link.name} "
-                    f"link has no valid mean at the target's mean {y_mean:g}"
+                    f"link has no valid mean at {at}"
                 )
             scale /= 2
             theta = best[0] + scale * step
             continue
         previous = None if best is None else best[1]
-        best, scale = (theta, value, sums), 1.0
+        best, scale = (theta, value, sums, factor, gradient), 1.0
         family.check_iteration(sums, rows, l2)
         solution = solve(factor, lambda _: None, ridge, None, -theta[:-1])
         if solution.dependent:
             raise UsageError(family.singular(sums, l2))
         step = solution.params
-        small = np.all(np.abs(step) <= TOLERANCE * np.maximum(1.0, np.abs(theta)))
-        settled = previous is None or abs(value - previous) <= OBJECTIVE_TOLERANCE * (
-            abs(value) + 0.1
-        )
+        small = np.all(np.abs(step) <= limits.step * np.maximum(1.0, np.abs(theta)))
+        settled = previous is None or abs(value - previous) <= limits.objective * (abs(value) + 0.1)
         if small and settled:
             family.check_optimum(job, shard, sums, factor, l2)
             return _fit(job, shard, family, theta, value, gradient, sums, factor, l2, iteration)
         theta = theta + step
-    method = "Newton's method" if family.canonical else "Fisher scoring (IRLS)"
-    raise UsageError(
-        f"{method} did not converge in {MAX_ITERATIONS} iterations"
-        + family.not_converged(best[2], l2)
+    why = family.not_converged(best[2], l2)
+    if why:  # no finite optimum to converge to: more iterations would not help
+        raise UsageError(
+            f"{_method(family)} did not converge in {limits.iterations} iterations{why}"
+        )
+    theta, value, sums, factor, gradient = best
+    fit = _fit(job, shard, family, theta, value, gradient, sums, factor, l2, iteration)
+    return replace(fit, converged=False)
+
+
+def _method(family: Family) -> str:
+    return "Newton's method" if family.canonical else "Fisher scoring (IRLS)"
+
+
+def not_converged(fit: Fit) -> str:
+    """The warning of a fit that reached --max_iter unconverged."""
+    method = "Newton's method" if fit.method == "Newton" else "Fisher scoring (IRLS)"
+    return (
+        f"{method} did not converge in {fit.iterations} iteration"
+        f"{'s' * (fit.iterations != 1)}: the coefficients and "
+        "statistics are its last iterate's; raise --max_iter (or --tol)"
     )
 
 
+def _start(job: Job, shard, family: Family, intercept: bool, start):
+    """IRLS's first theta (start, or the intercept-only model's), the rows of weight > 0, the
+    loss's terms in the target alone and the target's weighted mean: one allreduce."""
+    F = shard.num_features
+    # Horovod: every rank's sums
+    y_sum, weight, rows, in_target = job.allreduce_sum(_target_sums(shard, family), "irls_start")
+    y_mean = y_sum / weight if weight else 0.0
+    if start is not None:
+        theta = _given_start(start, F)
+        if not intercept:
+            theta[-1] = 0.0  # b is held at 0
+        return theta, rows, in_target, y_mean
+    theta = np.zeros(F + 1)
+    first = float(family.link(np.array([family.starting_mean(y_mean)]))[0])
+    if math.isfinite(first) and intercept:
+        theta[-1] = first
+    return theta, rows, in_target, y_mean
+
+
+def _given_start(start, features: int) -> np.ndarray:
+    """start= as IRLS's first theta: [w..., b], finite numbers."""
+    try:
+        theta = np.array(start, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise UsageError("start= must be numbers, [w..., b]") from None
+    if theta.shape != (features + 1,):
+        raise UsageError(
+            f"start= must be [w..., b], {features + 1} numbers for {features} feature"
+            f"{'s' * (features != 1)}, got shape {theta.shape}"
+        )
+    if not np.isfinite(theta).all():
+        raise UsageError("start= must be finite numbers")
+    return theta
+
+
 def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, iterations) -> Fit:
-    """The converged fit, with its likelihood's figures: one more pass and allreduce (and,
-    with an offset, the intercept-only model's own IRLS first). The intercept-only model's
-    log-likelihood is at the fit's scale, as statsmodels' llnull."""
+    """The fit at theta (converged, or IRLS's last iterate), with its likelihood's figures: one
+    more pass and allreduce (and, with an offset, the intercept-only model's own IRLS first).
+    The intercept-only model's log-likelihood is at the fit's scale, as statsmodels' llnull."""
     rows, k = factor.count, len(theta) - (not factor.centred)  # b counts where it is fitted
     y_mean = sums["y"] / sums["weight"] if sums["weight"] else 0.0
     grad = gradient * family.LOSS_SCALE / max(rows, 1) + 2.0 * l2 * np.append(theta[:-1], 0.0)

@@ -19,6 +19,11 @@ An IRLS step is taken whole while it lowers the penalized objective (else halved
 does); the fit at a strength has settled when the step moves the linear predictor by at most
 TOLERANCE of the working response's spread, Σ W Δη² <= TOLERANCE² x the deviance, and the
 objective by at most irls.OBJECTIVE_TOLERANCE.
+
+--tol is coordinate descent's tolerance (coordinate_descent.TOLERANCE, 1e-13, by default), and
+IRLS's two tests keep their ratios to it: the step's 1000 tol, the objective's 10 tol.
+--max_iter bounds IRLS's iterations at each strength (irls.MAX_ITERATIONS by default); a
+gaussian identity fit has none. A strength that reaches it unconverged is refused.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
 from hvd_linreg.families.gaussian import Gaussian
 from hvd_linreg.ranks import Job
-from hvd_linreg.solvers import path_passes
+from hvd_linreg.solvers import coordinate_descent, path_passes
 from hvd_linreg.solvers.coordinate_descent import minimise
 from hvd_linreg.solvers.irls import MAX_ITERATIONS, OBJECTIVE_TOLERANCE
 from hvd_linreg.solvers.moments import Moments
@@ -65,6 +70,25 @@ class PathSettings:
     # A fold's strength: "same", α on its mean deviance (glmnet, glum, ElasticNetCV); "sum", the
     # same penalty against its summed deviance, α x Σw / its Σw (LogisticRegressionCV's C)
     fold_alpha: str = "same"
+    tol: float | None = None  # --tol: coordinate descent's; None: its TOLERANCE
+    max_iter: int | None = None  # --max_iter: IRLS's iterations at a strength
+
+    @property
+    def descent_tolerance(self) -> float:
+        return coordinate_descent.TOLERANCE if self.tol is None else self.tol
+
+    @property
+    def step_tolerance(self) -> float:
+        """IRLS's test of the step, 1000 times coordinate descent's."""
+        return TOLERANCE if self.tol is None else 1e3 * self.tol
+
+    @property
+    def objective_tolerance(self) -> float:
+        return OBJECTIVE_TOLERANCE if self.tol is None else 10.0 * self.tol
+
+    @property
+    def iterations(self) -> int:
+        return MAX_ITERATIONS if self.max_iter is None else self.max_iter
 
 
 @dataclass(frozen=True)
@@ -293,7 +317,14 @@ class _Path:
         H, c = prior.scatter[:F, :F], prior.scatter[:F, F]
         candidates = self._strong(model, alpha, previous, penalty)
         beta, gradient, _ = minimise(
-            H, c, np.zeros(F), model.theta[:-1], penalty, candidates, prior.scatter[F, F]
+            H,
+            c,
+            np.zeros(F),
+            model.theta[:-1],
+            penalty,
+            candidates,
+            prior.scatter[F, F],
+            self.s.descent_tolerance,
         )
         b = prior.mean[F] - prior.mean[:F] @ beta
         model.theta, model.gradient = np.append(beta, b), gradient
@@ -312,7 +343,7 @@ class _Path:
         next strength (or _evaluate) gives its figures there (FINISH_NEWTON)."""
         state = {id(m): _Step() for m in self.models}
         pending = list(self.models)
-        for _ in range(MAX_ITERATIONS):
+        for _ in range(self.s.iterations):
             moments, sums = self._glm_pass(pending)
             still = []
             for model, M, row in zip(pending, moments, sums):
@@ -326,7 +357,8 @@ class _Path:
                 return
         at = "the intercept-only model" if alpha is None else f"alpha {alpha:.6g}"
         raise UsageError(
-            f"the penalized IRLS did not converge in {MAX_ITERATIONS} iterations at {at}"
+            f"the penalized IRLS did not converge in {self.s.iterations} iterations at {at}; "
+            "raise --max_iter"
         )
 
     def _iteration(self, model: _Model, M: Moments, row, st: _Step, alpha, previous, index):
@@ -354,21 +386,24 @@ class _Path:
             new, gradient = beta, -c
         else:
             candidates = self._strong(model, alpha, previous, penalty)
-            new, gradient, _ = minimise(H, c, beta, beta, penalty, candidates, M.scatter[F, F])
+            new, gradient, _ = minimise(
+                H, c, beta, beta, penalty, candidates, M.scatter[F, F], self.s.descent_tolerance
+            )
         delta = new - beta
         st.step = np.append(delta, M.mean[F] - M.mean[:F] @ delta)
         moved = float(delta @ H @ delta + M.weight * M.mean[F] ** 2)  # Σ W Δη²
         scale = max(row[TRAIN_DEVIANCE], 1e-300)
         settled = previous_value is None or abs(value - previous_value) <= (
-            OBJECTIVE_TOLERANCE * (abs(value) + 0.1)
+            self.s.objective_tolerance * (abs(value) + 0.1)
         )
-        if moved <= TOLERANCE * TOLERANCE * scale and settled:  # converged at theta
+        tolerance = self.s.step_tolerance
+        if moved <= tolerance * tolerance * scale and settled:  # converged at theta
             model.gradient, model.deviance = gradient, float(row[TRAIN_DEVIANCE])
             if index is not None:  # not the null fit
                 self._record(model, index, *row[_FIGURES])
             return False
         model.theta = model.theta + st.step
-        finish = FINISH_NEWTON if self.family.canonical else TOLERANCE
+        finish = FINISH_NEWTON if self.family.canonical else tolerance
         if alpha is not None and moved <= finish * finish * scale:
             model.gradient, model.unevaluated = gradient, index
             return False

@@ -64,6 +64,7 @@ class Statistics:
             "condition_number": self.condition_number,
             "cov_type": self.cov_type,
             "clusters": self.clusters,
+            "converged": True,  # one factorisation: nothing to iterate
             "coefficients": [vars(c) for c in self.coefficients],
             "undefined": self.undefined,
         }

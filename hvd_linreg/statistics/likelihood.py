@@ -48,6 +48,7 @@ class Statistics:
     cov_type: str = "nonrobust"  # the standard errors' (--cov_type)
     bic: float | None = None  # -2 log-likelihood + log(N) coefficients: statsmodels' bic_llf
     clusters: int | None = None  # --cov_type cluster: how many
+    converged: bool = True  # False: IRLS stopped at --max_iter (irls.Fit.converged)
 
     def as_json(self) -> dict:
         return {
@@ -62,6 +63,7 @@ class Statistics:
             "bic": self.bic,
             "dof": self.dof,
             "iterations": self.iterations,
+            "converged": self.converged,
             "gradient_norm": self.gradient_norm,
             "cov_type": self.cov_type,
             "clusters": self.clusters,
@@ -87,7 +89,9 @@ class Statistics:
             f"{cell(self.aic, '.6g')}, BIC {cell(self.bic, '.6g')}, "
             f"null log-likelihood {cell(self.null_log_likelihood, '.6g')}, McFadden's "
             f"pseudo-R² {cell(self.pseudo_r2, '.6g')}{deviance}; {self.method}: "
-            f"{self.iterations} iterations, gradient norm {self.gradient_norm:.3g}"
+            f"{self.iterations} iteration{'s' * (self.iterations != 1)}"
+            f"{'' if self.converged else ' (did not converge: --max_iter)'}, gradient norm "
+            f"{self.gradient_norm:.3g}"
         )
         if self.cov_type != "nonrobust":
             first += f"; {robust_errors(self.cov_type, self.clusters)}"
@@ -126,7 +130,9 @@ def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statisti
         for name in ("std_error", "z", "p"):
             undefined[name] = why
         estimates = [Coefficient(nm, v, None, None, None) for nm, v in zip(names, params.tolist())]
-        return Statistics(estimates, *figures, *fitting, undefined, bic=bic)
+        return Statistics(
+            estimates, *figures, *fitting, undefined, bic=bic, converged=fit.converged
+        )
     # Var(θ) = φ (AᵀWA)⁻¹, A = [X 1]: from the factor of the centred √W X, as least squares'
     # Var(b) = φ (1/ΣW + x̄ᵀ (XcᵀWXc)⁻¹ x̄).
     if fit.robust is not None:  # --cov_type HC0/HC1: the sandwich's
@@ -141,4 +147,6 @@ def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statisti
     coefficients = [Coefficient(*c) for c in columns]
     if not fit.factor.centred:  # b is held at 0: no statistics
         coefficients[-1] = Coefficient("b", 0.0, None, None, None)
-    return Statistics(coefficients, *figures, *fitting, undefined, fit.cov_type, bic, fit.clusters)
+    return Statistics(
+        coefficients, *figures, *fitting, undefined, fit.cov_type, bic, fit.clusters, fit.converged
+    )

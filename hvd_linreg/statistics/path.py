@@ -43,6 +43,7 @@ class PathStatistics:
             "deviance": float(fit.deviance[fit.index]),
             "null_deviance": fit.null_deviance,
             "dev_ratio": float(fit.dev_ratio[fit.index]),
+            "converged": True,  # a strength that does not converge ends the run (path.py)
             "coefficients": [
                 {"name": name, "estimate": float(value)}
                 for name, value in zip(self.names, fit.params)

@@ -13,7 +13,7 @@ import pytest
 import statsmodels.api as sm
 from scipy import stats
 
-from conftest import REPO, launch, read_metrics
+from conftest import REPO, launch, launcher_env, read_metrics
 from hvd_linreg.cli import main
 from hvd_linreg.statistics.table import two_sided_p
 
@@ -22,7 +22,8 @@ from hvd_linreg.statistics.table import two_sided_p
 def diabetes(tmp_path_factory) -> tuple[str, pd.DataFrame]:
     """docs/statistics.md's worked example's file, written by its script."""
     path = tmp_path_factory.mktemp("diabetes") / "diabetes.csv"
-    subprocess.run([sys.executable, str(REPO / "docs" / "diabetes_csv.py"), str(path)], check=True)
+    script = [sys.executable, str(REPO / "docs" / "diabetes_csv.py"), str(path)]
+    subprocess.run(script, check=True, env=launcher_env())
     return str(path), pd.read_csv(path)
 
 

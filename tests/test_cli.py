@@ -69,7 +69,11 @@ def test_readme_lists_the_flags_of_predict_and_evaluate():
 
 def test_help_explains_every_flag():
     out = subprocess.run(
-        [sys.executable, "-m", "hvd_linreg", "--help"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "hvd_linreg", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=launcher_env(),
     ).stdout
     for name in field_names():
         assert f"--{name}" in out
@@ -94,7 +98,10 @@ def test_bad_flags_are_usage_errors(argv, message):
 
 def test_usage_error_exits_2_with_one_line_and_no_traceback():
     proc = subprocess.run(
-        [sys.executable, "-m", "hvd_linreg", "--num_steps", "-1"], capture_output=True, text=True
+        [sys.executable, "-m", "hvd_linreg", "--num_steps", "-1"],
+        capture_output=True,
+        text=True,
+        env=launcher_env(),
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
@@ -151,7 +158,10 @@ def test_a_tensorflow_error_that_is_not_a_lost_rank_keeps_its_traceback():
 
 def test_version_prints_the_package_version():
     proc = subprocess.run(
-        [sys.executable, "-m", "hvd_linreg", "--version"], capture_output=True, text=True
+        [sys.executable, "-m", "hvd_linreg", "--version"],
+        capture_output=True,
+        text=True,
+        env=launcher_env(),
     )
     assert proc.returncode == 0, proc.stderr
     version = configparser.ConfigParser()
@@ -174,7 +184,7 @@ def test_one_rank_sets_the_stall_limits_and_leaves_the_cycle_time(monkeypatch):
 @pytest.mark.parametrize("given, threads", [(None, 1), ("2", 2)])
 def test_numpys_blas_runs_one_thread_unless_you_say(given, threads):
     """Checked in a fresh process: BLAS reads the variable once, when NumPy loads."""
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env = {k: v for k, v in launcher_env().items() if k != "OPENBLAS_NUM_THREADS"}
     if given:
         env["OPENBLAS_NUM_THREADS"] = given
     code = (

@@ -147,3 +147,84 @@ def test_one_cluster_is_not_enough(capsys, tmp_path):
     args = ["--data", str(path), "--solver", "exact", "--target", "y", "--features", "x1,x2"]
     says = refused(capsys, [*args, "--cov_type", "cluster", "--groups", "firm"])
     assert "needs at least 2 clusters in --groups, got 1" in says
+
+
+def _links():
+    links = sm.families.links
+    return {
+        "gamma log": (sm.families.Gamma(links.Log()), np.exp),
+        "gamma inverse": (sm.families.Gamma(links.InversePower()), lambda e: 1 / (1 + 0.2 * e)),
+        "gamma identity": (sm.families.Gamma(links.Identity()), lambda e: 3 + e),
+        "binomial probit": (sm.families.Binomial(links.Probit()), None),
+        "binomial cloglog": (sm.families.Binomial(links.CLogLog()), None),
+        "gaussian log": (sm.families.Gaussian(links.Log()), lambda e: np.exp(e + 1)),
+        "poisson exposure": (sm.families.Poisson(), np.exp),
+    }
+
+
+def link_rows(case: str) -> pd.DataFrame:
+    """500 rows drawn from the case's own model: Gamma amounts (shape 2), 0/1 outcomes, a mean
+    with normal noise, or counts over an exposure of 0.5 to 2 (column e)."""
+    rng = np.random.default_rng(31)
+    x1, x2 = rng.normal(size=500), rng.normal(size=500)
+    eta = 0.1 + 0.3 * x1 - 0.2 * x2
+    mean = _links()[case][1]
+    table = {"x1": x1, "x2": x2}
+    if case.startswith("gamma"):
+        table["y"] = rng.gamma(2.0, mean(eta) / 2.0)
+    elif case.startswith("binomial"):
+        table["y"] = (rng.uniform(size=500) < 1 / (1 + np.exp(-3 * eta))).astype(float)
+    elif case.startswith("gaussian"):
+        table["y"] = mean(eta) + 0.3 * rng.normal(size=500)
+    else:
+        table["e"] = rng.uniform(0.5, 2.0, 500)
+        table["y"] = rng.poisson(table["e"] * mean(eta)).astype(float)
+    return pd.DataFrame(table)
+
+
+def robust_glm(table: pd.DataFrame, family):
+    """statsmodels' GLM with HC0 errors whose bread is the expected information, as the tool's
+    (docs/statistics.md; statsmodels' IRLS fit takes the observed Hessian, which differs for
+    a non-canonical link): the IRLS optimum, then its Newton fit with optim_hessian="eim"."""
+    exposure = {"exposure": table.e} if "e" in table else {}
+    X = sm.add_constant(table[["x1", "x2"]], prepend=False)
+    start = sm.GLM(table.y, X, family=family, **exposure).fit(tol=1e-13, maxiter=300).params
+    model = sm.GLM(table.y, X, family=family, **exposure)
+    return model.fit(
+        method="newton", start_params=start, optim_hessian="eim", cov_type="HC0", tol=1e-13
+    )
+
+
+@pytest.mark.parametrize(
+    "size, cov_type",
+    [
+        (1, "HC0"),
+        (1, "HC1"),
+        pytest.param(2, "HC0", marks=pytest.mark.multiprocess),
+        pytest.param(3, "HC1", marks=pytest.mark.multiprocess),
+    ],
+)
+@pytest.mark.parametrize("case", list(_links()))
+@pytest.mark.filterwarnings("ignore::statsmodels.tools.sm_exceptions.DomainWarning")
+def test_robust_errors_of_each_link_and_the_exposure_are_statsmodels(
+    tmp_path, case, size, cov_type
+):
+    """Gamma's three links, binomial's probit and cloglog, the Gaussian log link and Poisson
+    with --exposure: the coefficients, deviance and HC0 or HC1 errors are statsmodels' GLM's
+    (its sandwich on the expected information; HC1 its HC0 times n / (n - k)), at 1 rank and,
+    the rows spread over them, at 2 and 3."""
+    table = link_rows(case)
+    path = tmp_path / "rows.csv"
+    table.to_csv(path, index=False)
+    model, link = case.split()
+    args = ["--data", str(path), "--model", model, "--solver", "exact", "--target", "y"]
+    args += ["--features", "x1,x2", "--cov_type", cov_type]
+    args += ["--exposure", "e"] if link == "exposure" else ["--link", link]
+    metrics = run_metrics(tmp_path, size, args)
+    ref = robust_glm(table, _links()[case][0])
+    factor = np.sqrt(len(table) / (len(table) - 3)) if cov_type == "HC1" else 1.0
+    np.testing.assert_allclose(params_of(metrics), ref.params, rtol=1e-8)
+    errors = [c["std_error"] for c in metrics["statistics"]["coefficients"]]
+    np.testing.assert_allclose(errors, ref.bse * factor, rtol=1e-8)
+    assert metrics["statistics"]["deviance"] == pytest.approx(ref.deviance, rel=1e-10)
+    assert metrics["statistics"]["cov_type"] == cov_type

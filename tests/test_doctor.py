@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from conftest import launcher_env
 from hvd_linreg.doctor import DEFAULT_TIMEOUT_S, check_launch, main, mpirun_command
 
 DOCTOR = [sys.executable, "-c", "from hvd_linreg.doctor import main; raise SystemExit(main())"]
@@ -26,7 +27,7 @@ def run_doctor(*args: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=2 * DEFAULT_TIMEOUT_S + 60,
         stdin=subprocess.DEVNULL,
-        env={**os.environ, "PATH": path},
+        env=launcher_env({"PATH": path}),
     )
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import launch, refused, run_metrics
+from conftest import launch, launcher_env, refused, run_metrics
 
 FEATURES = [f"x{j}" for j in range(6)]
 
@@ -305,7 +305,7 @@ def test_path_and_cross_validation_equal_glmnet(data, tmp_path, model, target, f
     lam = ",".join(repr(a) for a in alphas)
     out = subprocess.run(
         ["Rscript", str(script), str(path), ",".join(FEATURES), target, lam, family],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, env=launcher_env(),
     ).stdout.split("\n")  # fmt: skip
     alpha_max = float(out[0])
     B = np.array(out[1].split(), float).reshape(len(alphas), len(FEATURES) + 1)

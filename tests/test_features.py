@@ -30,7 +30,7 @@ def data_file(tmp_path):
 def test_exact_solver_matches_lstsq_on_one_rank(tmp_path, data_file):
     path, X, y = data_file
     m = _run(tmp_path, "--solver", "exact", "--data", path)
-    np.testing.assert_allclose(params_of(m), lstsq(X, y), rtol=1e-6)
+    np.testing.assert_allclose(params_of(m), lstsq(X, y), rtol=1e-9)
     assert m["optimality_gap"] == 0.0
 
 
@@ -40,13 +40,13 @@ def test_exact_solver_matches_lstsq_on_many_ranks(tmp_path, data_file, size):
     path, X, y = data_file
     run = launch("mpirun", size, ["--solver", "exact", "--data", path], tmp_path)
     assert run.returncode == 0, run.output
-    np.testing.assert_allclose(params_of(run.metrics), lstsq(X, y), rtol=1e-6)
+    np.testing.assert_allclose(params_of(run.metrics), lstsq(X, y), rtol=1e-9)
 
 
 def test_exact_sums_stay_accurate_for_millions_of_rows(tmp_path):
     m = _run(tmp_path, "--solver", "exact", "--num_samples", "2000000", "--num_features", "2")
     X, y = synthetic_rows(0, np.arange(2_000_000), 2)
-    np.testing.assert_allclose(params_of(m), lstsq(X, y), rtol=1e-6)
+    np.testing.assert_allclose(params_of(m), lstsq(X, y), rtol=1e-9)
 
 
 def test_sgd_reports_the_loss_the_exact_loss_and_the_gap_between(tmp_path, data_file):

@@ -61,6 +61,7 @@ def test_import_starts_neither_tensorflow_nor_horovod():
         text=True,
         check=True,
         timeout=LAUNCH_TIMEOUT_S,
+        env=launcher_env(),
     )
     assert out.stdout.strip() == "[]"
 

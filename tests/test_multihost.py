@@ -63,6 +63,7 @@ def slurm_cluster(cluster):
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
+        env=launcher_env(),
         timeout=600,  # may apt-get install SLURM first
     )
     if started.returncode != 0:

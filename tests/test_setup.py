@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LAUNCH_TIMEOUT_S, REPO
+from conftest import LAUNCH_TIMEOUT_S, REPO, launcher_env
 from hvd_linreg.doctor import horovod_build_record
 
 SETUP = str(REPO / "ci" / "setup.sh")
@@ -89,7 +89,7 @@ def test_python_39_is_refused_with_the_pythons_that_work(tmp_path):
     if python is None:
         pytest.skip("no Python 3.9 on this machine")
     venv = tmp_path / "venv"
-    proc = run_setup({**os.environ, "PYTHON": python, "VENV": str(venv)})
+    proc = run_setup(launcher_env({"PYTHON": python, "VENV": str(venv)}))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"setup: error: PYTHON={python} is Python 3.9." in proc.stderr
     assert "(TensorFlow 2.21.0) is for Python 3.10, 3.11, 3.12, 3.13." in proc.stderr
@@ -98,7 +98,7 @@ def test_python_39_is_refused_with_the_pythons_that_work(tmp_path):
 
 
 def test_a_python_that_does_not_run_is_named(tmp_path):
-    proc = run_setup({**os.environ, "PYTHON": str(tmp_path / "python3.12"), "VENV": str(tmp_path)})
+    proc = run_setup(launcher_env({"PYTHON": str(tmp_path / "python3.12"), "VENV": str(tmp_path)}))
     assert proc.returncode == 1
     assert f"setup: error: PYTHON={tmp_path / 'python3.12'} does not run" in proc.stderr
 
@@ -109,7 +109,7 @@ def plan_of(repo: Path, cache: Path) -> dict[str, str]:
         ["bash", str(repo / "ci" / "setup.sh"), "--plan"],
         capture_output=True,
         text=True,
-        env={**os.environ, "XDG_CACHE_HOME": str(cache), "HVD_LINREG_KEYED_VENV": "1"},
+        env=launcher_env({"XDG_CACHE_HOME": str(cache), "HVD_LINREG_KEYED_VENV": "1"}),
         timeout=LAUNCH_TIMEOUT_S,
         check=True,
     )
@@ -170,11 +170,15 @@ def test_horovodrun_asks_what_horovod_was_built_with_once_per_build(tmp_path, mo
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     command = [shutil.which("horovodrun"), "-np", "1", "--mpi", "true"]
-    first = subprocess.run(command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S)
+    first = subprocess.run(
+        command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S, env=launcher_env()
+    )
     assert first.returncode == 0, first.stdout + first.stderr
     kept = Path(_built_answer_path("mpi_built"))
     assert kept.read_text() == "true"
     kept.write_text("false")  # as if this build had no MPI: the launcher must not ask again
-    second = subprocess.run(command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S)
+    second = subprocess.run(
+        command, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S, env=launcher_env()
+    )
     assert second.returncode != 0
     assert "MPI support has not been built" in second.stdout + second.stderr

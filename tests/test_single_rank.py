@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import hvd_linreg
-from conftest import REPO, read_metrics
+from conftest import REPO, launcher_env, read_metrics
 from hvd_linreg.cli import main
 from hvd_linreg.config import field_names
 from reference import averaged_sgd
@@ -115,6 +115,8 @@ def test_a_run_does_not_import_pandas_even_where_it_is_installed():
         "import pandas\n"  # and it still imports afterwards
         "print(code, len(loaded))"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=launcher_env()
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "0 0"

@@ -13,7 +13,7 @@ import pytest
 import statsmodels.api as sm
 from scipy import stats
 
-from conftest import REPO, launch, read_metrics
+from conftest import REPO, launch, launcher_env, read_metrics
 from hvd_linreg.cli import main
 from hvd_linreg.statistics.table import two_sided_p
 
@@ -22,7 +22,8 @@ from hvd_linreg.statistics.table import two_sided_p
 def diabetes(tmp_path_factory) -> tuple[str, pd.DataFrame]:
     """docs/statistics.md's worked example's file, written by its script."""
     path = tmp_path_factory.mktemp("diabetes") / "diabetes.csv"
-    subprocess.run([sys.executable, str(REPO / "docs" / "diabetes_csv.py"), str(path)], check=True)
+    script = [sys.executable, str(REPO / "docs" / "diabetes_csv.py"), str(path)]
+    subprocess.run(script, check=True, env=launcher_env())
     return str(path), pd.read_csv(path)
 
 
@@ -53,14 +54,14 @@ def test_statistics_of_the_diabetes_fit_are_statsmodels_ols(tmp_path, diabetes, 
     assert names == [*table.columns[:-1], "b"]  # the CSV header's names
     for key, attribute in [("estimate", "params"), ("std_error", "bse"), ("t", "tvalues")]:
         got = [c[key] for c in s["coefficients"]]
-        np.testing.assert_allclose(got, getattr(reference, attribute)[names], rtol=1e-6)
+        np.testing.assert_allclose(got, getattr(reference, attribute)[names], rtol=1e-9)
     np.testing.assert_allclose(
-        [c["p"] for c in s["coefficients"]], reference.pvalues[names], rtol=1e-6
+        [c["p"] for c in s["coefficients"]], reference.pvalues[names], rtol=1e-9
     )
-    assert s["r2"] == pytest.approx(reference.rsquared, rel=1e-6)
-    assert s["adjusted_r2"] == pytest.approx(reference.rsquared_adj, rel=1e-6)
+    assert s["r2"] == pytest.approx(reference.rsquared, rel=1e-9)
+    assert s["adjusted_r2"] == pytest.approx(reference.rsquared_adj, rel=1e-9)
     assert s["dof"] == reference.df_resid == 431
-    assert s["rmse"] == pytest.approx(np.sqrt(reference.ssr / 442), rel=1e-6)
+    assert s["rmse"] == pytest.approx(np.sqrt(reference.ssr / 442), rel=1e-9)
     assert s["undefined"] == {}
 
 

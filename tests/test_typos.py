@@ -96,6 +96,51 @@ def test_every_rank_stops_with_the_same_line(tmp_path, launcher, solver, size, l
     assert "Traceback" not in run.output and "Step:" not in run.output
 
 
+def notes_over_lines(path, bad: str) -> tuple[int, str]:
+    """A CSV file of 400 rows (a, b, a note the run passes over, y) whose notes are quoted and
+    span 2 or 3 lines in two rows of three; 20 rows before the end, in a row of one line, bad
+    replaces column b's cell ("oops") or adds a fifth field ("extra"). Returns that row's
+    line in the file (the header is line 1) and the file's text."""
+    rng = np.random.default_rng(4)
+    lines = ["a,b,note,y"]
+    for i in range(400):
+        note = "plain" if i % 3 == 2 or i == 380 else ['"two\nlines, a,"', '"3\n\nlines"'][i % 3]
+        cells = [f"{v:.6f}" for v in rng.standard_normal(3)]
+        if i == 380:
+            line = sum(part.count("\n") + 1 for part in lines) + 1
+            cells[1] = "oops" if bad == "word" else cells[1]
+            cells[2] += ",extra" if bad == "fields" else ""
+        lines.append(f"{cells[0]},{cells[1]},{note},{cells[2]}")
+    text = "\n".join(lines) + "\n"
+    path.write_text(text)
+    return line, text
+
+
+@pytest.mark.parametrize(
+    "size", [1, pytest.param(2, marks=pytest.mark.multiprocess)], ids=["1 rank", "2 ranks"]
+)
+@pytest.mark.parametrize("bad", ["word", "fields"])
+def test_a_bad_row_after_quoted_lines_is_named_by_its_line_in_the_file(tmp_path, capsys, size, bad):
+    """Quoted fields with line breaks in them: a record is more than one line, and the line
+    named is the file's, counted past them, whichever rank parses the row (at 2 ranks, rank 1:
+    the row is past the middle of the file's bytes)."""
+    path = tmp_path / "notes.csv"
+    line, text = notes_over_lines(path, bad)
+    assert text.index("oops" if bad == "word" else "extra") > len(text) / 2  # rank 1's half
+    assert text.splitlines()[line - 1].count(",") == 3 + (bad == "fields")
+    args = ["--data", str(path), "--features", "a,b", "--target", "y", "--solver", "exact"]
+    if size == 1:
+        said = ERROR + refused(capsys, args)
+    else:
+        run = launch_each_rank_reporting("mpirun", size, args, tmp_path)
+        assert run.codes == {0: 2, 1: 2}, run.output
+        said = next(x for x in run.stderr.splitlines() if ERROR in x)
+    if bad == "word":
+        assert the_error(path, line).fullmatch(said), said
+    else:
+        assert said == f"{ERROR}{path} line {line}: 5 fields, but the header has 4"
+
+
 def test_a_mixed_parquet_string_column_is_refused_naming_its_row(tmp_path, capsys):
     path = tmp_path / "mixed.parquet"
     b = [str(v) for v in np.linspace(-1, 1, 40)]

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from sklearn import metrics
 
-from conftest import REPO, launch, params_of, run_metrics
+from conftest import REPO, launch, launcher_env, params_of, run_metrics
 from hvd_linreg.config import Config
 from hvd_linreg.data import load_shard, synthetic_rows
 from hvd_linreg.errors import UsageError
@@ -53,7 +53,8 @@ def assert_scores(got: dict, expected: dict, rtol: float) -> None:
 @pytest.fixture(scope="module")
 def diabetes(tmp_path_factory):
     path = tmp_path_factory.mktemp("diabetes") / "diabetes.csv"
-    subprocess.run([sys.executable, str(REPO / "docs" / "diabetes_csv.py"), str(path)], check=True)
+    script = [sys.executable, str(REPO / "docs" / "diabetes_csv.py"), str(path)]
+    subprocess.run(script, check=True, env=launcher_env())
     table = pd.read_csv(path).to_numpy()
     return str(path), table[:, :-1], table[:, -1]
 

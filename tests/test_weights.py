@@ -44,8 +44,8 @@ def coefficients(metrics, key):
     return np.array([c[key] for c in metrics["statistics"]["coefficients"]])
 
 
-def assert_is_glm(metrics, ref, params=1e-6, errors=1e-5, figures=1e-8):
-    """The issue's tolerances: coefficients 1e-6, errors 1e-5, deviance and likelihood 1e-8."""
+def assert_is_glm(metrics, ref, params=1e-8, errors=1e-8, figures=1e-8):
+    """The issue's tolerances: coefficients 1e-8, errors 1e-8, deviance and likelihood 1e-8."""
     stats = metrics["statistics"]
     np.testing.assert_allclose(params_of(metrics), ref.params, rtol=params)
     np.testing.assert_allclose(coefficients(metrics, "std_error"), ref.bse, rtol=errors)

@@ -1,0 +1,261 @@
+"""Every user-facing error message is raised by some test: the ones no other file reaches. The
+command line's end with exit 2 and the one line checked here (conftest.refused); the library's
+raise UsageError with that line; the estimators' raise ValueError, as scikit-learn's do. Ranks
+that pass fit() columns which do not agree are launched under mpirun (tests/errors_job.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import hvd_linreg
+from conftest import REPO, launch, refused
+from hvd_linreg import estimators
+from hvd_linreg.cli import main
+from hvd_linreg.export import METADATA
+
+
+def _csv(path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+ROWS = "".join(f"{i % 7},{(i * 3) % 5},{i % 4},{i % 3 + 1},{0.5 * i}\n" for i in range(40))
+TABLE = "a,b,c,w,y\n" + ROWS
+WORDS = "a,g,y\n" + "".join(f"{i % 7},{'pq'[i % 2]},{0.5 * i + i % 3}\n" for i in range(40))
+
+
+@pytest.fixture
+def table(tmp_path) -> str:
+    return _csv(tmp_path / "t.csv", TABLE)
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--cv", "3", "--fold_column", "c", "--alpha", "0.1"], "--cv and --fold_column both "),
+        (["--l2", "0.1", "--alpha", "0.1"], "--l2 and --alpha are two penalties: give one ("),
+        (["--cov_type", "HC0", "--alpha", "0.1"], "--cov_type HC0 is for an unpenalized fit: a "),
+        (["--weights", "w,c"], "--weights takes one column name, got 'w,c'"),
+        (["--features", "a,b", "--weights", "a"], "--weights names 'a', which --features"),
+    ],
+)
+def test_flags_that_contradict_each_other(flags, message, table, capsys):
+    assert message in refused(capsys, ["--data", table, "--solver", "exact", *flags])
+
+
+def test_a_file_with_no_column_left_for_a_feature(tmp_path, capsys):
+    path = _csv(tmp_path / "t.csv", "w,y\n1,2\n2,3\n3,5\n")
+    assert refused(capsys, ["--data", path, "--weights", "w", "--solver", "exact"]) == (
+        f"{path} has no column left for a feature; columns: w, y"
+    )
+
+
+def test_an_npz_whose_weights_are_not_one_value_per_row(tmp_path, capsys):
+    path = tmp_path / "d.npz"
+    np.savez(path, X=np.ones((10, 2)), y=np.ones(10), w=np.ones((10, 2)))
+    assert refused(capsys, ["--data", str(path), "--weights", "w"]) == (
+        f"{path}: array 'w' must hold one value per row, (10,); got (10, 2)"
+    )
+
+
+def test_a_directory_holding_a_directory(tmp_path, capsys):
+    (tmp_path / "parts" / "inner").mkdir(parents=True)
+    _csv(tmp_path / "parts" / "a.csv", TABLE)
+    error = refused(capsys, ["--data", str(tmp_path / "parts")])
+    assert f"is not a file: --data {tmp_path / 'parts'} reads files, not sub-directories" in error
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("num_steps = \n", "is not valid TOML: "),
+        ("num_stepz = 5\n", "unknown key 'num_stepz'; keys are the flags' names"),
+    ],
+)
+def test_a_bad_config_file(text, message, tmp_path, capsys):
+    path = _csv(tmp_path / "c.toml", text)
+    assert f"--config {path}" in refused(capsys, ["--config", path])
+    assert message in refused(capsys, ["--config", path])
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        (
+            "a,b,w,y\n" + "".join(f"{i},{i % 3},0,{i}\n" for i in range(20)),
+            "no row has a weight above 0",
+        ),
+        ("a,b,w,y\n" + "".join(f"1,2,1,{i}\n" for i in range(20)), "every feature is constant"),
+    ],
+)
+def test_an_elastic_net_path_with_nothing_to_fit(rows, message, tmp_path, capsys):
+    path = _csv(tmp_path / "t.csv", rows)
+    argv = ["--data", path, "--weights", "w", "--solver", "exact", "--l1_ratio", "0.5"]
+    assert message in refused(capsys, argv)
+
+
+# --- predict and evaluate on files that cannot say what the model needs -----------------
+
+
+def _export(tmp_path, data: str, *flags: str) -> str:
+    model = str(tmp_path / "model")
+    assert main(["--data", data, "--solver", "exact", "--quiet", "--export", model, *flags]) == 0
+    return model
+
+
+def test_predict_on_npy_refuses_a_model_with_levels(tmp_path, capsys):
+    model = _export(tmp_path, _csv(tmp_path / "g.csv", WORDS), "--categorical", "g")
+    np.save(tmp_path / "new.npy", np.ones((3, 2)))
+    argv = ["predict", "--model", model, "--data", str(tmp_path / "new.npy")]
+    assert refused(capsys, [*argv, "--out", str(tmp_path / "p.npy")]) == (
+        f"the model {model} codes the column g as levels: {tmp_path / 'new.npy'} must name its "
+        "columns, as a CSV file with a header or a Parquet file does"
+    )
+
+
+def test_predict_on_npy_refuses_a_model_with_an_offset(tmp_path, table, capsys):
+    model = _export(tmp_path, table, "--features", "a,b", "--offset", "c", "--model", "poisson")
+    np.save(tmp_path / "new.npy", np.ones((3, 2)))
+    argv = ["predict", "--model", model, "--data", str(tmp_path / "new.npy")]
+    assert refused(capsys, [*argv, "--out", str(tmp_path / "p.npy")]) == (
+        f"the model {model} adds the column 'c' (--offset) to each row's linear predictor: "
+        f"{tmp_path / 'new.npy'} must name it, as a CSV file with a header does"
+    )
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["csv", "npy"])
+def test_evaluate_without_the_target(named, tmp_path, table, capsys):
+    model = _export(tmp_path, table, "--features", "a,b", "--target", "y")
+    if named:
+        new, what = (
+            _csv(tmp_path / "new.csv", "a,b\n1,2\n3,4\n"),
+            "no column y (the model's target)",
+        )
+    else:
+        new, what = str(tmp_path / "new.npy"), "only the model's 2 features"
+        np.save(new, np.ones((3, 2)))
+    error = refused(capsys, ["evaluate", "--model", model, "--data", new])
+    assert error == f"{new} has {what}; evaluate needs the target too"
+
+
+def _edit_metadata(model: str, change) -> None:
+    path = f"{model}/{METADATA}"
+    with open(path) as f:
+        meta = json.load(f)
+    change(meta)
+    with open(path, "w") as f:
+        json.dump(meta, f)
+
+
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        (lambda m: m.update(format="other"), "its format is 'other', not "),
+        (lambda m: m.update(model="cauchy"), "its model family 'cauchy' is not one this version"),
+        (lambda m: m.update(w=m["w"][:1]), "w does not have num_features values"),
+        (lambda m: m.update(formula="y ~ a"), "by an earlier version, which did not keep what"),
+        (None, "Expecting value: line 1 column 1"),
+    ],
+    ids=["format", "family", "w", "old formula", "not JSON"],
+)
+def test_a_corrupt_exports_metadata(change, reason, tmp_path, table, capsys):
+    model = _export(tmp_path, table, "--features", "a,b")
+    if change is None:
+        with open(f"{model}/{METADATA}", "w") as f:
+            f.write("")
+    else:
+        _edit_metadata(model, change)
+    argv = ["predict", "--model", model, "--data", table, "--out", str(tmp_path / "p.npy")]
+    error = refused(capsys, argv)
+    assert error.startswith(f"cannot read --model {model}'s metadata ({METADATA}): ")
+    assert reason in error
+
+
+# --- the library ---------------------------------------------------------------------------
+
+X = np.arange(40.0).reshape(20, 2) % 7
+Y = X @ [1.0, -2.0] + np.arange(20) % 3
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: hvd_linreg.fit(X, Y, cv=3, fold=X[:, 0] % 3, solver="exact"), "cv= or fold=, not"),
+        (lambda: hvd_linreg.fit("y ~ a"), "fit(formula) takes data=, the DataFrame whose"),
+        (lambda: hvd_linreg.fit("y ~ a", data={"a": X[:, 0]}), "takes data as a pandas"),
+        (lambda: hvd_linreg.fit(X[:0], Y[:0]), "fit() was given no rows on any rank"),
+        (lambda: hvd_linreg.fit(X, Y[:5]), "X has 20 rows but y has 5"),
+        (lambda: hvd_linreg.fit(X.astype(object), Y), "X holds object values, not numbers"),
+        (lambda: hvd_linreg.fit([[1, 2], [3]], Y), "X is not an array of numbers: "),
+    ],
+    ids=["cv and fold", "no data", "data not a frame", "no rows", "lengths", "strings",
+         "ragged"],
+)  # fmt: skip
+def test_the_library_refuses(call, message):
+    with pytest.raises(hvd_linreg.UsageError, match=re.escape(message)):
+        call()
+
+
+FRAME = pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "y": Y})
+
+
+@pytest.mark.parametrize(
+    "formula, message",
+    [
+        ("y + a ~ b", "the formula 'y + a ~ b' must have one column on its left side"),
+        ("y ~ (a", "the formula 'y ~ (a' does not parse: "),
+    ],
+)
+def test_a_formula_the_library_cannot_build(formula, message):
+    with pytest.raises(hvd_linreg.UsageError, match=re.escape(message)):
+        hvd_linreg.fit(formula, data=FRAME, solver="exact")
+
+
+def test_predicting_rows_without_the_models_columns():
+    by_formula = hvd_linreg.fit("y ~ a + b", data=FRAME, solver="exact")
+    with pytest.raises(hvd_linreg.UsageError, match=re.escape("the rows have no column b, wh")):
+        by_formula.predict(FRAME[["a"]])
+    words = FRAME.assign(g=np.where(X[:, 0] > 3, "p", "q"))
+    by_frame = hvd_linreg.fit(words[["a", "g"]], words.y, solver="exact")
+    with pytest.raises(hvd_linreg.UsageError, match="X has no column g; the model's are a, g"):
+        by_frame.predict(words[["a"]])
+    with pytest.raises(hvd_linreg.UsageError, match="X has 3 features; the model has 2"):
+        hvd_linreg.fit(X, Y, solver="exact").predict(np.ones((2, 3)))
+
+
+@pytest.mark.parametrize(
+    "estimator, message",
+    [
+        (estimators.LogisticRegression(C=0), "C must be a number > 0, got 0"),
+        (estimators.LogisticRegression(C="big"), "C must be a number > 0, got 'big'"),
+        (estimators.PoissonRegressor(tol=-1e-4), "tol must be a number > 0, got -0.0001"),
+        (estimators.GammaRegressor(max_iter=0), "max_iter must be an integer >= 1, got 0"),
+        (estimators.LogisticRegression(max_iter=2.5), "max_iter must be an integer >= 1, got 2.5"),
+    ],
+)
+def test_an_estimators_bad_parameter(estimator, message):
+    y = (Y > np.median(Y)).astype(float) if "Logistic" in type(estimator).__name__ else Y + 20
+    with pytest.raises(ValueError, match=re.escape(message)):
+        estimator.fit(X, y)
+
+
+@pytest.mark.multiprocess
+def test_ranks_passing_fit_rows_that_do_not_agree(tmp_path):
+    out = tmp_path / "errors.json"
+    program = (sys.executable, str(REPO / "tests" / "errors_job.py"), str(out))
+    run = launch("mpirun", 2, [], tmp_path, metrics=False, program=program)
+    assert run.returncode == 0, run.output
+    expected = [
+        "the ranks passed different columns to fit(): rank 0 (a, b), rank 1 (a, c)",
+        "column 'g' is a category column on some ranks but not on every rank: give every "
+        "rank's column the same dtype",
+        "column 'g' has the categories ['p', 'q'] on rank 0 but ['q', 'p'] on rank 1: give "
+        "every rank the same CategoricalDtype (its order sets the reference level)",
+    ]
+    assert json.loads(out.read_text()) == [expected, expected]  # each on every rank: no hang

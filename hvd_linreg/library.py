@@ -89,19 +89,11 @@ def fit(
 
     job = start_job(cfg.verbose, horovod=pipeline.needs_horovod(cfg))
     start = _start(job, cfg, start)
-    design, dropped = None, None
+    dropped = None
     if missing == "drop":
         rows = (X, y, weights, offset, fold, groups, data)
         X, y, weights, offset, fold, groups, data, dropped = _complete(job, *rows)
-    if isinstance(X, str):
-        design, cfg = _formula(job, cfg, X, y, data)
-        X, y = design.X, design.y
-    elif data is not None:
-        raise UsageError("data= is the DataFrame of a formula: fit('y ~ x1 + x2', data=df)")
-    if groups is not None:
-        from hvd_linreg.data import frames
-
-        groups = frames.cluster_numbers(job, groups)
+    design, cfg, X, y, groups = _design(job, cfg, X, y, data, groups)
 
     family = pipeline.family_for(cfg)
     if family.SOLVER == "multinomial":  # K classes: its own recipe and result
@@ -120,6 +112,22 @@ def fit(
     result, optimum = pipeline.fit(cfg, family, job, shard, ckpt_dir, start)
     report = pipeline.finish(cfg, family, job, shard, result, optimum, speak=not cfg.quiet)
     return FitResult(report, design)
+
+
+def _design(job, cfg: Config, X, y, data, groups):
+    """A formula's design (else None) and its settings, the features and target it gives (X
+    and y as given otherwise), and the groups as numbers."""
+    design = None
+    if isinstance(X, str):
+        design, cfg = _formula(job, cfg, X, y, data)
+        X, y = design.X, design.y
+    elif data is not None:
+        raise UsageError("data= is the DataFrame of a formula: fit('y ~ x1 + x2', data=df)")
+    if groups is not None:
+        from hvd_linreg.data import frames
+
+        groups = frames.cluster_numbers(job, groups)
+    return design, cfg, X, y, groups
 
 
 def _complete(job, X, y, weights, offset, fold, groups, data):

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from hvd_linreg.errors import UsageError, agreed
+from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
 
 # What the multinomial model does not take yet, and why
 NOT_YET = {
@@ -157,7 +157,13 @@ def run(cfg, job, family, load) -> MultinomialResult:
     K = len(classes)
     if job.is_root and not cfg.quiet:
         job.log(f"{report.header_line(cfg, family, job, shard)}, {K} classes")
-    fit = solver.fit(job, shard, K)
+    fit = solver.fit(job, shard, K, cfg.tol, cfg.max_iter)
+    if not fit.converged:
+        job.warn(
+            f"Newton's method did not converge in --max_iter {cfg.max_iter} iterations: the "
+            "statistics are the last iterate's; raise --max_iter",
+            ConvergenceWarning,
+        )
     names = (*(shard.feature_names or (f"w[{j}]" for j in range(shard.num_features))), "b")
     stats = statistics.describe(fit, names, classes)
     training = statistics.scores(job, shard.blocks(), fit.params, classes, "multinomial_train")

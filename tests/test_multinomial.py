@@ -141,3 +141,18 @@ def test_multinomial_mistakes_end_with_one_line(tmp_path, capsys):
     separated.to_csv(tmp_path / "sep.csv", index=False)
     says = refused(capsys, ["--data", str(tmp_path / "sep.csv"), *exact[2:]])
     assert "or a class is separated from the others" in says
+
+
+def test_max_iter_and_tol_reach_newtons_method(tmp_path, capsys):
+    """--max_iter 2: the last iterate, converged false and one warning line, exit 0; a looser
+    --tol stops sooner."""
+    table = choices(3)
+    table.to_csv(tmp_path / "fruit.csv", index=False)
+    args = ["--data", str(tmp_path / "fruit.csv"), "--model", "multinomial", "--solver", "exact"]
+    full = run_metrics(tmp_path, 1, args)["statistics"]
+    short = run_metrics(tmp_path, 1, [*args, "--max_iter", "2"])["statistics"]
+    assert full["converged"] and not short["converged"] and short["iterations"] == 2
+    assert short["log_likelihood"] < full["log_likelihood"]
+    assert "warning: Newton's method did not converge in --max_iter 2" in capsys.readouterr().err
+    loose = run_metrics(tmp_path, 1, [*args, "--tol", "1e-3"])["statistics"]
+    assert loose["iterations"] < full["iterations"]

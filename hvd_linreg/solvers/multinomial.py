@@ -37,6 +37,7 @@ class MultinomialFit:
     class_weights: np.ndarray  # Σ w by class
     iterations: int
     gradient_norm: float
+    converged: bool = True  # False: --max_iter ran out first (the last accepted iterate)
 
 
 def log_probabilities(X: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -47,10 +48,14 @@ def log_probabilities(X: np.ndarray, B: np.ndarray) -> np.ndarray:
     return np.column_stack([-log_den, eta - log_den[:, None]])
 
 
-def fit(job, shard, K: int) -> MultinomialFit:
-    """Newton's method from the intercept-only model; UsageError where the information matrix
-    is singular (collinear features, a class that the features separate) or it does not
-    converge."""
+def fit(job, shard, K: int, tol: float | None = None, max_iter: int | None = None):
+    """Newton's method from the intercept-only model (tol: the step's bound, relative, and
+    tol/100 the log-likelihood's; max_iter: the iterations); UsageError where the information
+    matrix is singular (collinear features, a class that the features separate) or it does
+    not converge."""
+    step_tol = TOLERANCE if tol is None else tol
+    value_tol = OBJECTIVE_TOLERANCE if tol is None else tol / 100
+    iterations = max_iter or MAX_ITERATIONS
     F = shard.num_features
     counts = job.allreduce_sum(_class_sums(shard, K), "multinomial_classes")
     weight, rows, class_weights = counts[0], int(counts[1]), counts[2:]
@@ -58,7 +63,7 @@ def fit(job, shard, K: int) -> MultinomialFit:
     B[F] = np.log(class_weights[1:] / class_weights[0])
     null = float(np.sum(class_weights * np.log(class_weights / weight)))
     best, step, scale, previous = None, None, 1.0, None
-    for iteration in range(1, MAX_ITERATIONS + 1):
+    for iteration in range(1, iterations + 1):
         value, gradient, information = _pass(job, shard, B, K)
         if best is not None and not value >= best[1] - 1e-13 * abs(best[1]):
             if scale < 2.0**-HALVINGS:
@@ -67,23 +72,28 @@ def fit(job, shard, K: int) -> MultinomialFit:
             B = best[0] + scale * step
             continue
         previous = None if best is None else best[1]
-        best, scale = (B, value), 1.0
+        best, scale = (B, value, information, gradient, iteration), 1.0
         step = _newton_step(information, gradient, F, K)
-        small = np.all(np.abs(step) <= TOLERANCE * np.maximum(1.0, np.abs(B)))
-        settled = previous is not None and abs(value - previous) <= OBJECTIVE_TOLERANCE * (
-            abs(value) + 0.1
-        )
+        small = np.all(np.abs(step) <= step_tol * np.maximum(1.0, np.abs(B)))
+        settled = previous is not None and abs(value - previous) <= value_tol * (abs(value) + 0.1)
         if small and (settled or iteration == 1):
-            norm = float(np.linalg.norm(gradient))
-            args = (B, information, value, null, weight, rows, class_weights, iteration, norm)
-            return MultinomialFit(*args)
+            return _fit(best, null, weight, rows, class_weights)
         B = B + step
+    if max_iter is not None:  # the user's limit: the last iterate, not converged
+        return _fit(best, null, weight, rows, class_weights, converged=False)
     raise UsageError(
-        f"Newton's method did not converge in {MAX_ITERATIONS} iterations: the fitted "
+        f"Newton's method did not converge in {iterations} iterations: the fitted "
         "probabilities of some rows reach 0 or 1 while the coefficients keep growing, the mark "
         "of classes the features (quasi-)separate, where the likelihood has no finite maximum. "
         "Drop the feature(s) that separate them"
     )
+
+
+def _fit(best, null, weight, rows, class_weights, converged=True) -> MultinomialFit:
+    B, value, information, gradient, iteration = best
+    norm = float(np.linalg.norm(gradient))
+    args = (B, information, value, null, weight, rows, class_weights, iteration, norm)
+    return MultinomialFit(*args, converged)
 
 
 def _newton_step(information: np.ndarray, gradient: np.ndarray, F: int, K: int) -> np.ndarray:

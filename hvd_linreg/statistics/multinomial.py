@@ -25,6 +25,7 @@ class MultinomialStatistics:
     bic: float
     iterations: int
     gradient_norm: float
+    converged: bool = True
     undefined: dict = field(default_factory=dict)
 
     @property
@@ -67,6 +68,7 @@ class MultinomialStatistics:
             "bic": self.bic,
             "iterations": self.iterations,
             "gradient_norm": self.gradient_norm,
+            "converged": self.converged,
             "coefficients": self.coefficients(),
         }
 
@@ -77,6 +79,7 @@ class MultinomialStatistics:
             f"log-likelihood {self.null_log_likelihood:.6g}, McFadden's pseudo-R² "
             f"{self.pseudo_r2:.6g}, AIC {self.aic:.6g}, BIC {self.bic:.6g}; Newton: "
             f"{self.iterations} iterations, gradient norm {self.gradient_norm:.3g}"
+            + ("" if self.converged else " (did not converge: --max_iter)")
         ]
         z, p = self.z, self.p
         for j in range(self.estimates.shape[1]):
@@ -108,6 +111,7 @@ def describe(fit: MultinomialFit, names: tuple[str, ...], classes: list) -> Mult
         bic,
         fit.iterations,
         fit.gradient_norm,
+        fit.converged,
     )
 
 

@@ -150,11 +150,17 @@ def run_model_command(command: str, argv: list[str]) -> int:
     args = build_model_parser(command).parse_args(argv)
     check_host_name()
     quiet_tensorflow()
-    from hvd_linreg import predict  # checks the model and data first; starts no TensorFlow
+    # Each checks the model and data first and starts no TensorFlow: a model of K classes
+    # (--model multinomial) is applied by its own module
+    from hvd_linreg import export
 
+    if export.load(args.model).classes is not None:
+        from hvd_linreg import multinomial_model as apply
+    else:
+        from hvd_linreg import predict as apply
     if command == "predict":
-        return predict.predict(args.model, args.data, args.out, args.threshold, args.keep_columns)
-    return predict.evaluate(args.model, args.data, args.metrics_json)
+        return apply.predict(args.model, args.data, args.out, args.threshold, args.keep_columns)
+    return apply.evaluate(args.model, args.data, args.metrics_json)
 
 
 def parse_config(argv: list[str] | None = None) -> Config:

@@ -49,6 +49,9 @@ class ExportedModel:
     # --formula's, fit(formula, data=)'s: what builds the features from the data's columns
     # (data/formulas.py's Design.stored())
     formula: dict | None = None
+    # a model of classes (--model multinomial): its classes, the first the reference; theta is
+    # then (F + 1) x (K - 1), a column per class but the first
+    classes: list | None = None
 
     @property
     def num_features(self) -> int:
@@ -137,8 +140,8 @@ def load(path: str) -> ExportedModel:
             raise ValueError(f"its format is {meta.get('format')!r}, not {FORMAT!r}")
         if meta.get("model", "linear") not in FAMILIES:
             raise ValueError(f"its model family {meta['model']!r} is not one this version knows")
-        theta = np.array([*meta["w"], meta["b"]], np.float64)
-        if theta.ndim != 1 or len(theta) != meta["num_features"] + 1:
+        theta = _theta(meta)
+        if len(theta) != meta["num_features"] + 1:
             raise ValueError("w does not have num_features values")
         names = meta["feature_names"]
         return ExportedModel(
@@ -156,11 +159,22 @@ def load(path: str) -> ExportedModel:
             meta.get("levels"),
             None if meta.get("columns") is None else tuple(meta["columns"]),
             _formula(meta.get("formula")),
+            meta.get("classes"),
         )
     except KeyError as e:
         raise UsageError(f"cannot read --model {path}'s metadata ({METADATA}): no {e}") from None
     except (OSError, ValueError, TypeError, AttributeError) as e:
         raise UsageError(f"cannot read --model {path}'s metadata ({METADATA}): {e}") from None
+
+
+def _theta(meta: dict) -> np.ndarray:
+    """[w..., b]; a model of classes' (F + 1) x (K - 1) matrix, from w by class and b."""
+    if meta.get("classes") is not None:
+        return np.vstack([np.array(meta["w"], np.float64).T, np.array(meta["b"], np.float64)])
+    theta = np.array([*meta["w"], meta["b"]], np.float64)
+    if theta.ndim != 1:
+        raise ValueError("w is not a list of numbers")
+    return theta
 
 
 def _formula(stored) -> dict | None:

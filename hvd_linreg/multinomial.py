@@ -25,7 +25,6 @@ NOT_YET = {
     "offset": "an offset is not taken by the multinomial model yet",
     "exposure": "an exposure is not taken by the multinomial model",
     "no_intercept": "a multinomial model without intercepts is not fitted yet",
-    "export": "--export of a multinomial model is not written yet: use --metrics_json",
     "plot": "--plot of a multinomial model is not drawn yet",
     "formula": "--formula with --model multinomial is not read yet: use --features",
     "robust": "robust standard errors of a multinomial model are not computed yet",
@@ -45,7 +44,6 @@ def check_settings(cfg) -> None:
         "offset": cfg.offset is not None,
         "exposure": cfg.exposure is not None,
         "no_intercept": cfg.no_intercept,
-        "export": cfg.export is not None,
         "plot": cfg.plot is not None,
         "formula": cfg.formula is not None,
         "robust": cfg.cov_type != "nonrobust",
@@ -72,7 +70,7 @@ def agreed_classes(job, y, max_levels: int, column: str) -> tuple[np.ndarray, li
             )
         frames.refuse_mixed(cells.to_frame(column))
         words = frames.kind(cells) is not None
-        values = cells.map(frames.text_of) if words else cells.map(_number)
+        values = cells.map(frames.text_of) if words else cells.map(frames.number_of)
         return len(cells), words, sorted(set(values.tolist()), key=str), values
 
     count, words, mine, values = agreed(job, local)
@@ -106,7 +104,7 @@ def file_shard(cfg, job):
     from hvd_linreg.data.rows import Carried
 
     files = agreed(job, lambda: data_files(cfg.data))
-    frame, first = rank_frame(files, job, None)
+    frame, first = rank_frame(files, job, None, "--model multinomial")
     carried = Carried(cfg.weights, None, None, cfg.fold_column, cfg.groups)
     target = cfg.target or str(frame.columns[-1])
     known = {target, *carried.names}
@@ -145,14 +143,19 @@ def rows_shard(cfg, job, X, y, weights, dropped=None):
 def run(cfg, job, family, load) -> MultinomialResult:
     """The recipe: load() -> (shard, classes), then the fit, its statistics and its scores;
     rank 0 prints the summary (unless quiet) and writes --metrics_json."""
-    from hvd_linreg import report
+    from hvd_linreg import export, report
     from hvd_linreg.solvers import multinomial as solver
     from hvd_linreg.statistics import multinomial as statistics
 
     began = time.perf_counter()
     check_settings(cfg)
-    metrics = cfg.metrics_json if job.is_root else None
-    agreed(job, lambda: report.check_writable("--metrics_json", metrics))
+
+    def outputs():
+        if job.is_root:  # rank 0 writes them: checked before the fit, not after
+            report.check_writable("--metrics_json", cfg.metrics_json)
+            export.check_target(cfg.export)
+
+    agreed(job, outputs)
     shard, classes = load()
     K = len(classes)
     if job.is_root and not cfg.quiet:
@@ -179,6 +182,10 @@ def run(cfg, job, family, load) -> MultinomialResult:
             job.log(line)
     if job.is_root and cfg.metrics_json:
         report.write_json(cfg.metrics_json, result.to_dict())
+    if cfg.export:
+        from hvd_linreg import multinomial_model
+
+        agreed(job, lambda: multinomial_model.save(cfg, result) if job.is_root else None)
     return result
 
 
@@ -259,12 +266,6 @@ class MultinomialResult:
             "versions": versions(),
             "config": self.cfg.as_dict(),
         }
-
-
-def _number(value):
-    """A class that is a number, as JSON keeps it: an integer where it is whole."""
-    value = value.item() if hasattr(value, "item") else value
-    return int(value) if float(value).is_integer() else float(value)
 
 
 def _plain(value):

@@ -179,6 +179,18 @@ def run_metrics(tmp_path: Path, size: int, args: list[str]) -> dict:
     return read_metrics(out)
 
 
+def run_command(tmp_path: Path, size: int, command: list[str]) -> None:
+    """hvd-linreg COMMAND (predict, evaluate, ...) to its end with exit 0: in this process on
+    one rank, under mpirun on more."""
+    if size > 1:
+        run = launch("mpirun", size, command, tmp_path, metrics=False)
+        assert run.returncode == 0, run.output
+        return
+    from hvd_linreg.cli import main
+
+    assert main(command) == 0
+
+
 def params_of(metrics: dict) -> np.ndarray:
     return np.append(metrics["w"], metrics["b"])
 

@@ -12,7 +12,7 @@ import pytest
 import statsmodels.api as sm
 import statsmodels.formula.api as smf
 
-from conftest import REPO, launch, refused, run_metrics
+from conftest import REPO, refused, run_command, run_metrics
 
 GUERRY = REPO / "tests" / "data" / "guerry.csv"
 SIZES = [
@@ -138,13 +138,7 @@ def test_predict_and_evaluate_apply_the_stored_formula(size, tmp_path):
     expected = reference.predict(new, exposure=new.expo)
     command = ["predict", "--model", str(model), "--data", str(tmp_path / "new.parquet")]
     command += ["--out", str(tmp_path / "p.csv"), "--keep_columns", "id"]
-    if size == 1:
-        from hvd_linreg.cli import main
-
-        assert main(command) == 0
-    else:
-        run = launch("mpirun", size, command, tmp_path, metrics=False)
-        assert run.returncode == 0, run.output
+    run_command(tmp_path, size, command)
     got = pd.read_csv(tmp_path / "p.csv")
     assert list(got.id) == list(new.id)
     np.testing.assert_allclose(got.prediction, expected, rtol=1e-8)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import statsmodels.api as sm
 
-from conftest import refused, run_metrics
+from conftest import refused, run_command, run_metrics
 
 SIZES = [
     1,
@@ -156,3 +156,51 @@ def test_max_iter_and_tol_reach_newtons_method(tmp_path, capsys):
     assert "warning: Newton's method did not converge in --max_iter 2" in capsys.readouterr().err
     loose = run_metrics(tmp_path, 1, [*args, "--tol", "1e-3"])["statistics"]
     assert loose["iterations"] < full["iterations"]
+
+
+@pytest.mark.parametrize("size", [1, pytest.param(2, marks=pytest.mark.multiprocess)])
+def test_export_predict_and_evaluate(tmp_path, capsys, size):
+    """--export keeps the classes; predict writes a probability column per class and the most
+    probable class, the IDs beside them (MNLogit's probabilities, at 1 and 2 ranks); evaluate
+    scores them as scikit-learn does; a class the model does not know is named."""
+    from sklearn.metrics import confusion_matrix, log_loss
+
+    from hvd_linreg.cli import main
+
+    table = choices(4)
+    table.insert(0, "id", [f"r{i:03d}" for i in range(len(table))])
+    table.to_csv(tmp_path / "fruit.csv", index=False)
+    model = tmp_path / "model"
+    args = ["--data", str(tmp_path / "fruit.csv"), "--model", "multinomial", "--solver", "exact"]
+    run_metrics(tmp_path, 1, [*args, "--features", "x1,x2,shop", "--export", str(model)])
+    command = ["predict", "--model", str(model), "--data", str(tmp_path / "fruit.csv")]
+    command += ["--out", str(tmp_path / "p.csv"), "--keep_columns", "id"]
+    run_command(tmp_path, size, command)
+    got = pd.read_csv(tmp_path / "p.csv")
+    classes = sorted(FRUIT[:4].tolist())
+    assert list(got.columns) == ["id", *classes, "class"] and list(got.id) == list(table.id)
+    expected = mnlogit(table).predict()
+    np.testing.assert_allclose(got[classes].to_numpy(), expected, rtol=1e-8)
+    assert list(got["class"]) == [classes[k] for k in expected.argmax(axis=1)]
+    capsys.readouterr()
+    out = tmp_path / "scores.json"
+    assert main(["evaluate", *command[1:5], "--metrics_json", str(out)]) == 0
+    import json
+
+    scores = json.loads(out.read_text())
+    assert scores["log_loss"] == pytest.approx(log_loss(table.fruit, expected), rel=1e-8)
+    predicted = np.array(classes)[expected.argmax(axis=1)]
+    np.testing.assert_array_equal(
+        scores["confusion"], confusion_matrix(table.fruit, predicted, labels=classes)
+    )
+    table.loc[12, "fruit"] = "mango"
+    table.to_csv(tmp_path / "mango.csv", index=False)
+    says = refused(capsys, ["evaluate", *command[1:3], "--data", str(tmp_path / "mango.csv")])
+    assert "data row 12 (0-based) has the class 'mango' in 'fruit'" in says
+    if size == 1:  # the SavedModel serves the same probabilities
+        import tensorflow as tf
+
+        serve = tf.saved_model.load(str(model)).signatures["serving_default"]
+        X = pd.get_dummies(table[["x1", "x2", "shop"]], drop_first=True, dtype=float)
+        served = serve(features=tf.constant(X.to_numpy()))["probabilities"].numpy()
+        np.testing.assert_allclose(served, expected, rtol=1e-8)

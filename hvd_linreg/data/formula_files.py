@@ -85,9 +85,9 @@ def formula_rows(model, path: Path, job: Job, need_target: bool) -> Rows:
     return rows
 
 
-def rank_frame(files: list[Path], job: Job, wanted: set[str] | None):
+def rank_frame(files: list[Path], job: Job, wanted: set[str] | None, what: str = "--formula"):
     """This rank's rows of the files as a DataFrame of their columns that are in wanted (None:
-    all), and its first row's number in the dataset."""
+    all), and its first row's number in the dataset; what: what reads them, for a message."""
     import pandas as pd
 
     error, parts = None, []
@@ -95,7 +95,7 @@ def rank_frame(files: list[Path], job: Job, wanted: set[str] | None):
         suffix = files[0].suffix.lower()
         if suffix not in FORMATS:
             raise UsageError(
-                f"--formula reads the named columns of CSV or Parquet files, not {suffix or 'a'} "
+                f"{what} reads the named columns of CSV or Parquet files, not {suffix or 'a'} "
                 f"file ({files[0]})"
             )
         headers = [csv_header(p) for p in files] if suffix == ".csv" else None

@@ -206,6 +206,12 @@ def cluster_numbers(job, groups):
     return np.searchsorted(np.array(names), texts).astype(np.float64)
 
 
+def number_of(value: Any) -> int | float:
+    """A level that is a number, as JSON keeps it: an integer where it is whole."""
+    value = value.item() if hasattr(value, "item") else value
+    return int(value) if float(value).is_integer() else float(value)
+
+
 def text_of(value: Any) -> str:
     """A word column's cell as its level: text as it is, a boolean as a file writes it."""
     return str(value.item() if hasattr(value, "item") else value)

@@ -62,3 +62,20 @@ def save_serving(directory: Path, model: Model, output: str) -> None:
 
     model.serve = serve  # tracked by the module, so the SavedModel keeps it
     tf.saved_model.save(model, str(directory), signatures={"serving_default": serve})
+
+
+def save_class_serving(directory: Path, B: np.ndarray, dtype: str) -> None:
+    """A model of K classes ((F + 1) x (K - 1) coefficients, the first class the reference)
+    as a SavedModel whose serving signature maps features to {"probabilities": rows x K}."""
+    module = tf.Module(name="multinomial")
+    module.w = tf.Variable(np.asarray(B[:-1], dtype), name="w")
+    module.b = tf.Variable(np.asarray(B[-1], dtype), name="b")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, B.shape[0] - 1], dtype, "features")])
+    def serve(features):
+        eta = tf.matmul(features, module.w) + module.b
+        logits = tf.concat([tf.zeros_like(eta[:, :1]), eta], axis=1)
+        return {"probabilities": tf.nn.softmax(logits)}
+
+    module.serve = serve
+    tf.saved_model.save(module, str(directory), signatures={"serving_default": serve})

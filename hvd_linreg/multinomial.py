@@ -20,7 +20,6 @@ from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
 
 # What the multinomial model does not take yet, and why
 NOT_YET = {
-    "l2": "--l2 (scikit-learn's symmetric multinomial penalty) is not fitted yet",
     "penalized": "the elastic net's path of a multinomial model is not fitted yet",
     "offset": "an offset is not taken by the multinomial model yet",
     "exposure": "an exposure is not taken by the multinomial model",
@@ -39,7 +38,6 @@ def check_settings(cfg) -> None:
             "likelihood); SGD does not fit it yet"
         )
     given = {
-        "l2": cfg.l2 > 0,
         "penalized": cfg.penalized,
         "offset": cfg.offset is not None,
         "exposure": cfg.exposure is not None,
@@ -160,7 +158,7 @@ def run(cfg, job, family, load) -> MultinomialResult:
     K = len(classes)
     if job.is_root and not cfg.quiet:
         job.log(f"{report.header_line(cfg, family, job, shard)}, {K} classes")
-    fit = solver.fit(job, shard, K, cfg.tol, cfg.max_iter)
+    fit = solver.fit(job, shard, K, cfg.tol, cfg.max_iter, cfg.l2)
     if not fit.converged:
         job.warn(
             f"Newton's method did not converge in --max_iter {cfg.max_iter} iterations: the "
@@ -213,6 +211,14 @@ class MultinomialResult:
     @property
     def names(self) -> tuple[str, ...]:
         return self.statistics.names
+
+    @property
+    def symmetric_params(self) -> np.ndarray:
+        """The coefficients in scikit-learn's symmetric form, (F + 1) x K, a column per class:
+        each row centred over the classes (the first class's column of B being 0), as
+        scikit-learn's multinomial coef_ (transposed) and intercept_ are."""
+        B = np.column_stack([np.zeros(len(self.params)), self.params])
+        return B - B.mean(axis=1, keepdims=True)
 
     def predict_proba(self, X) -> np.ndarray:
         """Each row's probability of each class (rows x K, in classes' order)."""

@@ -125,7 +125,8 @@ def test_multinomial_mistakes_end_with_one_line(tmp_path, capsys):
     says = refused(capsys, data)
     assert "--model multinomial is fitted by --solver exact" in says
     exact = [*data, "--solver", "exact"]
-    assert "--l2" in refused(capsys, [*exact, "--l2", "0.1"])
+    says = refused(capsys, [*exact, "--cov_type", "HC0"])
+    assert "robust standard errors of a multinomial model are not computed yet" in says
     table.assign(fruit="apple").to_csv(tmp_path / "one.csv", index=False)
     one = ["--data", str(tmp_path / "one.csv"), "--model", "multinomial", "--solver", "exact"]
     assert "the target 'fruit' has one class (apple)" in refused(capsys, one)
@@ -204,3 +205,50 @@ def test_export_predict_and_evaluate(tmp_path, capsys, size):
         X = pd.get_dummies(table[["x1", "x2", "shop"]], drop_first=True, dtype=float)
         served = serve(features=tf.constant(X.to_numpy()))["probabilities"].numpy()
         np.testing.assert_allclose(served, expected, rtol=1e-8)
+
+
+def symmetric(w: list, b: list) -> tuple[np.ndarray, np.ndarray]:
+    """The JSON's w (a list per class but the first) and b in scikit-learn's symmetric form:
+    coef_ (K x F) and intercept_ (K), each centred over the classes."""
+    W = np.vstack([np.zeros(len(w[0])), np.array(w)])
+    b = np.append(0.0, b)
+    return W - W.mean(axis=0), b - b.mean()
+
+
+@pytest.mark.parametrize("size", [1, pytest.param(2, marks=pytest.mark.multiprocess)])
+def test_l2_is_scikit_learns_multinomial_on_iris(tmp_path, size):
+    """--l2 1/(2·C·n) is scikit-learn's multinomial LogisticRegression(C) (newton-cholesky,
+    tol 1e-12), its symmetric coefficients to 1e-6, at 1 and 2 ranks."""
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    iris = load_iris(as_frame=True).frame
+    iris["species"] = np.array(["setosa", "versicolor", "virginica"])[iris.target]
+    iris.drop(columns="target").to_csv(tmp_path / "iris.csv", index=False)
+    C, n = 0.5, len(iris)
+    args = ["--data", str(tmp_path / "iris.csv"), "--model", "multinomial", "--solver", "exact"]
+    m = run_metrics(tmp_path, size, [*args, "--l2", repr(1 / (2 * C * n))])
+    X = iris.drop(columns=["target", "species"]).to_numpy()
+    reference = LogisticRegression(C=C, tol=1e-12, max_iter=1000, solver="newton-cholesky")
+    reference.fit(X, iris.species)
+    coef, intercept = symmetric(m["w"], m["b"])
+    np.testing.assert_allclose(coef, reference.coef_, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(intercept, reference.intercept_, rtol=1e-6, atol=1e-9)
+
+
+def test_l2_is_scikit_learns_multinomial_on_digits():
+    """Ten classes, 64 pixels of which some are always 0 (only the penalty fixes them)."""
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import LogisticRegression
+
+    import hvd_linreg
+
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:600], y[:600]
+    C = 0.1
+    result = hvd_linreg.fit(X, y, model="multinomial", solver="exact", l2=1 / (2 * C * len(y)))
+    reference = LogisticRegression(C=C, tol=1e-12, max_iter=1000, solver="newton-cholesky")
+    reference.fit(X, y)
+    S = result.symmetric_params
+    np.testing.assert_allclose(S[:-1].T, reference.coef_, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(S[-1], reference.intercept_, rtol=1e-6, atol=1e-9)

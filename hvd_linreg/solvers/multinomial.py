@@ -48,11 +48,13 @@ def log_probabilities(X: np.ndarray, B: np.ndarray) -> np.ndarray:
     return np.column_stack([-log_den, eta - log_den[:, None]])
 
 
-def fit(job, shard, K: int, tol: float | None = None, max_iter: int | None = None):
+def fit(job, shard, K: int, tol: float | None = None, max_iter: int | None = None, l2=0.0):
     """Newton's method from the intercept-only model (tol: the step's bound, relative, and
     tol/100 the log-likelihood's; max_iter: the iterations); UsageError where the information
     matrix is singular (collinear features, a class that the features separate) or it does
-    not converge."""
+    not converge. l2: minimise the mean log-loss + l2 Σ_k ‖w_k‖² over the K classes' w_k in
+    scikit-learn's symmetric form (Σ_k w_k = 0), which in B's is l2 tr(W (I - 11ᵀ/K) Wᵀ),
+    W = B[:F]; the intercepts are not penalised."""
     step_tol = TOLERANCE if tol is None else tol
     value_tol = OBJECTIVE_TOLERANCE if tol is None else tol / 100
     iterations = max_iter or MAX_ITERATIONS
@@ -64,7 +66,8 @@ def fit(job, shard, K: int, tol: float | None = None, max_iter: int | None = Non
     null = float(np.sum(class_weights * np.log(class_weights / weight)))
     best, step, scale, previous = None, None, 1.0, None
     for iteration in range(1, iterations + 1):
-        value, gradient, information = _pass(job, shard, B, K)
+        loglik, gradient, information = _pass(job, shard, B, K)
+        value, gradient, information = _penalized(loglik, gradient, information, B, 2 * l2 * weight)
         if best is not None and not value >= best[1] - 1e-13 * abs(best[1]):
             if scale < 2.0**-HALVINGS:
                 break
@@ -72,7 +75,7 @@ def fit(job, shard, K: int, tol: float | None = None, max_iter: int | None = Non
             B = best[0] + scale * step
             continue
         previous = None if best is None else best[1]
-        best, scale = (B, value, information, gradient, iteration), 1.0
+        best, scale = (B, value, information, gradient, iteration, loglik), 1.0
         step = _newton_step(information, gradient, F, K)
         small = np.all(np.abs(step) <= step_tol * np.maximum(1.0, np.abs(B)))
         settled = previous is not None and abs(value - previous) <= value_tol * (abs(value) + 0.1)
@@ -89,8 +92,23 @@ def fit(job, shard, K: int, tol: float | None = None, max_iter: int | None = Non
     )
 
 
+def _penalized(loglik, gradient, information, B: np.ndarray, ridge: float):
+    """The objective ℓ - ridge/2 tr(W M Wᵀ), its gradient and its information (M = I - 11ᵀ/K
+    on the K - 1 columns, the intercepts' row left out)."""
+    if not ridge:
+        return loglik, gradient, information
+    F, K1 = B.shape[0] - 1, B.shape[1]
+    M = np.eye(K1) - 1.0 / (K1 + 1)
+    W = B[:F]
+    value = loglik - ridge / 2 * float(np.sum((W @ M) * W))
+    gradient = gradient.copy()
+    gradient[:F] -= ridge * (W @ M)
+    features = np.diag(np.append(np.ones(F), 0.0))
+    return value, gradient, information + ridge * np.kron(M, features)
+
+
 def _fit(best, null, weight, rows, class_weights, converged=True) -> MultinomialFit:
-    B, value, information, gradient, iteration = best
+    B, _, information, gradient, iteration, value = best
     norm = float(np.linalg.norm(gradient))
     args = (B, information, value, null, weight, rows, class_weights, iteration, norm)
     return MultinomialFit(*args, converged)

@@ -21,6 +21,7 @@ import numbers
 import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
 
 from hvd_linreg.data import frames
 from hvd_linreg.estimator_base import _check_iterations, _Exact, _positive
@@ -36,7 +37,9 @@ class LogisticRegression(ClassifierMixin, _Exact):
     times C·n with l2 = 1 / (2·C·n); penalty=None is l2 = 0. penalty="l1" and "elasticnet"
     (with l1_ratio), scikit-learn's C·Σ sw·logloss + l1_ratio·‖w‖₁ + (1 - l1_ratio)/2·‖w‖², are
     the elastic net (docs/elastic-net.md) at alpha = 1 / (C·Σsw), unstandardized. The classes
-    are the union of every rank's; exactly 2 (the tool fits binary models only)."""
+    are the union of every rank's. With K > 2 classes it is the multinomial model (--model
+    multinomial, l2 = 1 / (2·C·Σsw), penalty "l2" or None), coef_ (K x F) and intercept_ (K)
+    in scikit-learn's symmetric form."""
 
     _model = "logistic"
     _classifier = True
@@ -84,42 +87,83 @@ class LogisticRegression(ClassifierMixin, _Exact):
         classes = np.unique(y)
         if job.size > 1:  # every rank's classes (a rank may hold only one of them)
             classes = np.unique(np.concatenate(job.allgather(np.unique(y), "estimator_classes")))
-        if len(classes) > 2:
+        if len(classes) < 2:
             raise ValueError(
-                "Only binary classification is supported. The type of the target is multiclass: "
-                f"{len(classes)} classes"
-            )
-        if len(classes) != 2:
-            raise ValueError(
-                f"LogisticRegression needs exactly 2 classes (it is binary), got {len(classes)} "
-                f"class{'es' * (len(classes) != 1)}: {classes[:5].tolist()}"
+                f"LogisticRegression needs 2 or more classes, got {len(classes)} class: "
+                f"{classes[:5].tolist()}"
             )
         self.classes_ = classes
+        if len(classes) > 2:  # multinomial: the labels as they are, its classes agreed anew
+            if not self._takes_classes():
+                raise ValueError(
+                    "Only binary classification is supported with these parameters. The type "
+                    f"of the target is multiclass ({len(classes)} classes): {type(self).__name__}"
+                    " fits K classes with penalty 'l2' or None and an intercept"
+                )
+            return y
         return (y == classes[1]).astype(np.float64)
 
+    def _takes_classes(self) -> bool:
+        """Whether it fits more than two classes (the multinomial model) with its parameters."""
+        return not self._elastic() and bool(self.fit_intercept)
+
+    def _fit_rows(self, job, X, y, sample_weight, weight_sum, rows):
+        if len(self.classes_) == 2:
+            return super()._fit_rows(job, X, y, sample_weight, weight_sum, rows)
+        from hvd_linreg.estimator_base import fit_warning_of_sklearn
+
+        l2 = 0.0 if self.penalty is None else 1.0 / (2.0 * self.C * weight_sum)
+        result = fit_warning_of_sklearn(
+            X,
+            y,
+            weights=sample_weight,
+            solver="exact",
+            model="multinomial",
+            l2=l2,
+            **self._limits(),
+        )
+        symmetric = result.symmetric_params  # scikit-learn's coef_ and intercept_
+        self.coef_, self.intercept_ = symmetric[:-1].T.copy(), symmetric[-1].copy()
+        self.n_iter_ = result.statistics.iterations
+        self.summary_ = result.summary()
+        self.levels_ = dict(result.shard.levels or {})
+
     def decision_function(self, X):
-        return self._linear_predictor(X)
+        """Binary: each row's log-odds of the second class; K classes: each class's linear
+        predictor (rows x K)."""
+        check_is_fitted(self)
+        if len(self.classes_) == 2:
+            return self._linear_predictor(X)
+        return self._features(X) @ self.coef_.T + self.intercept_
 
     def predict_proba(self, X):
-        p = 1.0 / (1.0 + np.exp(-self.decision_function(X)))
-        return np.column_stack([1.0 - p, p])
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            p = 1.0 / (1.0 + np.exp(-scores))
+            return np.column_stack([1.0 - p, p])
+        scores = np.exp(scores - scores.max(axis=1, keepdims=True))
+        return scores / scores.sum(axis=1, keepdims=True)
 
     def predict_log_proba(self, X):
         return np.log(self.predict_proba(X))
 
     def predict(self, X):
+        check_is_fitted(self)
+        if len(self.classes_) > 2:
+            return self.classes_[self.predict_proba(X).argmax(axis=1)]
         positive = self.decision_function(X) > 0
         return self.classes_[positive.astype(int)]
 
     def fit(self, X, y, sample_weight=None):
         super().fit(X, y, sample_weight)
-        self.coef_ = self.coef_[None, :]
-        self.intercept_ = np.array([self.intercept_])
+        if len(self.classes_) == 2:
+            self.coef_ = self.coef_[None, :]
+            self.intercept_ = np.array([self.intercept_])
         return self
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
+        tags.classifier_tags.multi_class = self._takes_classes()
         return tags
 
 
@@ -277,6 +321,9 @@ class LogisticRegressionCV(LogisticRegression):
             self.scores_[label] = scores.reshape(K, *shape).transpose(0, 2, 1)
             self.coefs_paths_[label] = paths.reshape(K, *shape, -1).transpose(0, 2, 1, 3)
             self.n_iter_ = self.n_iter_.reshape(1, K, *shape).transpose(0, 1, 3, 2)
+
+    def _takes_classes(self) -> bool:
+        return False  # binary: its folds' scores are of two classes
 
     def fit(self, X, y, sample_weight=None):
         return super(LogisticRegression, self).fit(X, y, sample_weight)

@@ -121,7 +121,8 @@ class _Exact(BaseEstimator):
     def _fitted(self, result) -> None:
         """Set the attributes a fit has beyond coef_ and intercept_ (a path's, a CV's)."""
 
-    def _linear_predictor(self, X) -> np.ndarray:
+    def _features(self, X) -> np.ndarray:
+        """New rows' features, validated, coded with the fit's levels where it had any."""
         check_is_fitted(self)
         levels = getattr(self, "levels_", None)
         if levels:  # coded with the fit's levels, by the columns' names
@@ -129,10 +130,11 @@ class _Exact(BaseEstimator):
 
             validate_data(self, X, dtype=object, reset=False)
             columns = tuple(str(c) for c in self.feature_names_in_)
-            X = frames.new_rows(X, columns, levels).to_numpy(np.float64)
-        else:
-            X = validate_data(self, X, dtype=np.float64, reset=False)
-        return X @ np.ravel(self.coef_) + np.ravel(self.intercept_)[0]
+            return frames.new_rows(X, columns, levels).to_numpy(np.float64)
+        return validate_data(self, X, dtype=np.float64, reset=False)
+
+    def _linear_predictor(self, X) -> np.ndarray:
+        return self._features(X) @ np.ravel(self.coef_) + np.ravel(self.intercept_)[0]
 
     def summary(self) -> str:
         """The table the command line prints: each coefficient, its standard error, z or t,

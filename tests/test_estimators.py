@@ -116,7 +116,11 @@ def test_what_the_tool_does_not_fit_is_a_clear_error():
         (estimators.TweedieRegressor(power=3), y, "power=3) is not supported"),
         (estimators.LogisticRegression(penalty="l3"), y, "penalty='l3' is not supported"),
         (estimators.LogisticRegression(penalty="elasticnet"), y, "l1_ratio must be between"),
-        (estimators.LogisticRegression(), np.arange(len(y)) % 3, "Only binary classification"),
+        (
+            estimators.LogisticRegression(penalty="l1"),
+            np.arange(len(y)) % 3,
+            "Only binary classification is supported with these parameters",
+        ),
         (estimators.Ridge(alpha=-1), y, "alpha must be a number >= 0"),
     ]
     for estimator, target, says in cases:

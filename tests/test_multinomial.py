@@ -76,6 +76,21 @@ def test_multinomial_is_mnlogit_at_any_rank_count(tmp_path, size, K):
     assert m["training_scores"]["accuracy"] == pytest.approx(np.trace(confusion) / confusion.sum())
 
 
+def test_the_metrics_json_holds_every_documented_key_and_no_other(tmp_path):
+    import re
+
+    from conftest import REPO
+
+    text = (REPO / "docs" / "output.md").read_text()
+    section = text.split("### A multinomial run's metrics JSON")[1].split("\n#")[0]
+    table = choices(3)
+    table.to_csv(tmp_path / "fruit.csv", index=False)
+    args = ["--data", str(tmp_path / "fruit.csv"), "--model", "multinomial", "--solver", "exact"]
+    m = run_metrics(tmp_path, 1, args)
+    keys = {*m, *m["statistics"], *m["statistics"]["coefficients"][0], *m["training_scores"]}
+    assert keys == set(re.findall(r"`([a-z_0-9]+)`", section)) - {"multinomial"}
+
+
 def test_two_classes_are_the_logistic_model(tmp_path):
     table = choices(3)
     table = table[table.fruit != "kiwi"].reset_index(drop=True)  # apple and fig
@@ -252,3 +267,26 @@ def test_l2_is_scikit_learns_multinomial_on_digits():
     S = result.symmetric_params
     np.testing.assert_allclose(S[:-1].T, reference.coef_, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(S[-1], reference.intercept_, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("C", [0.05, 1.0])
+def test_the_estimator_takes_k_classes_as_scikit_learns(C):
+    """estimators.LogisticRegression with 3 classes and sample weights: scikit-learn's
+    multinomial coef_ (K x F), intercept_ and predict_proba to 1e-8."""
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    from hvd_linreg import estimators
+
+    X, y = load_iris(return_X_y=True)
+    labels = np.array(["setosa", "versicolor", "virginica"])[y]
+    weights = np.random.default_rng(2).uniform(0.5, 2.0, len(y))
+    ours = estimators.LogisticRegression(C=C).fit(X, labels, sample_weight=weights)
+    theirs = LogisticRegression(C=C, tol=1e-12, max_iter=1000, solver="newton-cholesky")
+    theirs.fit(X, labels, sample_weight=weights)
+    assert list(ours.classes_) == list(theirs.classes_) and ours.coef_.shape == (3, 4)
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(ours.predict_proba(X), theirs.predict_proba(X), rtol=1e-8)
+    assert (ours.predict(X) == theirs.predict(X)).all()
+    assert "class virginica (against setosa):" in ours.summary()

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from hvd_linreg.data.frames import plain
 from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
 
 # What the multinomial model does not take yet, and why
@@ -261,8 +262,8 @@ class MultinomialResult:
             "rows_dropped_missing": shard.num_dropped,
             "num_features": shard.num_features,
             "features": list(self.names[:-1]),
-            "classes": [_plain(c) for c in self.classes],
-            "reference_class": _plain(self.classes[0]),
+            "classes": [plain(c) for c in self.classes],
+            "reference_class": plain(self.classes[0]),
             "w": B[:-1].T.tolist(),
             "b": B[-1].tolist(),
             "statistics": self.statistics.as_json(),
@@ -272,10 +273,6 @@ class MultinomialResult:
             "versions": versions(),
             "config": self.cfg.as_dict(),
         }
-
-
-def _plain(value):
-    return value.item() if hasattr(value, "item") else value
 
 
 def _named(codes: np.ndarray, name: str):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hvd_linreg.data.frames import plain
 from hvd_linreg.errors import UsageError, agreed
 
 
@@ -29,7 +30,7 @@ def save(cfg, result) -> None:
         "hvd_linreg": __version__,
         "num_features": B.shape[0] - 1,
         "dtype": shard.dtype,
-        "classes": [_plain(c) for c in result.classes],
+        "classes": [plain(c) for c in result.classes],
         "w": B[:-1].T.tolist(),
         "b": B[-1].tolist(),
         "feature_names": None if shard.feature_names is None else list(shard.feature_names),
@@ -183,7 +184,3 @@ def _write(path: Path, probabilities: np.ndarray, classes: list, kept, columns) 
     for mine, row, k in zip(cells, probabilities.tolist(), best):
         writer.writerow([*mine, *map(repr, row), classes[k]])
     atomic_write(path, lambda f: f.write(buffer.getvalue().encode()))
-
-
-def _plain(value):
-    return value.item() if hasattr(value, "item") else value

@@ -60,7 +60,7 @@ def local_levels(frame) -> dict[str, tuple[str, list]]:
                 "drop such rows (missing='drop'), or give the missing cells a level of their own"
             )
         if what == "category":
-            levels = [_plain(v) for v in cells.cat.categories]
+            levels = [plain(v) for v in cells.cat.categories]
         else:
             levels = sorted({text_of(v) for v in cells.unique()})
         out[str(column)] = (what, levels)
@@ -124,7 +124,7 @@ def dummies(frame, levels: dict[str, list]):
             parts[name] = frame[column]
             continue
         cells = frame[column]
-        texts = cells.map(_plain if kind(cells) == "category" else text_of)
+        texts = cells.map(plain if kind(cells) == "category" else text_of)
         at = {level: i for i, level in enumerate(levels[name])}
         codes = texts.map(at).to_numpy(dtype=np.float64, na_value=-1.0)
         bad = np.flatnonzero(codes < 0)
@@ -208,17 +208,17 @@ def cluster_numbers(job, groups):
 
 def number_of(value: Any) -> int | float:
     """A level that is a number, as JSON keeps it: an integer where it is whole."""
-    value = value.item() if hasattr(value, "item") else value
+    value = plain(value)
     return int(value) if float(value).is_integer() else float(value)
 
 
 def text_of(value: Any) -> str:
     """A word column's cell as its level: text as it is, a boolean as a file writes it."""
-    return str(value.item() if hasattr(value, "item") else value)
+    return str(plain(value))
 
 
-def _plain(value: Any):
-    """A category as JSON keeps it: a Python number or string."""
+def plain(value: Any):
+    """A level or a class as JSON keeps it: a Python number or string."""
     return value.item() if hasattr(value, "item") else value
 
 

@@ -164,10 +164,7 @@ def _pass(job, shard, B: np.ndarray, K: int) -> tuple[float, np.ndarray, np.ndar
         for j in range(k1):
             for m in range(j, k1):
                 c = w * P[:, j] * ((j == m) - P[:, m])
-                block_jm = X.T @ (X * c[:, None])
-                information[j * p : (j + 1) * p, m * p : (m + 1) * p] = (
-                    information[j * p : (j + 1) * p, m * p : (m + 1) * p] + block_jm
-                )
+                information[j * p : (j + 1) * p, m * p : (m + 1) * p] += X.T @ (X * c[:, None])
     upper = np.triu_indices(k1 * p)
     sums = job.allreduce_sum(
         np.concatenate([[value], gradient.ravel(), information[upper]]), "multinomial_pass"

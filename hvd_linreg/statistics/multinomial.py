@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hvd_linreg.data.frames import plain
 from hvd_linreg.solvers.multinomial import MultinomialFit, log_probabilities
 from hvd_linreg.statistics.table import SHOWN_COEFFICIENTS, coefficient_lines
 
@@ -48,7 +49,7 @@ class MultinomialStatistics:
         z, p = self.z, self.p
         return [
             {
-                "class": _plain(self.classes[j + 1]),
+                "class": plain(self.classes[j + 1]),
                 "name": name,
                 "estimate": float(self.estimates[i, j]),
                 "std_error": float(self.std_errors[i, j]),
@@ -151,7 +152,3 @@ def score_lines(what: str, scores: dict, classes: list) -> list[str]:
     for c, row in zip(classes, scores["confusion"]):
         lines.append(f"    {str(c):<{width}}" + "".join(f"{v:>{width}.6g}" for v in row))
     return lines
-
-
-def _plain(value):
-    return value.item() if hasattr(value, "item") else value

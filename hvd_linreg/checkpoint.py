@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from hvd_linreg.atomic import atomic_write
+from hvd_linreg.data.frames import plain
 from hvd_linreg.errors import UsageError
 
 _NAME = re.compile(r"^ckpt-(\d{10})\.npz$")
@@ -29,7 +30,7 @@ FORMAT = 1
 @dataclass
 class Checkpoint:
     step: int
-    params: np.ndarray  # float32, [w..., b]
+    params: np.ndarray  # float32, [w..., b]; (F + 1) x (K - 1) for K classes
     optimizer: list[np.ndarray]  # the optimizer's variables, in its own order
     global_batch_size: int  # another one changes the trajectory: restore warns
     initial_params: list[float]  # the run's start: metrics of a resumed run report it
@@ -40,6 +41,7 @@ class Checkpoint:
     # the features' names, a categorical column's dummies among them (None: unnamed columns,
     # or a checkpoint written before they were recorded)
     feature_names: Sequence[str] | None = None
+    classes: list | None = None  # a model of classes' (None: one column, [w..., b])
 
     @property
     def num_features(self) -> int:
@@ -75,6 +77,7 @@ def save(directory: Path, ckpt: Checkpoint, keep: int) -> Path:
             "global_batch_size": ckpt.global_batch_size,
             "batched_rows": ckpt.batched_rows,
             "feature_names": ckpt.feature_names,
+            "classes": None if ckpt.classes is None else [plain(c) for c in ckpt.classes],
             "initial_params": ckpt.initial_params,
             "config": ckpt.config,
         }
@@ -115,6 +118,7 @@ def _load(path: Path) -> Checkpoint:
         config=header["config"],
         batched_rows=header.get("batched_rows"),
         feature_names=header.get("feature_names"),
+        classes=header.get("classes"),
     )
 
 
@@ -131,12 +135,14 @@ def check_resumable(
     slots,
     feature_names: Sequence[str] | None = None,
     no_intercept: bool = False,
+    classes: list | None = None,
 ) -> None:
     """Refuse a checkpoint this run cannot continue: another model shape, other features (a
-    categorical column with other levels too), another optimizer, or a model with an intercept
-    where this run has none, or the reverse.
+    categorical column with other levels too), other classes, another optimizer, or a model
+    with an intercept where this run has none, or the reverse.
 
-    slots: the shapes of this run's optimizer variables."""
+    slots: the shapes of this run's optimizer variables; classes: a model of classes'."""
+    _check_classes(ckpt, where, classes)
     _check_intercept(ckpt, where, no_intercept)
     if ckpt.num_features != num_features:
         raise UsageError(
@@ -160,11 +166,24 @@ def check_resumable(
         )
 
 
+def _check_classes(ckpt: Checkpoint, where: str, classes: list | None) -> None:
+    """A model of classes continues only on the same classes; one mean only as one mean."""
+    ours = None if classes is None else [plain(c) for c in classes]
+    if ckpt.classes == ours:
+        return
+    theirs = "one mean" if ckpt.classes is None else f"the classes {ckpt.classes}"
+    mine = "one mean" if ours is None else f"the classes {ours}"
+    raise UsageError(
+        f"the checkpoint in {where} is of a model of {theirs}, this run fits {mine}; use "
+        "another --checkpoint_dir"
+    )
+
+
 def _check_intercept(ckpt: Checkpoint, where: str, no_intercept: bool) -> None:
     """A model with an intercept trained its b (and the optimizer's state of it); one without
     held b at 0. Neither continues as the other. (Checkpoints written before --no_intercept
     reached SGD have an intercept.)"""
-    b = float(ckpt.params[-1])
+    b = float(ckpt.params[-1]) if ckpt.params.ndim == 1 else float(np.abs(ckpt.params[-1]).max())
     if no_intercept and (not ckpt.config.get("no_intercept", False) or b != 0.0):
         raise UsageError(
             f"the checkpoint in {where} is of a model with an intercept (b = {b:.6g}), this "

@@ -28,7 +28,7 @@ from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrup
 
 from hvd_linreg import families, pipeline, ranks
 from hvd_linreg.config import Config
-from hvd_linreg.trainer import Trainer
+from hvd_linreg.trainer import Trainer, make_trainer
 
 Reset = tuple[int, int, int]  # (step training went on from, ranks before, ranks after)
 
@@ -165,7 +165,7 @@ def _train(state: TrainingState, cfg: Config, family):
     job = ranks.current_job(cfg.verbose)
     shard, ckpt_dir = pipeline.prepare(cfg, family, job)
     if state.trainer is None:
-        state.trainer = pipeline.make_trainer(cfg, family, job, shard)
+        state.trainer = make_trainer(cfg, family, job, shard)
         state.trainer.use(job, shard, ckpt_dir)
         state.load()
     else:

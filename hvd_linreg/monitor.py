@@ -26,6 +26,16 @@ def _scalar(tag: str, value: float) -> None:
     tf.summary.write(tag, tf.constant(value, tf.float32), metadata=_SCALAR)
 
 
+def _weights(params) -> None:
+    """w_j and b as scalars; a model of classes' under weights/class_k, k = 1 .. K - 1."""
+    theta = np.asarray(params).reshape(len(params), -1)  # a column per class
+    for k, column in enumerate(theta.T):
+        where = "weights" if theta.shape[1] == 1 else f"weights/class_{k + 1}"
+        for j, w in enumerate(column[:-1][:_MAX_SCALAR_WEIGHTS]):
+            _scalar(f"{where}/w_{j}", float(w))
+        _scalar(f"{where}/b", float(column[-1]))
+
+
 class Monitor:
     def __init__(self, cfg: Config, job: Job, first_step: int):
         self.job = job
@@ -68,10 +78,7 @@ class Monitor:
                     _scalar(f"validation/{name}", value)
                 _scalar("learning_rate", lr)
                 _scalar("steps_per_s", steps_per_s)
-                theta = np.asarray(params).reshape(-1)
-                for j, w in enumerate(theta[:-1][:_MAX_SCALAR_WEIGHTS]):
-                    _scalar(f"weights/w_{j}", float(w))
-                _scalar("weights/b", float(theta[-1]))
+                _weights(params)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -33,11 +33,6 @@ NOT_YET = {
 
 def check_settings(cfg) -> None:
     """Refuse, before any row is read, what the multinomial model does not take."""
-    if cfg.solver != "exact":
-        raise UsageError(
-            "--model multinomial is fitted by --solver exact (Newton's method on the whole "
-            "likelihood); SGD does not fit it yet"
-        )
     given = {
         "penalized": cfg.penalized,
         "offset": cfg.offset is not None,
@@ -140,10 +135,10 @@ def rows_shard(cfg, job, X, y, weights, dropped=None):
 
 
 def run(cfg, job, family, load) -> MultinomialResult:
-    """The recipe: load() -> (shard, classes), then the fit, its statistics and its scores;
-    rank 0 prints the summary (unless quiet) and writes --metrics_json."""
-    from hvd_linreg import export, report
-    from hvd_linreg.solvers import multinomial as solver
+    """The recipe: load() -> (shard, classes), then the fit (Newton's method, or SGD and, for
+    its optimality gap, Newton's), its statistics and its scores; rank 0 prints the summary
+    (unless quiet) and writes --metrics_json and --export."""
+    from hvd_linreg import checkpoint, report
     from hvd_linreg.statistics import multinomial as statistics
 
     began = time.perf_counter()
@@ -151,14 +146,61 @@ def run(cfg, job, family, load) -> MultinomialResult:
 
     def outputs():
         if job.is_root:  # rank 0 writes them: checked before the fit, not after
+            from hvd_linreg import export
+
             report.check_writable("--metrics_json", cfg.metrics_json)
             export.check_target(cfg.export)
+            return checkpoint.prepare_dir(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
+        return None
 
-    agreed(job, outputs)
+    ckpt_dir = agreed(job, outputs)
     shard, classes = load()
-    K = len(classes)
+    family = family.with_classes(classes)
     if job.is_root and not cfg.quiet:
-        job.log(f"{report.header_line(cfg, family, job, shard)}, {K} classes")
+        job.log(f"{report.header_line(cfg, family, job, shard)}, {len(classes)} classes")
+    sgd = train(cfg, job, family, shard, ckpt_dir) if cfg.solver == "sgd" else None
+    fit = optimum(cfg, job, shard, len(classes))
+    names = (*(shard.feature_names or (f"w[{j}]" for j in range(shard.num_features))), "b")
+    stats = None if fit is None else statistics.describe(fit, names, classes)
+    B = fit.params if sgd is None else sgd.params
+    training = statistics.scores(job, shard.blocks(), B, classes, "multinomial_train")
+    validation = None
+    if shard.validation is not None:
+        held = [shard.validation]
+        validation = statistics.scores(job, held, B, classes, "multinomial_valid")
+    exact_loss, gap = None, None
+    if sgd is not None and fit is not None:
+        exact_loss = family.loss(job, shard, fit.params)
+        gap = family.objective(sgd.loss, sgd.params, cfg.l2)
+        gap -= family.objective(exact_loss, fit.params, cfg.l2)
+    wall_s = time.perf_counter() - began
+    result = MultinomialResult(
+        cfg, shard, classes, names, stats, training, validation, wall_s, sgd, exact_loss, gap
+    )
+    _report(cfg, job, result)
+    return result
+
+
+def train(cfg, job, family, shard, ckpt_dir):
+    """--solver sgd: averaged SGD on the mean log-loss through Horovod's DistributedOptimizer,
+    by the trainer every family's SGD has (checkpoints, resume, held-out scores)."""
+    from hvd_linreg.trainer import make_trainer
+
+    for warning in shard.warnings(cfg):
+        job.warn(warning)
+    trainer = make_trainer(cfg, family, job, shard)
+    trainer.use(job, shard, ckpt_dir)
+    trainer.start()
+    return trainer.fit()
+
+
+def optimum(cfg, job, shard, K: int):
+    """Newton's fit: the run's, or an SGD run's exact optimum where it wants one (None)."""
+    from hvd_linreg.solvers import multinomial as solver
+    from hvd_linreg.solvers import wants_optimum
+
+    if cfg.solver == "sgd" and not wants_optimum(cfg, shard):
+        return None
     fit = solver.fit(job, shard, K, cfg.tol, cfg.max_iter, cfg.l2)
     if not fit.converged:
         job.warn(
@@ -166,18 +208,16 @@ def run(cfg, job, family, load) -> MultinomialResult:
             "statistics are the last iterate's; raise --max_iter",
             ConvergenceWarning,
         )
-    names = (*(shard.feature_names or (f"w[{j}]" for j in range(shard.num_features))), "b")
-    stats = statistics.describe(fit, names, classes)
-    training = statistics.scores(job, shard.blocks(), fit.params, classes, "multinomial_train")
-    validation = None
-    if shard.validation is not None:
-        held = [shard.validation]
-        validation = statistics.scores(job, held, fit.params, classes, "multinomial_valid")
-    result = MultinomialResult(
-        cfg, shard, classes, stats, training, validation, time.perf_counter() - began
-    )
+    return fit
+
+
+def _report(cfg, job, result: MultinomialResult) -> None:
+    """Rank 0's summary and files; the export's problem stops every rank alike."""
+    from hvd_linreg import report
+    from hvd_linreg.statistics.table import SHOWN_COEFFICIENTS
+
     if job.is_root and not cfg.quiet:
-        for line in result.summary_lines(limit=statistics.SHOWN_COEFFICIENTS):
+        for line in result.summary_lines(limit=SHOWN_COEFFICIENTS):
             job.log(line)
     if job.is_root and cfg.metrics_json:
         report.write_json(cfg.metrics_json, result.to_dict())
@@ -185,33 +225,35 @@ def run(cfg, job, family, load) -> MultinomialResult:
         from hvd_linreg import multinomial_model
 
         agreed(job, lambda: multinomial_model.save(cfg, result) if job.is_root else None)
-    return result
 
 
 @dataclass(frozen=True)
 class MultinomialResult:
     """A multinomial fit, the same on every rank: B, (F + 1) x (K - 1), a column per class
-    but the first (its last row the intercepts), its statistics and scores."""
+    but the first (its last row the intercepts): Newton's, or SGD's (sgd); the statistics of
+    Newton's optimum (None where an SGD run did not solve for it) and the scores of B."""
 
     cfg: Any
     shard: Any
     classes: list
-    statistics: Any  # statistics/multinomial.py's MultinomialStatistics
+    names: tuple[str, ...]  # the coefficients' names in each class: the features', then b
+    statistics: Any  # statistics/multinomial.py's MultinomialStatistics, or None
     training: dict
     validation: dict | None
     wall_s: float
+    sgd: Any = None  # SGD's TrainingResult (report.py), or None
+    exact_loss: float | None = None  # an SGD run's exact optimum's mean log-loss
+    # SGD's objective (its mean log-loss + --l2's term) less the exact optimum's
+    optimality_gap: float | None = None
 
     @property
     def params(self) -> np.ndarray:
-        return self.statistics.estimates
+        return self.statistics.estimates if self.sgd is None else self.sgd.params
 
     @property
-    def bse(self) -> np.ndarray:
-        return self.statistics.std_errors
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return self.statistics.names
+    def bse(self) -> np.ndarray | None:
+        """The standard errors of Newton's optimum (None where it was not solved for)."""
+        return None if self.statistics is None else self.statistics.std_errors
 
     @property
     def symmetric_params(self) -> np.ndarray:
@@ -241,11 +283,28 @@ class MultinomialResult:
     def summary_lines(self, limit: int | None = None) -> list[str]:
         from hvd_linreg.statistics.multinomial import score_lines
 
-        lines = ["Summary:", *self.statistics.lines(limit)]
+        lines = ["Summary:", *self._sgd_lines()]
+        lines += [] if self.statistics is None else self.statistics.lines(limit)
         lines += score_lines("training", self.training, self.classes)
         if self.validation is not None:
             lines += score_lines("validation", self.validation, self.classes)
         lines.append(f"  wall time: {self.wall_s:.3f} s")
+        return lines
+
+    def _sgd_lines(self) -> list[str]:
+        """SGD's steps, its loss against the exact optimum's, and its B, a line per class."""
+        if self.sgd is None:
+            return []
+        sgd, B = self.sgd, self.sgd.params
+        gap = self.optimality_gap
+        exact = (
+            "" if gap is None else f" (the exact optimum's {self.exact_loss:.6g}, gap {gap:.3g})"
+        )
+        lines = [f"  SGD: {sgd.steps} steps, mean log-loss {sgd.loss:.6g}{exact}"]
+        for j, label in enumerate(self.classes[1:]):
+            w = ", ".join(f"{v:.6g}" for v in B[:-1, j][:8])
+            more = f", ... ({len(B) - 1} in all)" if len(B) > 9 else ""
+            lines.append(f"  class {label}: w [{w}{more}], b {B[-1, j]:.6g}")
         return lines
 
     def summary(self) -> str:
@@ -258,6 +317,7 @@ class MultinomialResult:
         shard, B = self.shard, self.params
         return {
             "model": "multinomial",
+            "solver": self.cfg.solver,
             "num_samples": shard.num_samples,
             "rows_dropped_missing": shard.num_dropped,
             "num_features": shard.num_features,
@@ -266,12 +326,32 @@ class MultinomialResult:
             "reference_class": plain(self.classes[0]),
             "w": B[:-1].T.tolist(),
             "b": B[-1].tolist(),
-            "statistics": self.statistics.as_json(),
+            **self._sgd_json(),
+            "statistics": None if self.statistics is None else self.statistics.as_json(),
             "training_scores": self.training,
             "validation": self.validation,
             "wall_s": self.wall_s,
             "versions": versions(),
             "config": self.cfg.as_dict(),
+        }
+
+    def _sgd_json(self) -> dict[str, Any]:
+        """An SGD run's own keys: its start, steps, loss, gap and loss history."""
+        if self.sgd is None:
+            return {}
+        sgd, start = self.sgd, np.asarray(self.sgd.initial_params)
+        return {
+            "initial_w": start[:-1].T.tolist(),
+            "initial_b": start[-1].tolist(),
+            "steps": sgd.steps,
+            "first_step": sgd.first_step,
+            "loss": sgd.loss,
+            "exact_loss": self.exact_loss,
+            "optimality_gap": self.optimality_gap,
+            "history": [[step, loss] for step, loss in sgd.history],
+            "validation_history": [
+                {"step": step, **scores.values()} for step, scores in sgd.validation_history
+            ],
         }
 
 

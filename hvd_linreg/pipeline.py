@@ -79,7 +79,7 @@ def prepare(cfg: Config, family, job: Job, load=None) -> tuple[Shard, Path | Non
     # The family's own check of the target: it refuses one it cannot fit (every rank checks
     # its rows), or hands back the shard with the target as the family reads it.
     shard = family.check_target(job, shard)
-    for warning in shard_warnings(cfg, shard):
+    for warning in shard.warnings(cfg):
         job.warn(warning)
     return shard, ckpt_dir
 
@@ -91,29 +91,6 @@ def _loader(cfg: Config, family, job: Job):
 
         return lambda: formula_shard(cfg, job)
     return lambda: load_shard(cfg, job.rank, job.size, job, family.synthetic_target)
-
-
-def shard_warnings(cfg: Config, shard: Shard) -> list[str]:
-    """What the user should know about how the data meets the layout."""
-    layout, warnings = shard.layout, []
-    run = layout.run_length
-    if shard.oversized_reads:
-        warnings.append(
-            f"{cfg.data} has row groups of up to {shard.oversized_reads} rows, more than a "
-            f"batch of {run}: each rank reads and decodes every row group that holds "
-            "any of its rows, so the ranks read much of the file each, not 1/ranks of it. "
-            f"Write it with row groups of at most {run} rows (pyarrow: "
-            f"pq.write_table(table, path, row_group_size={run}))"
-        )
-    unbatched = shard.num_samples - layout.num_batched
-    if unbatched and cfg.solver == "sgd":
-        runs = f"{layout.size} ranks x runs of {run} row{'s' * (run > 1)}"
-        warnings.append(
-            f"{shard.num_samples} samples are not a multiple of {layout.stride} ({runs}): "
-            f"SGD uses the first {layout.num_batched} and leaves out the last {unbatched}, "
-            "which count only in the final loss and the exact solution"
-        )
-    return warnings
 
 
 def announce(cfg: Config, family, job: Job, shard: Shard) -> None:
@@ -131,6 +108,8 @@ def fit(cfg: Config, family, job: Job, shard: Shard, ckpt_dir: Path | None, star
     announce(cfg, family, job, shard)
     if cfg.solver == "exact":
         return solve(cfg, family, job, shard, start)
+    from hvd_linreg.trainer import make_trainer
+
     trainer = make_trainer(cfg, family, job, shard)
     trainer.use(job, shard, ckpt_dir)
     trainer.start()
@@ -141,22 +120,6 @@ def needs_horovod(cfg: Config) -> bool:
     """Whether a run needs Horovod, and so TensorFlow: SGD does (hvd.DistributedOptimizer), an
     exact fit does not (its collectives are MPI's, or none in one process)."""
     return cfg.solver == "sgd"
-
-
-def make_trainer(cfg: Config, family, job: Job, shard: Shard) -> Trainer:
-    """The trainer, handed the family's model and the Horovod-wrapped optimizer."""
-    import tensorflow as tf
-
-    from hvd_linreg.optimizer import make_optimizer
-    from hvd_linreg.trainer import Trainer
-
-    start = family.initial_params(cfg.seed, job.rank, shard.num_features)
-    if cfg.no_intercept:
-        start[-1] = 0.0  # b starts at 0 and, out of the linear predictor, stays there
-    model = family.model(start, shard.dtype, cfg.l2, intercept=not cfg.no_intercept)
-    # Keras keeps the learning rate in its float type: float32 would round a float64 run's.
-    tf.keras.backend.set_floatx(shard.dtype)
-    return Trainer(cfg, family, model, make_optimizer(cfg, job.size))
 
 
 def train(cfg: Config, family, job: Job, shard: Shard, trainer: Trainer, commit=None):
@@ -181,7 +144,7 @@ def optimum(cfg: Config, family, job: Job, shard: Shard, start=None):
     rank; None above the family's feature limit, or for an SGD run that does not want it
     (Report.exact_skipped says why). IRLS stopped by --max_iter: rank 0 warns."""
     too_wide = shard.num_features > family.MAX_EXACT_FEATURES
-    if family.SOLVER is None or too_wide or not wants_optimum(cfg, shard):
+    if family.SOLVER is None or too_wide or not solvers.wants_optimum(cfg, shard):
         return None
     if cfg.penalized:
         return path.fit(job, shard, family, path_settings(cfg, job, shard))
@@ -228,18 +191,6 @@ def _strengths(alpha) -> tuple[float, ...] | None:
     if alpha is None:
         return None
     return tuple(float(a) for a in (alpha if isinstance(alpha, (list, tuple)) else [alpha]))
-
-
-def wants_optimum(cfg: Config, shard: Shard) -> bool:
-    """Whether an SGD run also solves least squares exactly, for its optimality gap: the QR
-    costs about N (F+1)^2 multiply-adds, the steps about 2 x steps x G (F+1); by default only
-    when that is the smaller part of the run."""
-    if cfg.solver == "exact" or cfg.optimality_gap == "always":
-        return True
-    if cfg.optimality_gap == "never":
-        return False
-    cost = shard.num_samples * (shard.num_features + 1)
-    return cost <= 2 * cfg.num_steps * shard.layout.global_batch
 
 
 # Scores that gather every row (the exact ROC AUC: 24 bytes a row on every rank) are taken on

@@ -82,6 +82,7 @@ class Trainer:
             slots,
             self.shard.feature_names,
             self.cfg.no_intercept,
+            self.family.labels,
         )
         self.model.params.assign(ckpt.params.reshape(self.model.params.shape))
         for var, value in zip(self.optimizer.variables, ckpt.optimizer):
@@ -254,13 +255,27 @@ class Trainer:
             self.ckpt_dir,
             checkpoint.Checkpoint(
                 step=step,
-                params=self.model.params.numpy().reshape(-1),
+                params=self.model.stored(),
                 optimizer=[v.numpy() for v in self.optimizer.variables],
                 global_batch_size=self.shard.layout.global_batch,
                 batched_rows=self.shard.layout.num_batched,
-                initial_params=[float(v) for v in self.initial],
+                initial_params=np.asarray(self.initial, np.float64).tolist(),
                 config=self.cfg.as_dict(),
                 feature_names=self.shard.feature_names,
+                classes=self.family.labels,
             ),
             self.cfg.keep_checkpoints,
         )
+
+
+def make_trainer(cfg: Config, family, job: Job, shard: Shard) -> Trainer:
+    """The trainer, handed the family's model and the Horovod-wrapped optimizer."""
+    from hvd_linreg.optimizer import make_optimizer
+
+    start = family.initial_params(cfg.seed, job.rank, shard.num_features)
+    if cfg.no_intercept:
+        start[-1] = 0.0  # b starts at 0 and, out of the linear predictor, stays there
+    model = family.model(start, shard.dtype, cfg.l2, intercept=not cfg.no_intercept)
+    # Keras keeps the learning rate in its float type: float32 would round a float64 run's.
+    tf.keras.backend.set_floatx(shard.dtype)
+    return Trainer(cfg, family, model, make_optimizer(cfg, job.size))

@@ -125,6 +125,28 @@ class Shard:
             yield layout.take(self.table, self.dtype, range(start, min(start + step, n)), k)
         yield layout.take(self.table, self.dtype, range(0), k, tail=True)
 
+    def warnings(self, cfg) -> list[str]:
+        """What the user should know about how the data meets the layout."""
+        layout, warnings = self.layout, []
+        run = layout.run_length
+        if self.oversized_reads:
+            warnings.append(
+                f"{cfg.data} has row groups of up to {self.oversized_reads} rows, more than a "
+                f"batch of {run}: each rank reads and decodes every row group that holds "
+                "any of its rows, so the ranks read much of the file each, not 1/ranks of it. "
+                f"Write it with row groups of at most {run} rows (pyarrow: "
+                f"pq.write_table(table, path, row_group_size={run}))"
+            )
+        unbatched = self.num_samples - layout.num_batched
+        if unbatched and cfg.solver == "sgd":
+            runs = f"{layout.size} ranks x runs of {run} row{'s' * (run > 1)}"
+            warnings.append(
+                f"{self.num_samples} samples are not a multiple of {layout.stride} ({runs}): "
+                f"SGD uses the first {layout.num_batched} and leaves out the last {unbatched}, "
+                "which count only in the final loss and the exact solution"
+            )
+        return warnings
+
 
 @dataclass(frozen=True)
 class RowNames:

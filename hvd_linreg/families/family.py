@@ -168,6 +168,12 @@ class Family:
         """Each row's loss at eta, up to terms without η: SGD's gradient is loss_terms'."""
         raise NotImplementedError
 
+    def penalty_tf(self, W):
+        """The ridge term's ‖w‖² of SGD's loss (W: the coefficients without the intercepts)."""
+        import tensorflow as tf
+
+        return tf.reduce_sum(tf.square(W))
+
     def model(
         self, params: np.ndarray, dtype: str = "float32", l2: float = 0.0, intercept: bool = True
     ):
@@ -233,6 +239,9 @@ class Family:
 
     # Optional: predict --threshold writes classes where a family has them
     classes = None
+    # A model of K classes' classes (families/multinomial.py), the first the reference: its
+    # coefficients are a column per class but the first. None: one column, [w..., b].
+    labels: list | None = None
 
     # The exact solver's checks (IRLS): counts a family sums per iteration beside the
     # solver's own, and what it concludes from them

@@ -1,7 +1,8 @@
 """SGD's model, the same for every family: the linear predictor η = X w + b in one variable,
 the family's mean g⁻¹(η) and loss; and the SavedModel that serves it. Without an intercept
 (--no_intercept) η = X w: b, held at 0, takes no part, so its gradient is 0 and no optimizer
-moves it."""
+moves it. A model of classes has a column of [w..., b] per class but the first: η is then a
+column per class, and the family's loss takes them all."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import tensorflow as tf
 
 
 class Model(tf.Module):
-    """w and b live in ONE variable, so each step allreduces one gradient tensor, not two."""
+    """w and b live in ONE variable, so each step allreduces one gradient tensor, not two:
+    (F + 1) x 1, or (F + 1) x (K - 1) for K classes (params given as such a matrix)."""
 
     def __init__(
         self,
@@ -26,13 +28,17 @@ class Model(tf.Module):
         self.family = family
         self.num_features = len(params) - 1
         self.l2, self.intercept = l2, intercept
+        self.columns = 1 if np.ndim(params) == 1 else np.shape(params)[1]
         # The data's precision: float64 data trained in float32 would lose what it holds.
-        self.params = tf.Variable(np.asarray(params, dtype).reshape(-1, 1), name="params")
+        shape = (len(params), self.columns)
+        self.params = tf.Variable(np.asarray(params, dtype).reshape(shape), name="params")
 
     def linear_predictor(self, X: tf.Tensor) -> tf.Tensor:
-        eta = tf.squeeze(tf.matmul(X, self.params[:-1]), axis=1)
+        """η: a value per row, or per row and class for a model of classes."""
+        eta = tf.matmul(X, self.params[:-1])
         # Without an intercept b is not read: its gradient is exactly 0 for every optimizer.
-        return eta + self.params[-1] if self.intercept else eta
+        eta = eta + self.params[-1] if self.intercept else eta
+        return tf.squeeze(eta, axis=1) if self.columns == 1 else eta
 
     def predict(self, X: tf.Tensor) -> tf.Tensor:
         """The mean, g⁻¹(X w + b) (g⁻¹(X w) without an intercept)."""
@@ -42,14 +48,22 @@ class Model(tf.Module):
         """The family's mean loss + l2·‖w‖² on a batch: the mean over its rows of each row's
         weight x its loss at η = x·w + b + offset (weight and offset None: 1 and 0)."""
         eta = self.linear_predictor(X)
-        terms = self.family.loss_terms_tf(y, eta if offset is None else eta + offset)
+        if offset is not None:  # each class's log-odds alike, in a model of classes
+            eta += offset if self.columns == 1 else offset[:, None]
+        terms = self.family.loss_terms_tf(y, eta)
         loss = tf.reduce_mean(terms if weight is None else weight * terms)
         if self.l2:  # the bias is not penalised
-            loss += self.l2 * tf.reduce_sum(tf.square(self.params[:-1]))
+            loss += self.l2 * self.family.penalty_tf(self.params[:-1])
         return loss
 
     def numpy_params(self) -> np.ndarray:
-        return self.params.numpy().reshape(-1).astype(np.float64)
+        """[w..., b] in float64; (F + 1) x (K - 1) for a model of classes."""
+        return self.stored().astype(np.float64)
+
+    def stored(self) -> np.ndarray:
+        """The variable's values in its own dtype, in numpy_params' shape."""
+        values = self.params.numpy()
+        return values.reshape(-1) if self.columns == 1 else values
 
 
 def save_serving(directory: Path, model: Model, output: str) -> None:

@@ -46,3 +46,15 @@ def optimum(
     information = best.factor.information()
     robust, clusters = sandwich.covariance(job, shard, family, best.params, information, cov_type)
     return replace(best, robust=robust, cov_type=cov_type, clusters=clusters)
+
+
+def wants_optimum(cfg, shard) -> bool:
+    """Whether an SGD run also solves least squares exactly, for its optimality gap: the QR
+    costs about N (F+1)^2 multiply-adds, the steps about 2 x steps x G (F+1); by default only
+    when that is the smaller part of the run."""
+    if cfg.solver == "exact" or cfg.optimality_gap == "always":
+        return True
+    if cfg.optimality_gap == "never":
+        return False
+    cost = shard.num_samples * (shard.num_features + 1)
+    return cost <= 2 * cfg.num_steps * shard.layout.global_batch

@@ -139,6 +139,27 @@ def scores(job, blocks, B: np.ndarray, classes: list, name: str) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class ClassScores:
+    """scores()' figures as SGD's log lines and TensorBoard take a family's Scores."""
+
+    figures: dict
+
+    @property
+    def count(self) -> int:
+        return int(self.figures["rows"])
+
+    def values(self) -> dict[str, float]:
+        return {"log_loss": self.figures["log_loss"], "accuracy": self.figures["accuracy"]}
+
+    def as_json(self) -> dict:
+        return self.figures
+
+    def line(self) -> str:
+        f = self.figures
+        return f"log-loss {f['log_loss']:.6g}, accuracy {f['accuracy']:.6g}"
+
+
 def score_lines(what: str, scores: dict, classes: list) -> list[str]:
     """The summary's lines of scores: log-loss and accuracy, then the confusion matrix."""
     if scores["log_loss"] is None:

@@ -365,8 +365,6 @@ class Config:
             ("--scale_lr", self.scale_lr),
             ("--backward_passes_per_step above 1", self.backward_passes_per_step > 1),
             ("--solver exact", self.solver == "exact"),
-            # its classes are agreed by the ranks before training: a joining rank is not there
-            ("--model multinomial (not yet)", self.model == "multinomial"),
         ):
             if conflicts:
                 raise UsageError(f"--elastic cannot be combined with {flag} (README, Elastic)")

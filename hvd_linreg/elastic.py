@@ -26,7 +26,7 @@ import tensorflow as tf
 from horovod.common.elastic import State, run_fn
 from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 
-from hvd_linreg import families, pipeline, ranks
+from hvd_linreg import families, multinomial, pipeline, ranks
 from hvd_linreg.config import Config
 from hvd_linreg.trainer import Trainer, make_trainer
 
@@ -152,18 +152,38 @@ def run(cfg: Config) -> int:
     else inside it."""
     ranks.init(verbose=cfg.verbose, elastic=True)
     family = families.for_config(cfg)
+    if family.SOLVER == "multinomial":
+        multinomial.check_settings(cfg)
     state = TrainingState()
     began = time.perf_counter()
-    job, shard, result, optimum = run_elastic(_train)(state, cfg, family)
+    job, family, shard, result, optimum = run_elastic(_train)(state, cfg, family)
     result = replace(result, wall_s=time.perf_counter() - began)
-    pipeline.finish(cfg, family, job, shard, result, optimum)
+    if family.SOLVER == "multinomial":  # its own report, from the classes' SGD result
+        multinomial.finish(cfg, job, family, shard, result, began)
+    else:
+        pipeline.finish(cfg, family, job, shard, result, optimum)
     return 0
+
+
+def _prepare(cfg: Config, family, job):
+    """pipeline.prepare's (shard, checkpoint directory), and the family: a multinomial
+    model's made for the classes that the ranks of this stretch agree its rows hold."""
+    if family.SOLVER != "multinomial":
+        return (family, *pipeline.prepare(cfg, family, job))
+    read = {}
+
+    def load():
+        shard, read["classes"] = multinomial.file_shard(cfg, job)
+        return shard
+
+    shard, ckpt_dir = pipeline.prepare(cfg, family, job, load)
+    return family.with_classes(read["classes"]), shard, ckpt_dir
 
 
 def _train(state: TrainingState, cfg: Config, family):
     """One segment: from the last commit (or the start) with the ranks there are now."""
     job = ranks.current_job(cfg.verbose)
-    shard, ckpt_dir = pipeline.prepare(cfg, family, job)
+    family, shard, ckpt_dir = _prepare(cfg, family, job)
     if state.trainer is None:
         state.trainer = make_trainer(cfg, family, job, shard)
         state.trainer.use(job, shard, ckpt_dir)
@@ -172,7 +192,10 @@ def _train(state: TrainingState, cfg: Config, family):
         state.trainer.use(job, shard, ckpt_dir)
     trainer = state.trainer
     if state.committed is None:  # the run's start (or a reset before its first commit)
-        pipeline.announce(cfg, family, job, shard)
+        if family.SOLVER == "multinomial":
+            multinomial.announce(cfg, job, family, shard)
+        else:
+            pipeline.announce(cfg, family, job, shard)
         trainer.start()
         state.begin(job.size)
     else:
@@ -181,11 +204,14 @@ def _train(state: TrainingState, cfg: Config, family):
         job.log(f"hvd-linreg: elastic reset: {s.size} -> {job.size} ranks, from step {s.step}")
         state.committed = replace(s, size=job.size, resets=(*s.resets, event))
     trainer.first_step = state.committed.step
-    result, optimum = pipeline.train(cfg, family, job, shard, trainer, commit=state.commit_at)
+    if family.SOLVER == "multinomial":  # its exact optimum is multinomial.finish's
+        result, optimum = trainer.fit(state.commit_at), None
+    else:
+        result, optimum = pipeline.train(cfg, family, job, shard, trainer, state.commit_at)
     result = replace(
         result,
         initial_params=state.committed.initial,
         first_step=state.committed.first_step,
         resets=list(state.committed.resets),
     )
-    return job, shard, result, optimum
+    return job, family, shard, result, optimum

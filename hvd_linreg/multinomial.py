@@ -139,7 +139,6 @@ def run(cfg, job, family, load) -> MultinomialResult:
     its optimality gap, Newton's), its statistics and its scores; rank 0 prints the summary
     (unless quiet) and writes --metrics_json and --export."""
     from hvd_linreg import checkpoint, report
-    from hvd_linreg.statistics import multinomial as statistics
 
     began = time.perf_counter()
     check_settings(cfg)
@@ -156,9 +155,26 @@ def run(cfg, job, family, load) -> MultinomialResult:
     ckpt_dir = agreed(job, outputs)
     shard, classes = load()
     family = family.with_classes(classes)
-    if job.is_root and not cfg.quiet:
-        job.log(f"{report.header_line(cfg, family, job, shard)}, {len(classes)} classes")
+    announce(cfg, job, family, shard)
     sgd = train(cfg, job, family, shard, ckpt_dir) if cfg.solver == "sgd" else None
+    return finish(cfg, job, family, shard, sgd, began)
+
+
+def announce(cfg, job, family, shard) -> None:
+    """The header line: the job, the data, the run and the classes."""
+    from hvd_linreg import report
+
+    if job.is_root and not cfg.quiet:
+        classes = f"{len(family.labels)} classes"
+        job.log(f"{report.header_line(cfg, family, job, shard)}, {classes}")
+
+
+def finish(cfg, job, family, shard, sgd, began: float) -> MultinomialResult:
+    """After SGD (sgd: its TrainingResult) or none: Newton's fit where wanted, the statistics,
+    the scores of the run's B; rank 0 reports."""
+    from hvd_linreg.statistics import multinomial as statistics
+
+    classes = family.labels
     fit = optimum(cfg, job, shard, len(classes))
     names = (*(shard.feature_names or (f"w[{j}]" for j in range(shard.num_features))), "b")
     stats = None if fit is None else statistics.describe(fit, names, classes)
@@ -175,7 +191,18 @@ def run(cfg, job, family, load) -> MultinomialResult:
         gap -= family.objective(exact_loss, fit.params, cfg.l2)
     wall_s = time.perf_counter() - began
     result = MultinomialResult(
-        cfg, shard, classes, names, stats, training, validation, wall_s, sgd, exact_loss, gap
+        cfg,
+        shard,
+        classes,
+        names,
+        stats,
+        training,
+        validation,
+        wall_s,
+        sgd,
+        exact_loss,
+        gap,
+        job.size,
     )
     _report(cfg, job, result)
     return result
@@ -245,6 +272,7 @@ class MultinomialResult:
     exact_loss: float | None = None  # an SGD run's exact optimum's mean log-loss
     # SGD's objective (its mean log-loss + --l2's term) less the exact optimum's
     optimality_gap: float | None = None
+    size: int = 1  # the ranks of the job (of its last stretch, an elastic one's)
 
     @property
     def params(self) -> np.ndarray:
@@ -343,8 +371,10 @@ class MultinomialResult:
         return {
             "initial_w": start[:-1].T.tolist(),
             "initial_b": start[-1].tolist(),
+            "size": self.size,
             "steps": sgd.steps,
             "first_step": sgd.first_step,
+            "resets": [list(event) for event in sgd.resets],
             "loss": sgd.loss,
             "exact_loss": self.exact_loss,
             "optimality_gap": self.optimality_gap,

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
+import test_multinomial_sgd as multinomial_sgd
 from test_multihost import ClusterJob, host_of
 
 from conftest import (
@@ -268,6 +269,38 @@ def test_elastic_checkpoints_resume_after_the_whole_job_was_killed(
         X, y, ranks=2, batch_size=BATCH, steps=steps, lr=LR, w0=m["initial_w"], b0=m["initial_b"]
     )
     np.testing.assert_allclose(params_of(m), expected, rtol=1e-4)
+
+
+def test_an_elastic_run_that_loses_a_slot_equals_its_segments(start_elastic, tmp_path):
+    """horovodrun --elastic on this machine: 2 ranks, then the hosts file gives localhost one
+    slot; the job re-forms at the last commit on 1 rank, agrees the classes again, and the
+    run equals the simulation of its two stretches."""
+    X, y, _ = multinomial_sgd.animals(tmp_path / "a.csv", K=3, n=240)
+    args = ["--data", str(tmp_path / "a.csv"), *multinomial_sgd.SGD_ARGS, "--num_steps", "4000"]
+    args += ["--batch_size", "8", "--learning_rate", "0.02", "--log_every", "200"]
+    args += ["--commit_every", "100"]
+    job = start_elastic(LocalElasticJob, "localhost:2\n", 2, 1, args, ONE_HOST)
+    job.wait_for("Step: 400 ")
+    job.set_hosts("localhost:1\n")
+    run = job.run()
+    assert run.returncode == 0, run.output
+    m = run.metrics
+    assert m["size"] == 1 and [r[1:] for r in m["resets"]] == [[2, 1]], m["resets"]
+    assert "elastic reset: 2 -> 1 ranks" in run.stdout
+    theta = np.append(np.array(m["initial_w"]).T, m["initial_b"])
+    theta = averaged_in_segments(
+        X,
+        y,
+        segments=segments_of(m),
+        batch_size=8,
+        optimizer=SGD(constant(0.02)),
+        w0=theta[:-2],
+        b0=theta[-2:],
+        grad=multinomial_sgd.softmax_gradient(3),
+    )
+    np.testing.assert_allclose(
+        multinomial_sgd.params(m), theta.reshape(4, 2), rtol=1e-9, atol=1e-12
+    )
 
 
 # --- the cluster ---------------------------------------------------------------------------

@@ -162,11 +162,6 @@ def test_a_checkpoint_of_other_classes_is_refused(tmp_path, capsys):
     assert "is of a model of the classes ['ant', 'bee', 'cat'], this run fits the classes" in says
 
 
-def test_elastic_is_refused_before_anything_starts(capsys):
-    says = refused(capsys, ["--model", "multinomial", "--elastic", "--data", "x.csv"])
-    assert "--elastic cannot be combined with --model multinomial (not yet)" in says
-
-
 def test_held_out_rows_are_scored_at_each_log_step(tmp_path):
     X, y, _ = animals(tmp_path / "a.csv", K=3, n=400)
     args = ["--data", str(tmp_path / "a.csv"), *SGD_ARGS, "--num_steps", "30"]

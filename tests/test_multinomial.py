@@ -76,6 +76,28 @@ def test_multinomial_is_mnlogit_at_any_rank_count(tmp_path, size, K):
     assert m["training_scores"]["accuracy"] == pytest.approx(np.trace(confusion) / confusion.sum())
 
 
+@pytest.mark.parametrize("size", SIZES[:2])
+def test_the_readmes_election_study_is_mnlogits(tmp_path, size):
+    """The README's run: docs/anes96_csv.py's file, 7 number classes, against MNLogit."""
+    import subprocess
+    import sys
+
+    from conftest import REPO, launcher_env
+
+    path = tmp_path / "anes96.csv"
+    script = [sys.executable, str(REPO / "docs" / "anes96_csv.py"), str(path)]
+    subprocess.run(script, check=True, env=launcher_env())
+    args = ["--data", str(path), "--model", "multinomial", "--solver", "exact"]
+    m = run_metrics(tmp_path, size, args)
+    table = pd.read_csv(path)
+    X = sm.add_constant(table.drop(columns="PID"), prepend=False)
+    reference = sm.MNLogit(table.PID, X).fit(method="newton", tol=1e-14, maxiter=100, disp=0)
+    assert m["classes"] == list(range(7))
+    np.testing.assert_allclose(as_matrix(m, "estimate"), reference.params, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(as_matrix(m, "std_error"), reference.bse, rtol=1e-6)
+    assert m["statistics"]["log_likelihood"] == pytest.approx(reference.llf, rel=1e-10)
+
+
 def test_the_metrics_json_holds_every_documented_key_and_no_other(tmp_path):
     import re
 

@@ -21,7 +21,6 @@ from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
 
 # What the multinomial model does not take yet, and why
 NOT_YET = {
-    "penalized": "the elastic net's path of a multinomial model is not fitted yet",
     "offset": "an offset is not taken by the multinomial model yet",
     "exposure": "an exposure is not taken by the multinomial model",
     "no_intercept": "a multinomial model without intercepts is not fitted yet",
@@ -34,7 +33,6 @@ NOT_YET = {
 def check_settings(cfg) -> None:
     """Refuse, before any row is read, what the multinomial model does not take."""
     given = {
-        "penalized": cfg.penalized,
         "offset": cfg.offset is not None,
         "exposure": cfg.exposure is not None,
         "no_intercept": cfg.no_intercept,
@@ -175,10 +173,14 @@ def finish(cfg, job, family, shard, sgd, began: float) -> MultinomialResult:
     from hvd_linreg.statistics import multinomial as statistics
 
     classes = family.labels
-    fit = optimum(cfg, job, shard, len(classes))
     names = (*(shard.feature_names or (f"w[{j}]" for j in range(shard.num_features))), "b")
-    stats = None if fit is None else statistics.describe(fit, names, classes)
-    B = fit.params if sgd is None else sgd.params
+    if cfg.penalized:  # the elastic net's path (an exact fit)
+        path, stats, B = penalized(cfg, job, shard, names, classes)
+        fit = None
+    else:
+        path, fit = None, optimum(cfg, job, shard, len(classes))
+        stats = None if fit is None else statistics.describe(fit, names, classes)
+        B = fit.params if sgd is None else sgd.params
     training = statistics.scores(job, shard.blocks(), B, classes, "multinomial_train")
     validation = None
     if shard.validation is not None:
@@ -203,6 +205,7 @@ def finish(cfg, job, family, shard, sgd, began: float) -> MultinomialResult:
         exact_loss,
         gap,
         job.size,
+        path,
     )
     _report(cfg, job, result)
     return result
@@ -219,6 +222,17 @@ def train(cfg, job, family, shard, ckpt_dir):
     trainer.use(job, shard, ckpt_dir)
     trainer.start()
     return trainer.fit()
+
+
+def penalized(cfg, job, shard, names, classes):
+    """The elastic net's path (solvers/multinomial_path.py): the fit, its statistics, and the
+    chosen model as the unpenalized fit's B (the same probabilities)."""
+    from hvd_linreg.solvers import multinomial_path
+    from hvd_linreg.solvers.path_settings import settings_for
+    from hvd_linreg.statistics import multinomial_path as statistics
+
+    path = multinomial_path.fit(job, shard, len(classes), settings_for(cfg, job, shard))
+    return path, statistics.describe(path, names, classes), path.reference_params
 
 
 def optimum(cfg, job, shard, K: int):
@@ -273,21 +287,30 @@ class MultinomialResult:
     # SGD's objective (its mean log-loss + --l2's term) less the exact optimum's
     optimality_gap: float | None = None
     size: int = 1  # the ranks of the job (of its last stretch, an elastic one's)
+    # the elastic net's MultinomialPathFit (its statistics are then the path's), or None
+    path: Any = None
 
     @property
     def params(self) -> np.ndarray:
+        if self.path is not None:
+            return self.path.reference_params
         return self.statistics.estimates if self.sgd is None else self.sgd.params
 
     @property
     def bse(self) -> np.ndarray | None:
-        """The standard errors of Newton's optimum (None where it was not solved for)."""
-        return None if self.statistics is None else self.statistics.std_errors
+        """The standard errors of Newton's optimum (None where it was not solved for, and for
+        the elastic net, which has none)."""
+        if self.statistics is None or self.path is not None:
+            return None
+        return self.statistics.std_errors
 
     @property
     def symmetric_params(self) -> np.ndarray:
         """The coefficients in scikit-learn's symmetric form, (F + 1) x K, a column per class:
         each row centred over the classes (the first class's column of B being 0), as
         scikit-learn's multinomial coef_ (transposed) and intercept_ are."""
+        if self.path is not None:  # the elastic net's own: glmnet's, not centred
+            return self.path.params
         B = np.column_stack([np.zeros(len(self.params)), self.params])
         return B - B.mean(axis=1, keepdims=True)
 
@@ -356,6 +379,7 @@ class MultinomialResult:
             "b": B[-1].tolist(),
             **self._sgd_json(),
             "statistics": None if self.statistics is None else self.statistics.as_json(),
+            **({} if self.path is None else self.statistics.sections()),
             "training_scores": self.training,
             "validation": self.validation,
             "wall_s": self.wall_s,

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING
 
 from hvd_linreg import checkpoint, export, families, ranks, solvers
 from hvd_linreg.config import Config
-from hvd_linreg.data import Shard, folds, load_shard
+from hvd_linreg.data import Shard, load_shard
 from hvd_linreg.errors import ConvergenceWarning, UsageError
 from hvd_linreg.hosts import keepalive_warning
 from hvd_linreg.plot import save_plot
 from hvd_linreg.ranks import Job
 from hvd_linreg.report import Report, TrainingResult, check_writable, header_line, write_json
 from hvd_linreg.solvers import irls, path
+from hvd_linreg.solvers.path_settings import settings_for
 
 if TYPE_CHECKING:
     from hvd_linreg.trainer import Trainer
@@ -147,7 +148,7 @@ def optimum(cfg: Config, family, job: Job, shard: Shard, start=None):
     if family.SOLVER is None or too_wide or not solvers.wants_optimum(cfg, shard):
         return None
     if cfg.penalized:
-        return path.fit(job, shard, family, path_settings(cfg, job, shard))
+        return path.fit(job, shard, family, settings_for(cfg, job, shard))
     # The recipe pairs the family with its solver: the solver knows the family only as Family.
     best = solvers.optimum(
         job,
@@ -163,34 +164,6 @@ def optimum(cfg: Config, family, job: Job, shard: Shard, start=None):
     if not getattr(best, "converged", True):
         job.warn(irls.not_converged(best), ConvergenceWarning)
     return best
-
-
-def path_settings(cfg: Config, job: Job, shard: Shard) -> path.PathSettings:
-    """The elastic net the settings ask for, its folds agreed by every rank."""
-    chosen = None
-    if cfg.cv is not None:
-        chosen = folds.hashed(cfg.cv, cfg.seed)
-    elif shard.carried_columns.fold is not None:  # --fold_column, or fit(fold=)
-        chosen = folds.agree(job, shard, shard.carried_columns.fold)
-    return path.PathSettings(
-        l1_ratio=cfg.penalty_l1_ratio,
-        standardize=cfg.standardize,
-        alphas=_strengths(cfg.alpha),
-        n_alphas=cfg.n_alphas,
-        alpha_min_ratio=cfg.alpha_min_ratio,
-        folds=chosen,
-        select=cfg.select,
-        fold_alpha=cfg.fold_alpha,
-        tol=cfg.tol,
-        max_iter=cfg.max_iter,
-    )
-
-
-def _strengths(alpha) -> tuple[float, ...] | None:
-    """--alpha as the path's strengths: None (the path), one, or fit()'s list of them."""
-    if alpha is None:
-        return None
-    return tuple(float(a) for a in (alpha if isinstance(alpha, (list, tuple)) else [alpha]))
 
 
 # Scores that gather every row (the exact ROC AUC: 24 bytes a row on every rank) are taken on

@@ -113,6 +113,9 @@ def test_the_metrics_json_holds_every_documented_key_and_no_other(tmp_path):
     sgd = ["--solver", "sgd", "--num_steps", "20", "--validation_fraction", "0.2"]
     m = run_metrics(tmp_path, 1, [*args[:-2], *sgd, "--log_every", "10"])
     keys |= {*m, *m["validation_history"][0]}
+    net = ["--l1_ratio", "0.5", "--cv", "3", "--n_alphas", "5"]
+    m = run_metrics(tmp_path, 1, [*args, *net])
+    keys |= {*m, *m["statistics"], *m["path"], *m["cv"]}
     assert keys == set(re.findall(r"`([a-z_0-9]+)`", section)) - {"multinomial"}
 
 

@@ -33,19 +33,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hvd_linreg.data.folds import Folds
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
 from hvd_linreg.families.gaussian import Gaussian
 from hvd_linreg.ranks import Job
-from hvd_linreg.solvers import coordinate_descent, path_passes
+from hvd_linreg.solvers import path_passes
 from hvd_linreg.solvers.coordinate_descent import minimise
-from hvd_linreg.solvers.irls import MAX_ITERATIONS, OBJECTIVE_TOLERANCE
 from hvd_linreg.solvers.moments import Moments
 from hvd_linreg.solvers.path_passes import HELD_DEVIANCE, HELD_WEIGHT, OUTSIDE, TRAIN_DEVIANCE
+from hvd_linreg.solvers.path_settings import PathSettings
 from hvd_linreg.solvers.penalty import Penalty
 
-TOLERANCE = 1e-10
 # A pass's sums that _record takes: training deviance, held-out deviance and weight
 _FIGURES = [TRAIN_DEVIANCE, HELD_DEVIANCE, HELD_WEIGHT]
 # Newton's method (a canonical link) squares its error at each step: a step that moves η by at
@@ -54,41 +52,6 @@ FINISH_NEWTON = 1e-7
 # With l1_ratio 0 (ridge) every strength keeps every coefficient: α_max is taken at this
 # l1_ratio instead, as glmnet does.
 RIDGE_L1_RATIO = 1e-3
-
-
-@dataclass(frozen=True)
-class PathSettings:
-    """What a penalized fit is asked for (config.py's --alpha ... --select)."""
-
-    l1_ratio: float = 1.0
-    standardize: bool = True
-    alphas: tuple[float, ...] | None = None  # --alpha: these strengths alone; None: the path
-    n_alphas: int = 100
-    alpha_min_ratio: float | None = None  # None: 1e-4 with more rows than features, else 1e-2
-    folds: Folds | None = None
-    select: str = "min"  # the model reported with cross-validation: "min" or "1se"
-    # A fold's strength: "same", α on its mean deviance (glmnet, glum, ElasticNetCV); "sum", the
-    # same penalty against its summed deviance, α x Σw / its Σw (LogisticRegressionCV's C)
-    fold_alpha: str = "same"
-    tol: float | None = None  # --tol: coordinate descent's; None: its TOLERANCE
-    max_iter: int | None = None  # --max_iter: IRLS's iterations at a strength
-
-    @property
-    def descent_tolerance(self) -> float:
-        return coordinate_descent.TOLERANCE if self.tol is None else self.tol
-
-    @property
-    def step_tolerance(self) -> float:
-        """IRLS's test of the step, 1000 times coordinate descent's."""
-        return TOLERANCE if self.tol is None else 1e3 * self.tol
-
-    @property
-    def objective_tolerance(self) -> float:
-        return OBJECTIVE_TOLERANCE if self.tol is None else 10.0 * self.tol
-
-    @property
-    def iterations(self) -> int:
-        return MAX_ITERATIONS if self.max_iter is None else self.max_iter
 
 
 @dataclass(frozen=True)
@@ -174,12 +137,12 @@ class _Path:
     def run(self) -> PathFit:
         F, s = self.F, self.s
         parts, count = self._prior_pass()
-        whole = _merged(parts)
+        whole = merged(parts)
         if whole.weight == 0:
             raise UsageError("no row has a weight above 0: there is nothing to fit")
         self.models = [self._model(None, whole)]
         for k in range(self.K):
-            self.models.append(self._model(k, _merged(parts[:k] + parts[k + 1 :])))
+            self.models.append(self._model(k, merged(parts[:k] + parts[k + 1 :])))
         self.parts = parts
         if self.gaussian:
             null_deviance, gradient = whole.scatter[F, F], whole.scatter[:F, F]
@@ -198,7 +161,7 @@ class _Path:
             self._evaluate()
         every = np.array(thetas).transpose(1, 0, 2)  # (models, strengths, F + 1)
         coefficients, deviance = every[0], self.deviance
-        cv = _cross_validation(self.held, np.array([p.weight for p in parts])) if self.K else None
+        cv = cross_validation(self.held, np.array([p.weight for p in parts])) if self.K else None
         index = 0 if cv is None else (cv.index_1se if s.select == "1se" else cv.index_min)
         if cv is None and len(alphas) > 1:
             index = len(alphas) - 1  # the smallest strength: the path's end
@@ -417,14 +380,14 @@ class _Step:
     scale: float = 1.0
 
 
-def _merged(parts: list[Moments]) -> Moments:
+def merged(parts: list[Moments]) -> Moments:
     out = parts[0]
     for part in parts[1:]:
         out = out.merge(part)
     return out
 
 
-def _cross_validation(held: np.ndarray, weights: np.ndarray) -> CrossValidation:
+def cross_validation(held: np.ndarray, weights: np.ndarray) -> CrossValidation:
     """cv.glmnet's mean and standard error over the folds (grouped, weighted by each fold's
     Σw), and its two choices of strength."""
     K = len(weights)

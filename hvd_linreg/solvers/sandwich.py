@@ -49,7 +49,7 @@ def covariance(
     sums = job.allreduce_sum(sums, "sandwich")  # Horovod: every rank's sums
     n = sums[-1]
     if cov_type == "cluster":  # every rank's sums by cluster, each cluster's parts added
-        keys, parts = _merged(job.allgather(_merged(clusters, k), "sandwich_clusters"), k)
+        keys, parts = merged(job.allgather(merged(clusters, k), "sandwich_clusters"), k)
         meat, count = parts.T @ parts, len(keys)
     else:
         meat, count = sums[:-1].reshape(k, k), None
@@ -76,7 +76,7 @@ def _by_cluster(keys: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.nd
     return distinct, sums
 
 
-def _merged(parts: list, k: int) -> tuple[np.ndarray, np.ndarray]:
+def merged(parts: list, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Several (keys, sums) as one, each cluster's parts added in the order given."""
     if not parts:
         return np.zeros(0), np.zeros((0, k))

@@ -25,25 +25,12 @@ class PathStatistics:
 
     @property
     def chosen(self) -> str:
-        """How the reported strength was chosen."""
-        fit = self.fit
-        if fit.settings.alphas is not None:
-            return "as given (--alpha)"
-        if fit.cv is None:
-            return "the path's last: no cross-validation (--cv, --fold_column) to choose"
-        return f"--select {fit.settings.select}, by {len(fit.cv.weights)}-fold cross-validation"
+        return chosen(self.fit)
 
     def as_json(self) -> dict:
         fit = self.fit
         return {
-            "method": "elastic net",
-            "alpha": fit.alpha,
-            "l1_ratio": fit.settings.l1_ratio,
-            "standardize": fit.settings.standardize,
-            "deviance": float(fit.deviance[fit.index]),
-            "null_deviance": fit.null_deviance,
-            "dev_ratio": float(fit.dev_ratio[fit.index]),
-            "converged": True,  # a strength that does not converge ends the run (path.py)
+            **chosen_json(fit),
             "coefficients": [
                 {"name": name, "estimate": float(value)}
                 for name, value in zip(self.names, fit.params)
@@ -54,7 +41,6 @@ class PathStatistics:
     def sections(self) -> dict:
         """The metrics JSON's path, cv and passes."""
         fit = self.fit
-        cv = fit.cv
         return {
             "path": {
                 "alpha": fit.alphas.tolist(),
@@ -65,38 +51,15 @@ class PathStatistics:
                 "nonzero": fit.nonzero.tolist(),
                 "chosen": fit.index,
             },
-            "cv": None
-            if cv is None
-            else {
-                "folds": len(cv.weights),
-                "mean": _numbers(cv.mean),
-                "se": _numbers(cv.se),
-                "alpha_min": float(fit.alphas[cv.index_min]),
-                "alpha_1se": float(fit.alphas[cv.index_1se]),
-                "fold_weights": cv.weights.tolist(),
-            },
+            "cv": cv_section(fit),
             "passes": fit.passes,
         }
 
     def table(self, limit: int | None = None) -> list[str]:
         """The path, then the chosen model's every coefficient (limit: as the other tables
         take it; a penalized model's are listed whole)."""
-        fit, cv = self.fit, self.fit.cv
-        s = fit.settings
-        scaled = "standardized" if s.standardize else "as they are"
-        lines = [
-            f"  elastic net, l1_ratio {s.l1_ratio:g}, features {scaled}: {len(fit.alphas)} "
-            f"strength{'s' * (len(fit.alphas) > 1)}, {fit.passes} pass"
-            f"{'es' * (fit.passes > 1)} over the data",
-            f"  {'alpha':>12}{'nonzero':>9}{'%dev':>9}" + ("  cv mean deviance ± se" if cv else ""),
-        ]
-        for i, alpha in enumerate(fit.alphas):
-            row = f"  {alpha:>12.5g}{fit.nonzero[i]:>9d}{100 * fit.dev_ratio[i]:>9.2f}"
-            if cv is not None:
-                row += f"  {cv.mean[i]:.6g} ± {cv.se[i]:.3g}"
-                marks = [m for m, at in (("min", cv.index_min), ("1se", cv.index_1se)) if at == i]
-                row += f"  <- {', '.join(marks)}" if marks else ""
-            lines.append(row)
+        fit = self.fit
+        lines = path_lines(fit, "elastic net")
         width = max(12, 1 + max(len(name) for name in self.names))
         lines += [
             f"  chosen: alpha {fit.alpha:.6g}, {self.chosen}",
@@ -105,6 +68,65 @@ class PathStatistics:
             f"  {NO_ERRORS}",
         ]
         return lines
+
+
+def chosen(fit) -> str:
+    """How a path's reported strength was chosen."""
+    if fit.settings.alphas is not None:
+        return "as given (--alpha)"
+    if fit.cv is None:
+        return "the path's last: no cross-validation (--cv, --fold_column) to choose"
+    return f"--select {fit.settings.select}, by {len(fit.cv.weights)}-fold cross-validation"
+
+
+def chosen_json(fit) -> dict:
+    """The JSON's statistics of a path's chosen strength, but its coefficients."""
+    return {
+        "method": "elastic net",
+        "alpha": fit.alpha,
+        "l1_ratio": fit.settings.l1_ratio,
+        "standardize": fit.settings.standardize,
+        "deviance": float(fit.deviance[fit.index]),
+        "null_deviance": fit.null_deviance,
+        "dev_ratio": float(fit.dev_ratio[fit.index]),
+        "converged": True,  # a strength that does not converge ends the run
+    }
+
+
+def cv_section(fit) -> dict | None:
+    """The metrics JSON's cv: cv.glmnet's figures and choices (None without folds)."""
+    cv = fit.cv
+    if cv is None:
+        return None
+    return {
+        "folds": len(cv.weights),
+        "mean": _numbers(cv.mean),
+        "se": _numbers(cv.se),
+        "alpha_min": float(fit.alphas[cv.index_min]),
+        "alpha_1se": float(fit.alphas[cv.index_1se]),
+        "fold_weights": cv.weights.tolist(),
+    }
+
+
+def path_lines(fit, what: str) -> list[str]:
+    """The path as the summary shows it: a line per strength, its non-zero features, the
+    deviance explained, and the cross-validated deviance with the two choices marked."""
+    cv, s = fit.cv, fit.settings
+    scaled = "standardized" if s.standardize else "as they are"
+    lines = [
+        f"  {what}, l1_ratio {s.l1_ratio:g}, features {scaled}: {len(fit.alphas)} "
+        f"strength{'s' * (len(fit.alphas) > 1)}, {fit.passes} pass"
+        f"{'es' * (fit.passes > 1)} over the data",
+        f"  {'alpha':>12}{'nonzero':>9}{'%dev':>9}" + ("  cv mean deviance ± se" if cv else ""),
+    ]
+    for i, alpha in enumerate(fit.alphas):
+        row = f"  {alpha:>12.5g}{fit.nonzero[i]:>9d}{100 * fit.dev_ratio[i]:>9.2f}"
+        if cv is not None:
+            row += f"  {cv.mean[i]:.6g} ± {cv.se[i]:.3g}"
+            marks = [m for m, at in (("min", cv.index_min), ("1se", cv.index_1se)) if at == i]
+            row += f"  <- {', '.join(marks)}" if marks else ""
+        lines.append(row)
+    return lines
 
 
 def describe(fit: PathFit, feature_names: tuple[str, ...] | None) -> PathStatistics:

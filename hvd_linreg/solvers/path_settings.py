@@ -1,0 +1,76 @@
+"""What a penalized fit is asked for (config.py's --alpha ... --select, or fit()'s), and
+the tolerances its solvers take from --tol and --max_iter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hvd_linreg.data import folds
+from hvd_linreg.data.folds import Folds
+from hvd_linreg.solvers import coordinate_descent
+from hvd_linreg.solvers.irls import MAX_ITERATIONS, OBJECTIVE_TOLERANCE
+
+TOLERANCE = 1e-10  # IRLS's test of the step (path.py)
+
+
+@dataclass(frozen=True)
+class PathSettings:
+    """What a penalized fit is asked for (config.py's --alpha ... --select)."""
+
+    l1_ratio: float = 1.0
+    standardize: bool = True
+    alphas: tuple[float, ...] | None = None  # --alpha: these strengths alone; None: the path
+    n_alphas: int = 100
+    alpha_min_ratio: float | None = None  # None: 1e-4 with more rows than features, else 1e-2
+    folds: Folds | None = None
+    select: str = "min"  # the model reported with cross-validation: "min" or "1se"
+    # A fold's strength: "same", α on its mean deviance (glmnet, glum, ElasticNetCV); "sum", the
+    # same penalty against its summed deviance, α x Σw / its Σw (LogisticRegressionCV's C)
+    fold_alpha: str = "same"
+    tol: float | None = None  # --tol: coordinate descent's; None: its TOLERANCE
+    max_iter: int | None = None  # --max_iter: IRLS's iterations at a strength
+
+    @property
+    def descent_tolerance(self) -> float:
+        return coordinate_descent.TOLERANCE if self.tol is None else self.tol
+
+    @property
+    def step_tolerance(self) -> float:
+        """IRLS's test of the step, 1000 times coordinate descent's."""
+        return TOLERANCE if self.tol is None else 1e3 * self.tol
+
+    @property
+    def objective_tolerance(self) -> float:
+        return OBJECTIVE_TOLERANCE if self.tol is None else 10.0 * self.tol
+
+    @property
+    def iterations(self) -> int:
+        return MAX_ITERATIONS if self.max_iter is None else self.max_iter
+
+
+def settings_for(cfg, job, shard) -> PathSettings:
+    """The elastic net the settings ask for, its folds agreed by every rank."""
+    chosen = None
+    if cfg.cv is not None:
+        chosen = folds.hashed(cfg.cv, cfg.seed)
+    elif shard.carried_columns.fold is not None:  # --fold_column, or fit(fold=)
+        chosen = folds.agree(job, shard, shard.carried_columns.fold)
+    return PathSettings(
+        l1_ratio=cfg.penalty_l1_ratio,
+        standardize=cfg.standardize,
+        alphas=_strengths(cfg.alpha),
+        n_alphas=cfg.n_alphas,
+        alpha_min_ratio=cfg.alpha_min_ratio,
+        folds=chosen,
+        select=cfg.select,
+        fold_alpha=cfg.fold_alpha,
+        tol=cfg.tol,
+        max_iter=cfg.max_iter,
+    )
+
+
+def _strengths(alpha) -> tuple[float, ...] | None:
+    """--alpha as the path's strengths: None (the path), one, or fit()'s list of them."""
+    if alpha is None:
+        return None
+    return tuple(float(a) for a in (alpha if isinstance(alpha, (list, tuple)) else [alpha]))

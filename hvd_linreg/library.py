@@ -99,7 +99,7 @@ def fit(
     if family.SOLVER == "multinomial":  # K classes: its own recipe and result
         from hvd_linreg import multinomial
 
-        load = lambda: multinomial.rows_shard(cfg, job, X, y, weights, dropped)  # noqa: E731
+        load = lambda: multinomial.rows_shard(cfg, job, X, y, weights, offset, dropped)  # noqa: E731
         return multinomial.run(cfg, job, family, load)
 
     def load():

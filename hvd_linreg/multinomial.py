@@ -22,8 +22,6 @@ from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
 # What the multinomial model does not take yet, and why
 NOT_YET = {
     "penalized": "the elastic net's path of a multinomial model is not fitted yet",
-    "offset": "an offset is not taken by the multinomial model yet",
-    "exposure": "an exposure is not taken by the multinomial model",
     "no_intercept": "a multinomial model without intercepts is not fitted yet",
     "plot": "--plot of a multinomial model is not drawn yet",
     "formula": "--formula with --model multinomial is not read yet: use --features",
@@ -40,8 +38,6 @@ def check_settings(cfg) -> None:
         )
     given = {
         "penalized": cfg.penalized,
-        "offset": cfg.offset is not None,
-        "exposure": cfg.exposure is not None,
         "no_intercept": cfg.no_intercept,
         "plot": cfg.plot is not None,
         "formula": cfg.formula is not None,
@@ -104,7 +100,7 @@ def file_shard(cfg, job):
 
     files = agreed(job, lambda: data_files(cfg.data))
     frame, first = rank_frame(files, job, None, "--model multinomial")
-    carried = Carried(cfg.weights, None, None, cfg.fold_column, cfg.groups)
+    carried = Carried(cfg.weights, cfg.offset, None, cfg.fold_column, cfg.groups)
     target = cfg.target or str(frame.columns[-1])
     known = {target, *carried.names}
     features = list(cfg.feature_columns or [c for c in frame.columns if c not in known])
@@ -117,16 +113,17 @@ def file_shard(cfg, job):
     frame, dropped = complete_rows(job, frame, first, carried, cfg.missing, files[0])
     codes, classes = agreed_classes(job, frame[target], cfg.max_levels, target)
     given = {n: frame[n].to_numpy() for n in carried.names}
-    weights, fold, groups = (given.get(n) for n in (carried.weight, carried.fold, carried.group))
+    roles = (carried.weight, carried.offset, carried.fold, carried.group)
+    weights, offset, fold, groups = (given.get(n) for n in roles)
     y = pd.Series(codes, name=target)
     shard = memory_shard(
-        cfg, job, frame[features], y, weights, None, fold, groups, names=carried, source=cfg.data
+        cfg, job, frame[features], y, weights, offset, fold, groups, names=carried, source=cfg.data
     )
     shard.dropped = dropped
     return shard, classes
 
 
-def rows_shard(cfg, job, X, y, weights, dropped=None):
+def rows_shard(cfg, job, X, y, weights, offset, dropped=None):
     """fit()'s rows as a shard (dropped: the rows missing="drop" dropped), and the classes of
     y."""
     from hvd_linreg.data.memory import memory_shard
@@ -134,7 +131,7 @@ def rows_shard(cfg, job, X, y, weights, dropped=None):
     name = str(getattr(y, "name", None) or "y")
     codes, classes = agreed_classes(job, y, cfg.max_levels, name)
     target = codes if getattr(y, "name", None) is None else _named(codes, name)
-    shard = memory_shard(cfg, job, X, target, weights)
+    shard = memory_shard(cfg, job, X, target, weights, offset)
     shard.dropped = dropped
     return shard, classes
 
@@ -221,8 +218,9 @@ class MultinomialResult:
         B = np.column_stack([np.zeros(len(self.params)), self.params])
         return B - B.mean(axis=1, keepdims=True)
 
-    def predict_proba(self, X) -> np.ndarray:
-        """Each row's probability of each class (rows x K, in classes' order)."""
+    def predict_proba(self, X, offset=None) -> np.ndarray:
+        """Each row's probability of each class (rows x K, in classes' order), with each
+        row's offset where the model has one."""
         from hvd_linreg.data.memory import features_of
         from hvd_linreg.solvers.multinomial import log_probabilities
 
@@ -232,11 +230,14 @@ class MultinomialResult:
 
             X = frames.new_rows(X, shard.columns, shard.levels)
         X = features_of(X, self.params.shape[0] - 1)
-        return np.exp(log_probabilities(X, self.params))
+        if offset is not None:
+            offset = np.asarray(offset, np.float64).reshape(-1)
+        return np.exp(log_probabilities(X, self.params, offset))
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X, offset=None) -> np.ndarray:
         """Each row's most probable class."""
-        return np.asarray(self.classes, dtype=object)[self.predict_proba(X).argmax(axis=1)]
+        best = self.predict_proba(X, offset).argmax(axis=1)
+        return np.asarray(self.classes, dtype=object)[best]
 
     def summary_lines(self, limit: int | None = None) -> list[str]:
         from hvd_linreg.statistics.multinomial import score_lines

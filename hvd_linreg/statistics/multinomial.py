@@ -124,7 +124,7 @@ def scores(job, blocks, B: np.ndarray, classes: list, name: str) -> dict:
     for block in blocks:
         rows = block.counted()
         w, y = rows.weights(), rows.y.astype(np.int64)
-        logp = log_probabilities(rows.X.astype(np.float64, copy=False), B)
+        logp = log_probabilities(rows.X.astype(np.float64, copy=False), B, rows.offset)
         sums[0] += w.sum()
         sums[1] -= w @ logp[np.arange(len(y)), y]
         sums[2:] += np.bincount(y * K + logp.argmax(axis=1), weights=w, minlength=K * K)

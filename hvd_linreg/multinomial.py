@@ -24,7 +24,6 @@ NOT_YET = {
     "penalized": "the elastic net's path of a multinomial model is not fitted yet",
     "no_intercept": "a multinomial model without intercepts is not fitted yet",
     "plot": "--plot of a multinomial model is not drawn yet",
-    "formula": "--formula with --model multinomial is not read yet: use --features",
     "robust": "robust standard errors of a multinomial model are not computed yet",
 }
 
@@ -40,7 +39,6 @@ def check_settings(cfg) -> None:
         "penalized": cfg.penalized,
         "no_intercept": cfg.no_intercept,
         "plot": cfg.plot is not None,
-        "formula": cfg.formula is not None,
         "robust": cfg.cov_type != "nonrobust",
     }
     for name, value in given.items():
@@ -90,18 +88,54 @@ def agreed_classes(job, y, max_levels: int, column: str) -> tuple[np.ndarray, li
 
 
 def file_shard(cfg, job):
-    """This rank's shard of --data's rows and the classes of --target (the last column)."""
-    import pandas as pd
-
+    """This rank's shard of --data's rows and the classes of the target: --target (the last
+    column by default) and --features (the others), or --formula's left side and the columns
+    its right side builds (the shard stores the formula for --export)."""
+    from hvd_linreg.data import formulas
     from hvd_linreg.data.files import data_files
     from hvd_linreg.data.formula_files import complete_rows, rank_frame
-    from hvd_linreg.data.memory import memory_shard
     from hvd_linreg.data.rows import Carried
 
+    formula = cfg.formula
+    target = formulas.target_column(formula) if formula else cfg.target
     files = agreed(job, lambda: data_files(cfg.data))
-    frame, first = rank_frame(files, job, None, "--model multinomial")
     carried = Carried(cfg.weights, cfg.offset, None, cfg.fold_column, cfg.groups)
-    target = cfg.target or str(frame.columns[-1])
+    wanted = None if formula is None else {*formulas.names_in(formula), *carried.names}
+    frame, first = rank_frame(files, job, wanted, "--model multinomial")
+    target = target or str(frame.columns[-1])
+    frame = _columns(cfg, frame, target, carried)
+    frame, dropped = complete_rows(job, frame, first, carried, cfg.missing, files[0])
+    design = None
+    if formula is None:
+        X, y = frame.drop(columns=[target, *carried.names]), frame[target]
+    else:
+        design = formula_design(job, formula, frame, cfg.max_levels)
+        X, y = design.X, design.y
+    given = {n: frame[n].to_numpy() for n in carried.names}
+    roles = dict(weights=carried.weight, offset=carried.offset, fold=carried.fold)
+    columns = {role: given.get(name) for role, name in {**roles, "groups": carried.group}.items()}
+    return rows_shard(cfg, job, X, y, dropped, design, **columns, names=carried, source=cfg.data)
+
+
+def formula_design(job, formula: str, data, max_levels: int):
+    """A multinomial model's formula on this rank's rows of data: the right side's columns
+    built as the other models' are (data/formulas.py), and as the target (y) the column the
+    left side names, as it is: its values, words or numbers, are the classes."""
+    from dataclasses import replace
+
+    from hvd_linreg.data import formulas
+
+    target = formulas.target_column(formula)
+    if target not in data.columns:
+        raise UsageError(f"the formula {formula!r} names the target {target!r}: no such column")
+    # the left side is not a design column here: formulaic is handed a number in its place
+    design = formulas.design(job, formula, data.assign(**{target: 0.0}), max_levels)
+    return replace(design, y=data[target].rename(target))
+
+
+def _columns(cfg, frame, target: str, carried):
+    """The frame's columns the run reads, the features first (--features', else every other
+    column; a formula's: those it names), then the target and the carried columns."""
     known = {target, *carried.names}
     features = list(cfg.feature_columns or [c for c in frame.columns if c not in known])
     missing = [c for c in [*features, target, *carried.names] if c not in frame.columns]
@@ -110,28 +144,21 @@ def file_shard(cfg, job):
     frame = frame[[*features, target, *carried.names]]
     for name in cfg.categorical_columns:
         frame[name] = frame[name].astype("category")
-    frame, dropped = complete_rows(job, frame, first, carried, cfg.missing, files[0])
-    codes, classes = agreed_classes(job, frame[target], cfg.max_levels, target)
-    given = {n: frame[n].to_numpy() for n in carried.names}
-    roles = (carried.weight, carried.offset, carried.fold, carried.group)
-    weights, offset, fold, groups = (given.get(n) for n in roles)
-    y = pd.Series(codes, name=target)
-    shard = memory_shard(
-        cfg, job, frame[features], y, weights, offset, fold, groups, names=carried, source=cfg.data
-    )
-    shard.dropped = dropped
-    return shard, classes
+    return frame
 
 
-def rows_shard(cfg, job, X, y, weights, offset, dropped=None):
-    """fit()'s rows as a shard (dropped: the rows missing="drop" dropped), and the classes of
-    y."""
+def rows_shard(cfg, job, X, y, dropped=None, design=None, **carried):
+    """The rows X, y as a shard, its target each row's class's number, and the classes of y.
+    dropped: the rows --missing drop dropped; design: a formula's, which the shard keeps for
+    --export and predict_proba; carried: memory_shard's weights, offset, fold, groups, names
+    and source."""
     from hvd_linreg.data.memory import memory_shard
 
     name = str(getattr(y, "name", None) or "y")
     codes, classes = agreed_classes(job, y, cfg.max_levels, name)
     target = codes if getattr(y, "name", None) is None else _named(codes, name)
-    shard = memory_shard(cfg, job, X, target, weights, offset)
+    shard = memory_shard(cfg, job, X, target, **carried)
+    shard.formula = None if design is None else design.stored()
     shard.dropped = dropped
     return shard, classes
 
@@ -225,7 +252,11 @@ class MultinomialResult:
         from hvd_linreg.solvers.multinomial import log_probabilities
 
         shard = self.shard
-        if shard.levels:
+        if shard.formula is not None:  # the formula's columns, from the new rows
+            from hvd_linreg.data.formulas import Design
+
+            X = Design.of_stored(shard.formula).new_rows(X)
+        elif shard.levels:
             from hvd_linreg.data import frames
 
             X = frames.new_rows(X, shard.columns, shard.levels)

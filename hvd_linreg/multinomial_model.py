@@ -38,6 +38,7 @@ def save(cfg, result) -> None:
         "target_name": shard.target_name,
         "columns": None if shard.columns is None else list(shard.columns),
         "levels": shard.levels or None,
+        "formula": shard.formula,
         "weights": shard.carried_columns.weight,
         "offset": shard.carried_columns.offset,
         "data": str(Path(shard.source).absolute()) if Path(shard.source).exists() else None,
@@ -121,7 +122,7 @@ def _rows(model, path: Path, job, need_target: bool, out: str | None):
     from hvd_linreg.report import check_writable
 
     agreed(job, lambda: check_writable("--out", out) if job.is_root else None)
-    features = list(model.columns or model.feature_names or ())
+    features = _read(model)
     target, weight, offset = model.target_name, model.carried.weight, model.carried.offset
     wanted = {*features, offset, *([target, weight] if need_target else [])} - {None}
     frame, first = rank_frame([path], job, wanted, "a multinomial model")
@@ -144,14 +145,23 @@ def _rows(model, path: Path, job, need_target: bool, out: str | None):
     return agreed(job, lambda: _arrays(model, frame, first, path, need_target))
 
 
+def _read(model) -> list[str]:
+    """The file's columns that the model's features come from."""
+    if model.formula is not None:
+        return list(model.formula["variables"])
+    return list(model.columns or model.feature_names or ())
+
+
 def _arrays(model, frame, first: int, path: Path, need_target: bool):
-    from hvd_linreg.data import frames
+    from hvd_linreg.data import formulas, frames
     from hvd_linreg.data.memory import features_of
 
-    features = list(model.columns or model.feature_names or ())
-    X = frame[features]
-    if model.levels:
-        X = frames.new_rows(X, tuple(features), model.levels)
+    if model.formula is not None:  # the stored formula's columns, from the file's
+        X = formulas.Design.of_stored(model.formula).new_rows(frame)
+    elif model.levels:
+        X = frames.new_rows(frame[_read(model)], model.columns, model.levels)
+    else:
+        X = frame[_read(model)]
     X = features_of(X, model.num_features)
     offset = model.carried.offset
     o = None if offset is None else _numbers(frame, offset, first, path)

@@ -23,7 +23,6 @@ from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
 NOT_YET = {
     "penalized": "the elastic net's path of a multinomial model is not fitted yet",
     "no_intercept": "a multinomial model without intercepts is not fitted yet",
-    "plot": "--plot of a multinomial model is not drawn yet",
     "robust": "robust standard errors of a multinomial model are not computed yet",
 }
 
@@ -38,7 +37,6 @@ def check_settings(cfg) -> None:
     given = {
         "penalized": cfg.penalized,
         "no_intercept": cfg.no_intercept,
-        "plot": cfg.plot is not None,
         "robust": cfg.cov_type != "nonrobust",
     }
     for name, value in given.items():
@@ -176,11 +174,18 @@ def run(cfg, job, family, load) -> MultinomialResult:
     def outputs():
         if job.is_root:  # rank 0 writes them: checked before the fit, not after
             report.check_writable("--metrics_json", cfg.metrics_json)
+            report.check_writable("--plot", cfg.plot)
             export.check_target(cfg.export)
 
     agreed(job, outputs)
     shard, classes = load()
     K = len(classes)
+    if cfg.plot and shard.num_features != 1:  # every rank has the same features
+        raise UsageError(
+            "--plot draws a multinomial model's probability of each class over its one "
+            f"feature, and this one has {shard.num_features}: fit one feature, or leave out "
+            "--plot"
+        )
     if job.is_root and not cfg.quiet:
         job.log(f"{report.header_line(cfg, family, job, shard)}, {K} classes")
     fit = solver.fit(job, shard, K, cfg.tol, cfg.max_iter, cfg.l2)
@@ -209,7 +214,19 @@ def run(cfg, job, family, load) -> MultinomialResult:
         from hvd_linreg import multinomial_model
 
         agreed(job, lambda: multinomial_model.save(cfg, result) if job.is_root else None)
+    if cfg.plot:
+        _plot(cfg.plot, job, result)
     return result
+
+
+def _plot(path: str, job, result: MultinomialResult) -> None:
+    """Rank 0 draws the model of one feature (plot.py) from every rank's rows, binned."""
+    from hvd_linreg.plot import save_class_plot
+    from hvd_linreg.statistics.multinomial import class_frequencies
+
+    shard = result.shard
+    edges, counts = class_frequencies(job, shard.blocks, len(result.classes))
+    agreed(job, lambda: save_class_plot(path, result, edges, counts) if job.is_root else None)
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,25 @@ def scores(job, blocks, B: np.ndarray, classes: list, name: str) -> dict:
     }
 
 
+def class_frequencies(job, blocks, K: int, bins: int = 20) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of every rank by their one feature, in `bins` equal bins of its range: the
+    edges (bins + 1) and each bin's weight of each class (bins x K). blocks() gives the rows;
+    two passes, an allgather and an allreduce."""
+    low, high = np.inf, -np.inf
+    for rows in blocks():
+        x = rows.counted().X[:, 0]
+        if len(x):
+            low, high = min(low, float(x.min())), max(high, float(x.max()))
+    every = job.allgather((low, high), name="multinomial_range")
+    edges = np.linspace(min(e[0] for e in every), max(e[1] for e in every), bins + 1)
+    counts = np.zeros((bins, K))
+    for rows in blocks():
+        rows = rows.counted()
+        at = np.clip(np.searchsorted(edges, rows.X[:, 0], side="right") - 1, 0, bins - 1)
+        np.add.at(counts, (at, rows.y.astype(np.int64)), rows.weights())
+    return edges, job.allreduce_sum(counts.ravel(), "multinomial_bins").reshape(bins, K)
+
+
 def score_lines(what: str, scores: dict, classes: list) -> list[str]:
     """The summary's lines of scores: log-loss and accuracy, then the confusion matrix."""
     if scores["log_loss"] is None:

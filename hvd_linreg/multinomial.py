@@ -5,8 +5,11 @@ classes, numbers or words, fitted exactly by Newton's method (solvers/multinomia
    every rank's, sorted (numbers as numbers, words as patsy sorts them), so that a class only
    one rank's rows hold is still a class. The first is the reference.
 2. The rows go where the layout puts them, as fit()'s do (data/memory.py), their target each
-   row's class's number; a file's rows are read as fit()'s DataFrame is (data/formula_files.py).
-3. Newton's method; the statistics and the scores (statistics/multinomial.py); rank 0 reports."""
+   row's class's number, with their weights and offsets; a file's rows are read as fit()'s
+   DataFrame is (data/formula_files.py). A formula's right side builds the features as the
+   other models' do, and its left side names the target column as it is.
+3. Newton's method; the statistics and the scores (statistics/multinomial.py); rank 0 reports,
+   and draws --plot from every rank's rows."""
 
 from __future__ import annotations
 

@@ -4,7 +4,9 @@ features to each class's probability, and the metadata export.py reads, with the
 and `hvd-linreg evaluate` scores the model (log-loss, accuracy, the confusion matrix).
 
 Each rank reads a contiguous block of a CSV or Parquet file's rows as a DataFrame (words as
-words: a target of words is read as it is), in file order, as --formula's rows are."""
+words: a target of words is read as it is), in file order, as --formula's rows are; a model
+fitted with an offset adds the file's offset column, and one fitted from a formula builds its
+columns from the file's by the stored formula."""
 
 from __future__ import annotations
 

@@ -28,6 +28,7 @@ from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrup
 
 from hvd_linreg import families, multinomial, pipeline, ranks
 from hvd_linreg.config import Config
+from hvd_linreg.data import classes
 from hvd_linreg.trainer import Trainer, make_trainer
 
 Reset = tuple[int, int, int]  # (step training went on from, ranks before, ranks after)
@@ -173,7 +174,7 @@ def _prepare(cfg: Config, family, job):
     read = {}
 
     def load():
-        shard, read["classes"] = multinomial.file_shard(cfg, job)
+        shard, read["classes"] = classes.file_shard(cfg, job)
         return shard
 
     shard, ckpt_dir = pipeline.prepare(cfg, family, job, load)

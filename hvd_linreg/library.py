@@ -98,8 +98,12 @@ def fit(
     family = pipeline.family_for(cfg)
     if family.SOLVER == "multinomial":  # K classes: its own recipe and result
         from hvd_linreg import multinomial
+        from hvd_linreg.data import classes
 
-        load = lambda: multinomial.rows_shard(cfg, job, X, y, weights, dropped)  # noqa: E731
+        def load():
+            carried = {"weights": weights, "offset": offset}
+            return classes.rows_shard(cfg, job, X, y, dropped, design, **carried)
+
         return multinomial.run(cfg, job, family, load)
 
     def load():
@@ -206,9 +210,15 @@ def _formula(job, cfg: Config, formula: str, y, data):
         raise UsageError("fit(formula) takes data=, the DataFrame whose columns it names")
     if y is not None:
         raise UsageError("fit(formula, data=) takes y from the formula's left side: pass no y")
+    from hvd_linreg import families
     from hvd_linreg.data import formulas
 
-    design = formulas.design(job, formula, data, cfg.max_levels)
+    if families.for_config(cfg).SOLVER == "multinomial":  # its left side: the classes
+        from hvd_linreg.data.classes import formula_design
+
+        design = formula_design(job, formula, data, cfg.max_levels)
+    else:
+        design = formulas.design(job, formula, data, cfg.max_levels)
     return design, formulas.settings(cfg, formula, design.intercept)
 
 

@@ -1,12 +1,14 @@
 """The multinomial recipe (--model multinomial, fit(model="multinomial")): a target of K >= 2
-classes, numbers or words, fitted exactly by Newton's method (solvers/multinomial.py).
+classes, numbers or words.
 
-1. The classes are agreed by every rank as a column's levels are (one allgather): the union of
-   every rank's, sorted (numbers as numbers, words as patsy sorts them), so that a class only
-   one rank's rows hold is still a class. The first is the reference.
-2. The rows go where the layout puts them, as fit()'s do (data/memory.py), their target each
-   row's class's number; a file's rows are read as fit()'s DataFrame is (data/formula_files.py).
-3. Newton's method; the statistics and the scores (statistics/multinomial.py); rank 0 reports."""
+1. The rows and their classes (data/classes.py): the classes agreed by every rank as a
+   column's levels are, sorted, the first the reference; the rows where the layout puts them,
+   with their weights and offsets; a formula's right side the features, its left side the
+   target column as it is.
+2. The fit: Newton's method (solvers/multinomial.py), averaged SGD through the trainer every
+   family's SGD has, or the elastic net's path (solvers/multinomial_path.py).
+3. The statistics and the scores (statistics/); rank 0 reports, and draws --plot from every
+   rank's rows."""
 
 from __future__ import annotations
 
@@ -21,115 +23,22 @@ from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
 
 # What the multinomial model does not take yet, and why
 NOT_YET = {
-    "offset": "an offset is not taken by the multinomial model yet",
-    "exposure": "an exposure is not taken by the multinomial model",
     "no_intercept": "a multinomial model without intercepts is not fitted yet",
-    "plot": "--plot of a multinomial model is not drawn yet",
-    "formula": "--formula with --model multinomial is not read yet: use --features",
     "robust": "robust standard errors of a multinomial model are not computed yet",
+    "penalized_offset": "an offset is not taken by the multinomial elastic net yet",
 }
 
 
 def check_settings(cfg) -> None:
     """Refuse, before any row is read, what the multinomial model does not take."""
     given = {
-        "offset": cfg.offset is not None,
-        "exposure": cfg.exposure is not None,
         "no_intercept": cfg.no_intercept,
-        "plot": cfg.plot is not None,
-        "formula": cfg.formula is not None,
         "robust": cfg.cov_type != "nonrobust",
+        "penalized_offset": cfg.penalized and cfg.offset is not None,
     }
     for name, value in given.items():
         if value:
             raise UsageError(NOT_YET[name])
-
-
-def agreed_classes(job, y, max_levels: int, column: str) -> tuple[np.ndarray, list]:
-    """Each row's class's number (float64) and the classes, the same on every rank."""
-    from hvd_linreg.data import frames
-    from hvd_linreg.data.categorical import sorted_levels
-
-    def local():
-        import pandas as pd
-
-        cells = y if hasattr(y, "isna") else pd.Series(np.asarray(y))
-        missing = np.flatnonzero(cells.isna().to_numpy())
-        if len(missing):
-            raise UsageError(
-                f"row {missing[0]} of this rank's rows has no class in {column!r}: drop such "
-                "rows (--missing drop)"
-            )
-        frames.refuse_mixed(cells.to_frame(column))
-        words = frames.kind(cells) is not None
-        values = cells.map(frames.text_of) if words else cells.map(frames.number_of)
-        return len(cells), words, sorted(set(values.tolist()), key=str), values
-
-    count, words, mine, values = agreed(job, local)
-    every = job.allgather((count, words, mine), name="multinomial_classes")
-    kinds = {theirs for n, theirs, _ in every if n}
-    if len(kinds) > 1:
-        raise UsageError(f"the target {column!r} holds words on some ranks, numbers on others")
-    union = set().union(*(theirs for _, _, theirs in every))
-    classes = sorted_levels(union) if words else sorted(union)
-    if len(classes) < 2:
-        raise UsageError(
-            f"the target {column!r} has one class ({', '.join(map(str, classes))}): a "
-            "multinomial model needs two or more"
-        )
-    if len(classes) > max_levels:
-        raise UsageError(
-            f"the target {column!r} has {len(classes)} classes, more than --max_levels "
-            f"{max_levels}: is it an ID or a number? Raise --max_levels for that many classes"
-        )
-    at = {c: i for i, c in enumerate(classes)}
-    return values.map(at).to_numpy(np.float64), classes
-
-
-def file_shard(cfg, job):
-    """This rank's shard of --data's rows and the classes of --target (the last column)."""
-    import pandas as pd
-
-    from hvd_linreg.data.files import data_files
-    from hvd_linreg.data.formula_files import complete_rows, rank_frame
-    from hvd_linreg.data.memory import memory_shard
-    from hvd_linreg.data.rows import Carried
-
-    files = agreed(job, lambda: data_files(cfg.data))
-    frame, first = rank_frame(files, job, None, "--model multinomial")
-    carried = Carried(cfg.weights, None, None, cfg.fold_column, cfg.groups)
-    target = cfg.target or str(frame.columns[-1])
-    known = {target, *carried.names}
-    features = list(cfg.feature_columns or [c for c in frame.columns if c not in known])
-    missing = [c for c in [*features, target, *carried.names] if c not in frame.columns]
-    if missing:
-        raise UsageError(f"--data {cfg.data} has no column {', '.join(missing)}")
-    frame = frame[[*features, target, *carried.names]]
-    for name in cfg.categorical_columns:
-        frame[name] = frame[name].astype("category")
-    frame, dropped = complete_rows(job, frame, first, carried, cfg.missing, files[0])
-    codes, classes = agreed_classes(job, frame[target], cfg.max_levels, target)
-    given = {n: frame[n].to_numpy() for n in carried.names}
-    weights, fold, groups = (given.get(n) for n in (carried.weight, carried.fold, carried.group))
-    y = pd.Series(codes, name=target)
-    shard = memory_shard(
-        cfg, job, frame[features], y, weights, None, fold, groups, names=carried, source=cfg.data
-    )
-    shard.dropped = dropped
-    return shard, classes
-
-
-def rows_shard(cfg, job, X, y, weights, dropped=None):
-    """fit()'s rows as a shard (dropped: the rows missing="drop" dropped), and the classes of
-    y."""
-    from hvd_linreg.data.memory import memory_shard
-
-    name = str(getattr(y, "name", None) or "y")
-    codes, classes = agreed_classes(job, y, cfg.max_levels, name)
-    target = codes if getattr(y, "name", None) is None else _named(codes, name)
-    shard = memory_shard(cfg, job, X, target, weights)
-    shard.dropped = dropped
-    return shard, classes
 
 
 def run(cfg, job, family, load) -> MultinomialResult:
@@ -146,6 +55,7 @@ def run(cfg, job, family, load) -> MultinomialResult:
             from hvd_linreg import export
 
             report.check_writable("--metrics_json", cfg.metrics_json)
+            report.check_writable("--plot", cfg.plot)
             export.check_target(cfg.export)
             return checkpoint.prepare_dir(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
         return None
@@ -159,9 +69,16 @@ def run(cfg, job, family, load) -> MultinomialResult:
 
 
 def announce(cfg, job, family, shard) -> None:
-    """The header line: the job, the data, the run and the classes."""
+    """Refuse a --plot it cannot draw (every rank has the same features), then the header
+    line: the job, the data, the run and the classes."""
     from hvd_linreg import report
 
+    if cfg.plot and shard.num_features != 1:
+        raise UsageError(
+            "--plot draws a multinomial model's probability of each class over its one "
+            f"feature, and this one has {shard.num_features}: fit one feature, or leave out "
+            "--plot"
+        )
     if job.is_root and not cfg.quiet:
         classes = f"{len(family.labels)} classes"
         job.log(f"{report.header_line(cfg, family, job, shard)}, {classes}")
@@ -266,6 +183,18 @@ def _report(cfg, job, result: MultinomialResult) -> None:
         from hvd_linreg import multinomial_model
 
         agreed(job, lambda: multinomial_model.save(cfg, result) if job.is_root else None)
+    if cfg.plot:
+        _plot(cfg.plot, job, result)
+
+
+def _plot(path: str, job, result: MultinomialResult) -> None:
+    """Rank 0 draws the model of one feature (plot.py) from every rank's rows, binned."""
+    from hvd_linreg.plot import save_class_plot
+    from hvd_linreg.statistics.multinomial import class_frequencies
+
+    shard = result.shard
+    edges, counts = class_frequencies(job, shard.blocks, len(result.classes))
+    agreed(job, lambda: save_class_plot(path, result, edges, counts) if job.is_root else None)
 
 
 @dataclass(frozen=True)
@@ -314,22 +243,30 @@ class MultinomialResult:
         B = np.column_stack([np.zeros(len(self.params)), self.params])
         return B - B.mean(axis=1, keepdims=True)
 
-    def predict_proba(self, X) -> np.ndarray:
-        """Each row's probability of each class (rows x K, in classes' order)."""
+    def predict_proba(self, X, offset=None) -> np.ndarray:
+        """Each row's probability of each class (rows x K, in classes' order), with each
+        row's offset where the model has one."""
         from hvd_linreg.data.memory import features_of
         from hvd_linreg.solvers.multinomial import log_probabilities
 
         shard = self.shard
-        if shard.levels:
+        if shard.formula is not None:  # the formula's columns, from the new rows
+            from hvd_linreg.data.formulas import Design
+
+            X = Design.of_stored(shard.formula).new_rows(X)
+        elif shard.levels:
             from hvd_linreg.data import frames
 
             X = frames.new_rows(X, shard.columns, shard.levels)
         X = features_of(X, self.params.shape[0] - 1)
-        return np.exp(log_probabilities(X, self.params))
+        if offset is not None:
+            offset = np.asarray(offset, np.float64).reshape(-1)
+        return np.exp(log_probabilities(X, self.params, offset))
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X, offset=None) -> np.ndarray:
         """Each row's most probable class."""
-        return np.asarray(self.classes, dtype=object)[self.predict_proba(X).argmax(axis=1)]
+        best = self.predict_proba(X, offset).argmax(axis=1)
+        return np.asarray(self.classes, dtype=object)[best]
 
     def summary_lines(self, limit: int | None = None) -> list[str]:
         from hvd_linreg.statistics.multinomial import score_lines
@@ -407,9 +344,3 @@ class MultinomialResult:
                 {"step": step, **scores.values()} for step, scores in sgd.validation_history
             ],
         }
-
-
-def _named(codes: np.ndarray, name: str):
-    import pandas as pd
-
-    return pd.Series(codes, name=name)

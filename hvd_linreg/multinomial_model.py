@@ -4,7 +4,9 @@ features to each class's probability, and the metadata export.py reads, with the
 and `hvd-linreg evaluate` scores the model (log-loss, accuracy, the confusion matrix).
 
 Each rank reads a contiguous block of a CSV or Parquet file's rows as a DataFrame (words as
-words: a target of words is read as it is), in file order, as --formula's rows are."""
+words: a target of words is read as it is), in file order, as --formula's rows are; a model
+fitted with an offset adds the file's offset column, and one fitted from a formula builds its
+columns from the file's by the stored formula."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from hvd_linreg.data.frames import plain
+from hvd_linreg.data.rows import Rows
 from hvd_linreg.errors import UsageError, agreed
 
 
@@ -37,7 +40,9 @@ def save(cfg, result) -> None:
         "target_name": shard.target_name,
         "columns": None if shard.columns is None else list(shard.columns),
         "levels": shard.levels or None,
+        "formula": shard.formula,
         "weights": shard.carried_columns.weight,
+        "offset": shard.carried_columns.offset,
         "data": str(Path(shard.source).absolute()) if Path(shard.source).exists() else None,
         "config": cfg.as_dict(),
         "metrics": result.to_dict(),
@@ -62,6 +67,7 @@ def predict(model_path: str, data_path: str, out: str, threshold, keep: str | No
     from hvd_linreg import ranks
     from hvd_linreg.export import load
     from hvd_linreg.predict import kept_columns, open_data, read_kept
+    from hvd_linreg.solvers.multinomial import log_probabilities
 
     model = load(model_path)
     if threshold is not None:
@@ -71,8 +77,9 @@ def predict(model_path: str, data_path: str, out: str, threshold, keep: str | No
     data = open_data(data_path)
     kept = kept_columns(data, keep, out)
     job = ranks.init(horovod=False)
-    X, _, _ = _rows(model, data.path, job, need_target=False, out=out)
-    probabilities = np.concatenate(job.allgather(_probabilities(model, X), name="predictions"))
+    rows = _rows(model, data.path, job, need_target=False, out=out)
+    mine = np.exp(log_probabilities(rows.X, model.theta, rows.offset))
+    probabilities = np.concatenate(job.allgather(mine, name="predictions"))
     classes = model.classes
 
     def write():
@@ -90,7 +97,6 @@ def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
     """The model's log-loss, accuracy and confusion matrix on the file's rows (with its
     target), printed by rank 0 and written to --metrics_json."""
     from hvd_linreg import ranks
-    from hvd_linreg.data.rows import Rows
     from hvd_linreg.export import load
     from hvd_linreg.predict import open_data
     from hvd_linreg.report import write_json
@@ -99,8 +105,8 @@ def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
     model = load(model_path)
     data = open_data(data_path)
     job = ranks.init(horovod=False)
-    X, y, weight = _rows(model, data.path, job, need_target=True, out=metrics_json)
-    result = scores(job, [Rows(X, y, weight)], model.theta, model.classes, "evaluate")
+    rows = _rows(model, data.path, job, need_target=True, out=metrics_json)
+    result = scores(job, [rows], model.theta, model.classes, "evaluate")
     if job.is_root:
         job.log(f"Scores of the model {model_path} on {data_path} ({result['rows']:g} rows):")
         for line in score_lines("scores", result, model.classes):
@@ -111,16 +117,16 @@ def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
 
 
 def _rows(model, path: Path, job, need_target: bool, out: str | None):
-    """This rank's block of the file's rows: the features, each row's class's number (None
-    without need_target) and its weight (None: 1)."""
+    """This rank's block of the file's rows as Rows: the features, each row's class's number
+    (none without need_target), its weight (None: 1) and its offset where the model has one."""
     from hvd_linreg.data.formula_files import complete_rows, rank_frame
     from hvd_linreg.data.rows import NOTHING_CARRIED
     from hvd_linreg.report import check_writable
 
     agreed(job, lambda: check_writable("--out", out) if job.is_root else None)
-    features = list(model.columns or model.feature_names or ())
-    target, weight = model.target_name, model.carried.weight
-    wanted = {*features, *([target, weight] if need_target else [])} - {None}
+    features = _read(model)
+    target, weight, offset = model.target_name, model.carried.weight, model.carried.offset
+    wanted = {*features, offset, *([target, weight] if need_target else [])} - {None}
     frame, first = rank_frame([path], job, wanted, "a multinomial model")
 
     def build():
@@ -129,6 +135,11 @@ def _rows(model, path: Path, job, need_target: bool, out: str | None):
             raise UsageError(f"{path} has no column {', '.join(missing)}, which the model reads")
         if need_target and target not in frame.columns:
             raise UsageError(f"{path} has no column {target} (the model's target)")
+        if offset is not None and offset not in frame.columns:
+            raise UsageError(
+                f"{path} has no column {offset!r}: the model {model.path} adds it (--offset) to "
+                "each row's log-odds"
+            )
         return frame
 
     agreed(job, build)
@@ -136,17 +147,28 @@ def _rows(model, path: Path, job, need_target: bool, out: str | None):
     return agreed(job, lambda: _arrays(model, frame, first, path, need_target))
 
 
+def _read(model) -> list[str]:
+    """The file's columns that the model's features come from."""
+    if model.formula is not None:
+        return list(model.formula["variables"])
+    return list(model.columns or model.feature_names or ())
+
+
 def _arrays(model, frame, first: int, path: Path, need_target: bool):
-    from hvd_linreg.data import frames
+    from hvd_linreg.data import formulas, frames
     from hvd_linreg.data.memory import features_of
 
-    features = list(model.columns or model.feature_names or ())
-    X = frame[features]
-    if model.levels:
-        X = frames.new_rows(X, tuple(features), model.levels)
+    if model.formula is not None:  # the stored formula's columns, from the file's
+        X = formulas.Design.of_stored(model.formula).new_rows(frame)
+    elif model.levels:
+        X = frames.new_rows(frame[_read(model)], model.columns, model.levels)
+    else:
+        X = frame[_read(model)]
     X = features_of(X, model.num_features)
+    offset = model.carried.offset
+    o = None if offset is None else _numbers(frame, offset, first, path)
     if not need_target:
-        return X, None, None
+        return Rows(X, np.empty(0), None, o)
     cells = frame[model.target_name]
     values = cells.map(frames.text_of if frames.kind(cells) else frames.number_of)
     at = {c: i for i, c in enumerate(model.classes)}
@@ -159,14 +181,22 @@ def _arrays(model, frame, first: int, path: Path, need_target: bool):
             f"{model.target_name!r}, not one of the model's ({', '.join(map(str, at))})"
         )
     weight = model.carried.weight
-    w = frame[weight].to_numpy(np.float64) if weight in frame.columns else None
-    return X, codes.to_numpy(np.float64), w
+    w = _numbers(frame, weight, first, path) if weight in frame.columns else None
+    return Rows(X, codes.to_numpy(np.float64), w, o)
 
 
-def _probabilities(model, X: np.ndarray) -> np.ndarray:
-    from hvd_linreg.solvers.multinomial import log_probabilities
+def _numbers(frame, column: str, first: int, path: Path) -> np.ndarray:
+    """A column of weights or offsets as float64; UsageError naming a row without a number."""
+    import pandas as pd
 
-    return np.exp(log_probabilities(X, model.theta))
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)
+    bad = np.flatnonzero(~np.isfinite(values))
+    if len(bad):
+        raise UsageError(
+            f"{path}: data row {first + int(bad[0])} (0-based) holds "
+            f"{frame[column].iloc[bad[0]]!r} in column {column!r}, not a finite number"
+        )
+    return values
 
 
 def _write(path: Path, probabilities: np.ndarray, classes: list, kept, columns) -> None:

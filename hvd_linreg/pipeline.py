@@ -35,8 +35,9 @@ def run(cfg: Config) -> int:
     family = family_for(cfg)
     if family.SOLVER == "multinomial":  # K classes: its own recipe
         from hvd_linreg import multinomial
+        from hvd_linreg.data import classes
 
-        multinomial.run(cfg, job, family, lambda: multinomial.file_shard(cfg, job))
+        multinomial.run(cfg, job, family, lambda: classes.file_shard(cfg, job))
         return 0
     shard, ckpt_dir = prepare(cfg, family, job)
     result, optimum = fit(cfg, family, job, shard, ckpt_dir)

@@ -1,6 +1,7 @@
 """--plot: the loss curve against the exact optimum and, for one feature, the fitted curve; for
 an elastic-net path, the coefficients against log α and the cross-validation curve, as
-glmnet's plot() draws them."""
+glmnet's plot() draws them; for a multinomial model of one feature, each class's fitted
+probability over it and the rows' share of each class in bins of it."""
 
 from __future__ import annotations
 
@@ -15,12 +16,25 @@ from hvd_linreg.report import Report
 _POINTS = 400  # data points drawn from rank 0's shard
 
 
-def save_plot(path: str, report: Report) -> None:
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on cluster nodes
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _save(plt, fig, path: str) -> None:
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write(Path(path), lambda f: f.write(buffer.getvalue()))
+
+
+def save_plot(path: str, report: Report) -> None:
+    plt = _pyplot()
     if report.penalized:
         fig = _path_figure(plt, report)
     else:
@@ -30,11 +44,36 @@ def save_plot(path: str, report: Report) -> None:
         _loss_panel(axes[0] if one_feature else axes, report)
         if one_feature:
             _fit_panel(axes[1], report)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write(Path(path), lambda f: f.write(buffer.getvalue()))
+    _save(plt, fig, path)
+
+
+def save_class_plot(path: str, result, edges: np.ndarray, counts: np.ndarray) -> None:
+    """A multinomial model of one feature (result: multinomial.py's MultinomialResult): each
+    class's fitted probability over the feature's range (at offset 0), and each class's share
+    of every rank's training rows in the bins of edges (counts: bins x K, sums of weights), a
+    dot each, its size the bin's rows."""
+    from hvd_linreg.solvers.multinomial import log_probabilities
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    xs = np.linspace(edges[0], edges[-1], 200)
+    fitted = np.exp(log_probabilities(xs[:, None], result.params))
+    weight = counts.sum(axis=1)
+    held = weight > 0
+    centres = ((edges[:-1] + edges[1:]) / 2)[held]
+    shares, sizes = counts[held] / weight[held, None], 8 + 60 * weight[held] / weight.max()
+    for k, name in enumerate(result.classes):
+        colour = f"C{k % 10}"
+        ax.scatter(centres, shares[:, k], s=sizes, color=colour, alpha=0.4)
+        ax.plot(xs, fitted[:, k], color=colour, label=f"fitted P(y = {name})")
+    ax.scatter([], [], s=30, color="0.5", alpha=0.4, label="share of the rows, in bins of x")
+    ax.set_xlabel(result.names[0])
+    ax.set_ylabel("probability")
+    ax.set_ylim(-0.02, 1.02)
+    offset = result.shard.carried_columns.offset_given
+    ax.set_title("Data and fit" + (" (the curves at offset 0)" if offset else ""))
+    ax.legend(fontsize="small")
+    _save(plt, fig, path)
 
 
 def _loss_panel(ax, report: Report) -> None:

@@ -248,6 +248,40 @@ def test_export_predict_and_evaluate(tmp_path, capsys, size):
         np.testing.assert_allclose(served, expected, rtol=1e-8)
 
 
+# matplotlib's first three colours: the classes' curves and dots
+COLOURS = [(0.122, 0.467, 0.706), (1.0, 0.498, 0.055), (0.173, 0.627, 0.173)]
+
+
+@pytest.mark.parametrize("size", [1, pytest.param(2, marks=pytest.mark.multiprocess)])
+def test_plot_draws_each_class_over_the_one_feature(tmp_path, size):
+    """A PNG of one panel: a curve and binned dots in each class's colour, at 1 and 2 ranks."""
+    import matplotlib.image
+
+    choices(3).to_csv(tmp_path / "fruit.csv", index=False)
+    figure = tmp_path / "classes.png"
+    args = ["--data", str(tmp_path / "fruit.csv"), "--model", "multinomial", "--solver", "exact"]
+    run_metrics(tmp_path, size, [*args, "--features", "x1", "--plot", str(figure)])
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    image = matplotlib.image.imread(figure)
+    height, width = image.shape[:2]
+    assert 1.2 * height < width < 1.6 * height  # one panel, as each of the binary plot's
+    for colour in COLOURS:
+        pixels = np.all(np.abs(image[..., :3] - colour) < 0.03, axis=-1)
+        assert pixels.sum() > 300, colour
+
+
+def test_plot_of_more_than_one_feature_is_refused(tmp_path, capsys):
+    choices(3).to_csv(tmp_path / "fruit.csv", index=False)
+    figure = tmp_path / "classes.png"
+    args = ["--data", str(tmp_path / "fruit.csv"), "--model", "multinomial", "--solver", "exact"]
+    says = refused(capsys, [*args, "--features", "x1,x2", "--plot", str(figure)])
+    assert says == (
+        "--plot draws a multinomial model's probability of each class over its one feature, "
+        "and this one has 2: fit one feature, or leave out --plot"
+    )
+    assert not figure.exists()
+
+
 def symmetric(w: list, b: list) -> tuple[np.ndarray, np.ndarray]:
     """The JSON's w (a list per class but the first) and b in scikit-learn's symmetric form:
     coef_ (K x F) and intercept_ (K), each centred over the classes."""

@@ -155,3 +155,11 @@ def test_fit_gives_the_path_and_predicts_with_the_chosen_model(iris):
     p /= p.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(result.predict_proba(frame[FEATURES]), p, rtol=1e-10)
     assert "multinomial elastic net, l1_ratio 0.5" in result.summary()
+
+
+def test_an_offset_with_the_elastic_net_is_refused(iris, capsys):
+    from conftest import refused
+
+    args = ["--data", str(iris[0]), "--model", "multinomial", "--solver", "exact"]
+    says = refused(capsys, [*args, "--target", "species", "--offset", "w", "--l1_ratio", "1"])
+    assert "an offset is not taken by the multinomial elastic net yet" in says

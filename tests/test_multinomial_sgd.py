@@ -1,8 +1,8 @@
 """--model multinomial --solver sgd: averaged SGD on the mean softmax cross-entropy through
 hvd.DistributedOptimizer, exactly as a float64 NumPy simulation computes it at 1, 2 and 4 ranks
-under each launcher (so k ranks x batch B is 1 rank x batch kB); with weights, --l2 and momentum;
-checkpoints that resume on another rank count, a checkpoint of other classes refused, and the
-held-out rows scored at each log step."""
+under each launcher (so k ranks x batch B is 1 rank x batch kB); with weights, an offset, --l2
+and momentum; checkpoints that resume on another rank count, a checkpoint of other classes
+refused, and the held-out rows scored at each log step."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ WORDS = np.array(["ant", "bee", "cat", "dog"])
 
 def animals(path, K: int = 3, n: int = 240, seed: int = 5, weights: bool = False) -> tuple:
     """n rows of 3 features and a class among K words, written to path as CSV (numbers written
-    exactly); (X, the classes' numbers, the weights or None)."""
+    exactly); (X, the classes' numbers, the weights or None). With weights, a column w of
+    whole numbers and a column o of offsets (its values in X[:, 0]'s order: see o_of)."""
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, 3))
     eta = np.column_stack([np.zeros(n), X @ rng.normal(size=(3, K - 1))])
@@ -27,22 +28,30 @@ def animals(path, K: int = 3, n: int = 240, seed: int = 5, weights: bool = False
     y = np.array([rng.choice(K, p=row) for row in p])
     w = rng.integers(1, 4, n).astype(float) if weights else None
     with open(path, "w") as f:
-        f.write("x0,x1,x2," + ("w," if weights else "") + "animal\n")
+        f.write("x0,x1,x2," + ("w,o," if weights else "") + "animal\n")
         for i in range(n):
-            cells = [repr(float(v)) for v in X[i]] + ([repr(float(w[i]))] if weights else [])
+            more = [repr(float(w[i])), repr(o_of(X[i, 0]))] if weights else []
+            cells = [repr(float(v)) for v in X[i]] + more
             f.write(",".join([*cells, WORDS[y[i]]]) + "\n")
     return X, y, w
 
 
-def softmax_gradient(K: int, weights=None, l2: float = 0.0):
+def o_of(x0: float) -> float:
+    """A row's offset, a function of its first feature (batches are rows of X)."""
+    return float(np.sin(3.0 * x0))
+
+
+def softmax_gradient(K: int, weights=None, l2: float = 0.0, offset: bool = False):
     """d/dθ of mean_i(w_i (-log P(y_i | x_i))) + l2 (Σ_k ‖b_k‖² - ‖Σ_k b_k‖² / K), θ the
     (F + 1) x (K - 1) matrix B row by row; weights: each row's, looked up by its first feature
-    (batches are rows of X, whatever the rank)."""
+    (batches are rows of X, whatever the rank); offset: each row's o_of added to every class's
+    log-odds against the first."""
 
     def grad(theta, X, y, _l2=0.0):
         B = theta.reshape(X.shape[1] + 1, K - 1)
         A = np.column_stack([X, np.ones(len(X))])
-        eta = np.column_stack([np.zeros(len(X)), A @ B])
+        o = np.array([o_of(x) for x in X[:, 0]]) if offset else np.zeros(len(X))
+        eta = np.column_stack([np.zeros(len(X)), A @ B + o[:, None]])
         P = np.exp(eta - eta.max(axis=1, keepdims=True))
         P /= P.sum(axis=1, keepdims=True)
         Y = np.eye(K)[y.astype(int)]
@@ -112,14 +121,14 @@ def test_sgd_is_the_simulation_at_any_rank_count(tmp_path, launcher, size):
 
 
 @pytest.mark.parametrize("size", [1, pytest.param(2, marks=pytest.mark.multiprocess)])
-def test_weights_l2_and_momentum_are_the_simulation(tmp_path, size):
+def test_weights_an_offset_l2_and_momentum_are_the_simulation(tmp_path, size):
     X, y, w = animals(tmp_path / "a.csv", K=3, weights=True)
     batch, steps, l2 = 16 // size, 24, 0.05
     args = ["--data", str(tmp_path / "a.csv"), *SGD_ARGS, "--num_steps", str(steps)]
     args += ["--batch_size", str(batch), "--learning_rate", "0.05", "--weights", "w"]
     args += ["--l2", str(l2), "--optimizer", "momentum", "--features", "x0,x1,x2"]
-    m = run_metrics(tmp_path, size, args)
-    grad = softmax_gradient(3, dict(zip(X[:, 0], w)), l2)
+    m = run_metrics(tmp_path, size, [*args, "--offset", "o"])
+    grad = softmax_gradient(3, dict(zip(X[:, 0], w)), l2, offset=True)
     expected = simulated(m, X, y, grad, size, batch, steps, SGD(constant(0.05), momentum=MOMENTUM))
     np.testing.assert_allclose(params(m), expected, rtol=1e-9, atol=1e-12)
 

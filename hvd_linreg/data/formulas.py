@@ -150,6 +150,19 @@ def design(job, formula: str, data, max_levels: int) -> Design:
     )
 
 
+def target_column(formula: str) -> str:
+    """The column that the formula's left side names as it is: a model of classes' target,
+    whose values (words or numbers) are the classes rather than a design column."""
+    lhs = _parsed(formula).lhs
+    factors = [factor for term in lhs for factor in term.factors]
+    if len(factors) != 1 or factors[0].eval_method.name != "LOOKUP":
+        raise UsageError(
+            f"the formula {formula!r}: the left side of a multinomial model names the target "
+            f"column, whose values are the classes ('fruit ~ x1 + x2'), not {str(lhs)!r}"
+        )
+    return str(factors[0])
+
+
 def has_intercept(formula: str) -> bool:
     """Whether the formula's right side has an intercept (not `- 1`, `+ 0`)."""
     return any(str(term) == "1" for term in _parsed(formula).rhs)

@@ -64,9 +64,10 @@ def for_config(cfg) -> Family:
     parameter = getattr(cfg, PARAMETERS[cfg.model]) if cfg.model in PARAMETERS else None
     family = get(cfg.model, cfg.link, parameter)
     if cfg.exposure is not None and family.link.name != "log":
+        instead = "add --link log, or pass" if "log" in family.LINKS else "pass"
         raise UsageError(
             f"--exposure multiplies the mean only under the log link, and --model "
-            f"{cfg.model} has the {family.link.name} link here: add --link log, or pass "
-            "log(exposure) with --offset"
+            f"{cfg.model} has the {family.link.name} link here: {instead} log(exposure) with "
+            "--offset"
         )
     return family

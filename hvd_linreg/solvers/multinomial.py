@@ -7,7 +7,12 @@ row the intercepts: class j's linear predictor is η_j = x·B[:F, j] + B[F, j] (
 rank's rows and one allreduce of the log-likelihood, its gradient (F + 1)(K - 1) and the
 information matrix's (K - 1)(F + 1) square, whose block (j, l) is Xᵀ diag(w p_j (δ_jl - p_l)) X;
 then a Newton step, halved while the log-likelihood falls. The start is the intercept-only
-model, whose log-likelihood is the null one."""
+model, whose log-likelihood is the null one.
+
+An offset o (--offset) is added to the log-odds of every class against the reference:
+η_j = x·B[:F, j] + B[F, j] + o for j >= 1, η of the first 0; with K = 2 it is the logistic
+model's offset. The intercept-only model with an offset has no closed form: it is fitted first,
+by the same Newton's method on the intercepts alone, and the full fit starts from it."""
 
 from __future__ import annotations
 
@@ -40,9 +45,12 @@ class MultinomialFit:
     converged: bool = True  # False: --max_iter ran out first (the last accepted iterate)
 
 
-def log_probabilities(X: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """log P(y = k | x) for every row and class (rows x K), the first class the reference."""
+def log_probabilities(X: np.ndarray, B: np.ndarray, offset=None) -> np.ndarray:
+    """log P(y = k | x) for every row and class (rows x K), the first class the reference;
+    offset (None: 0): each row's, added to every other class's log-odds against it."""
     eta = X @ B[:-1] + B[-1]
+    if offset is not None:
+        eta = eta + offset[:, None]
     top = np.maximum(eta.max(axis=1), 0.0)
     log_den = top + np.log(np.exp(-top) + np.exp(eta - top[:, None]).sum(axis=1))
     return np.column_stack([-log_den, eta - log_den[:, None]])
@@ -55,19 +63,38 @@ def fit(job, shard, K: int, tol: float | None = None, max_iter: int | None = Non
     not converge. l2: minimise the mean log-loss + l2 Σ_k ‖w_k‖² over the K classes' w_k in
     scikit-learn's symmetric form (Σ_k w_k = 0), which in B's is l2 tr(W (I - 11ᵀ/K) Wᵀ),
     W = B[:F]; the intercepts are not penalised."""
-    step_tol = TOLERANCE if tol is None else tol
-    value_tol = OBJECTIVE_TOLERANCE if tol is None else tol / 100
-    iterations = max_iter or MAX_ITERATIONS
+    tolerances = (
+        TOLERANCE if tol is None else tol,
+        OBJECTIVE_TOLERANCE if tol is None else tol / 100,
+    )
     F = shard.num_features
     counts = job.allreduce_sum(_class_sums(shard, K), "multinomial_classes")
     weight, rows, class_weights = counts[0], int(counts[1]), counts[2:]
     B = np.zeros((F + 1, K - 1))
     B[F] = np.log(class_weights[1:] / class_weights[0])
     null = float(np.sum(class_weights * np.log(class_weights / weight)))
+    if shard.carried_columns.offset_given:  # no closed form: the intercepts' own fit
+        best, converged = _newton(job, shard, B[F:], K, (TOLERANCE, OBJECTIVE_TOLERANCE))
+        if not converged:
+            raise UsageError(_diverged(MAX_ITERATIONS))
+        B[F], null = best[0][0], best[5]
+    iterations = max_iter or MAX_ITERATIONS
+    best, converged = _newton(job, shard, B, K, tolerances, iterations, 2 * l2 * weight)
+    if not converged and max_iter is None:
+        raise UsageError(_diverged(iterations))
+    # not converged: the user's limit ran out, and the fit is the last iterate
+    return _fit(best, null, weight, rows, class_weights, converged)
+
+
+def _newton(job, shard, B, K: int, tolerances, iterations=MAX_ITERATIONS, ridge=0.0):
+    """Newton's method from B, on every feature and the intercepts, or (B of one row) on the
+    intercepts alone; the last accepted iterate (B, the objective, the information, the
+    gradient, the iteration, the log-likelihood), and whether it converged."""
+    step_tol, value_tol = tolerances
     best, step, scale, previous = None, None, 1.0, None
     for iteration in range(1, iterations + 1):
         loglik, gradient, information = _pass(job, shard, B, K)
-        value, gradient, information = _penalized(loglik, gradient, information, B, 2 * l2 * weight)
+        value, gradient, information = _penalized(loglik, gradient, information, B, ridge)
         if best is not None and not value >= best[1] - 1e-13 * abs(best[1]):
             if scale < 2.0**-HALVINGS:
                 break
@@ -76,15 +103,17 @@ def fit(job, shard, K: int, tol: float | None = None, max_iter: int | None = Non
             continue
         previous = None if best is None else best[1]
         best, scale = (B, value, information, gradient, iteration, loglik), 1.0
-        step = _newton_step(information, gradient, F, K)
+        step = _newton_step(information, gradient, K)
         small = np.all(np.abs(step) <= step_tol * np.maximum(1.0, np.abs(B)))
         settled = previous is not None and abs(value - previous) <= value_tol * (abs(value) + 0.1)
         if small and (settled or iteration == 1):
-            return _fit(best, null, weight, rows, class_weights)
+            return best, True
         B = B + step
-    if max_iter is not None:  # the user's limit: the last iterate, not converged
-        return _fit(best, null, weight, rows, class_weights, converged=False)
-    raise UsageError(
+    return best, False
+
+
+def _diverged(iterations: int) -> str:
+    return (
         f"Newton's method did not converge in {iterations} iterations: the fitted "
         "probabilities of some rows reach 0 or 1 while the coefficients keep growing, the mark "
         "of classes the features (quasi-)separate, where the likelihood has no finite maximum. "
@@ -114,7 +143,7 @@ def _fit(best, null, weight, rows, class_weights, converged=True) -> Multinomial
     return MultinomialFit(*args, converged)
 
 
-def _newton_step(information: np.ndarray, gradient: np.ndarray, F: int, K: int) -> np.ndarray:
+def _newton_step(information: np.ndarray, gradient: np.ndarray, K: int) -> np.ndarray:
     """I⁻¹ g as B's shape, by Cholesky on the information scaled to unit diagonal."""
     g = gradient.T.ravel()
     d = np.sqrt(np.diag(information))
@@ -125,7 +154,7 @@ def _newton_step(information: np.ndarray, gradient: np.ndarray, F: int, K: int) 
     except np.linalg.LinAlgError:
         raise UsageError(_singular()) from None
     step = np.linalg.solve(factor.T, np.linalg.solve(factor, g / d)) / d
-    return step.reshape(K - 1, F + 1).T
+    return step.reshape(K - 1, -1).T
 
 
 def _singular() -> str:
@@ -149,14 +178,15 @@ def _class_sums(shard, K: int) -> np.ndarray:
 
 def _pass(job, shard, B: np.ndarray, K: int) -> tuple[float, np.ndarray, np.ndarray]:
     """The log-likelihood at B, its gradient (B's shape) and the information matrix, summed
-    over every rank's rows: one allreduce."""
+    over every rank's rows: one allreduce. B of one row: the intercept-only model's."""
     p, k1 = B.shape[0], K - 1
     value, gradient, information = 0.0, np.zeros((p, k1)), np.zeros((k1 * p, k1 * p))
     for block in shard.blocks():
         rows = block.counted()
-        X = np.column_stack([rows.X.astype(np.float64, copy=False), np.ones(len(rows.y))])
+        features = rows.X[:, : p - 1].astype(np.float64, copy=False)
+        X = np.column_stack([features, np.ones(len(rows.y))])
         w, y = rows.weights(), rows.y.astype(np.int64)
-        logp = log_probabilities(X[:, :-1], B)
+        logp = log_probabilities(X[:, :-1], B, rows.offset)
         value += float(w @ logp[np.arange(len(y)), y])
         P = np.exp(logp[:, 1:])
         residual = (y[:, None] == np.arange(1, K)) - P

@@ -124,7 +124,7 @@ def scores(job, blocks, B: np.ndarray, classes: list, name: str) -> dict:
     for block in blocks:
         rows = block.counted()
         w, y = rows.weights(), rows.y.astype(np.int64)
-        logp = log_probabilities(rows.X.astype(np.float64, copy=False), B)
+        logp = log_probabilities(rows.X.astype(np.float64, copy=False), B, rows.offset)
         sums[0] += w.sum()
         sums[1] -= w @ logp[np.arange(len(y)), y]
         sums[2:] += np.bincount(y * K + logp.argmax(axis=1), weights=w, minlength=K * K)
@@ -158,6 +158,25 @@ class ClassScores:
     def line(self) -> str:
         f = self.figures
         return f"log-loss {f['log_loss']:.6g}, accuracy {f['accuracy']:.6g}"
+
+
+def class_frequencies(job, blocks, K: int, bins: int = 20) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of every rank by their one feature, in `bins` equal bins of its range: the
+    edges (bins + 1) and each bin's weight of each class (bins x K). blocks() gives the rows;
+    two passes, an allgather and an allreduce."""
+    low, high = np.inf, -np.inf
+    for rows in blocks():
+        x = rows.counted().X[:, 0]
+        if len(x):
+            low, high = min(low, float(x.min())), max(high, float(x.max()))
+    every = job.allgather((low, high), name="multinomial_range")
+    edges = np.linspace(min(e[0] for e in every), max(e[1] for e in every), bins + 1)
+    counts = np.zeros((bins, K))
+    for rows in blocks():
+        rows = rows.counted()
+        at = np.clip(np.searchsorted(edges, rows.X[:, 0], side="right") - 1, 0, bins - 1)
+        np.add.at(counts, (at, rows.y.astype(np.int64)), rows.weights())
+    return edges, job.allreduce_sum(counts.ravel(), "multinomial_bins").reshape(bins, K)
 
 
 def score_lines(what: str, scores: dict, classes: list) -> list[str]:

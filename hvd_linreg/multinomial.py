@@ -24,7 +24,6 @@ from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
 # What the multinomial model does not take yet, and why
 NOT_YET = {
     "no_intercept": "a multinomial model without intercepts is not fitted yet",
-    "robust": "robust standard errors of a multinomial model are not computed yet",
     "penalized_offset": "an offset is not taken by the multinomial elastic net yet",
 }
 
@@ -33,7 +32,6 @@ def check_settings(cfg) -> None:
     """Refuse, before any row is read, what the multinomial model does not take."""
     given = {
         "no_intercept": cfg.no_intercept,
-        "robust": cfg.cov_type != "nonrobust",
         "penalized_offset": cfg.penalized and cfg.offset is not None,
     }
     for name, value in given.items():
@@ -96,7 +94,7 @@ def finish(cfg, job, family, shard, sgd, began: float) -> MultinomialResult:
         fit = None
     else:
         path, fit = None, optimum(cfg, job, shard, len(classes))
-        stats = None if fit is None else statistics.describe(fit, names, classes)
+        stats = None if fit is None else describe(cfg, job, shard, fit, names, classes)
         B = fit.params if sgd is None else sgd.params
     training = statistics.scores(job, shard.blocks(), B, classes, "multinomial_train")
     validation = None
@@ -139,6 +137,21 @@ def train(cfg, job, family, shard, ckpt_dir):
     trainer.use(job, shard, ckpt_dir)
     trainer.start()
     return trainer.fit()
+
+
+def describe(cfg, job, shard, fit, names, classes):
+    """Newton's fit's statistics; with --cov_type HC0, HC1 or cluster, its standard errors the
+    sandwich's (solvers/sandwich.py: one more pass)."""
+    from hvd_linreg.solvers import sandwich
+    from hvd_linreg.statistics import multinomial as statistics
+
+    robust = None
+    if cfg.cov_type != "nonrobust":
+        if cfg.cov_type == "cluster" and shard.carried_columns.group is None:
+            raise UsageError("--cov_type cluster needs --groups COL (groups= from Python)")
+        args = (job, shard, fit.params, fit.information, cfg.cov_type)
+        robust = sandwich.class_covariance(*args)
+    return statistics.describe(fit, names, classes, robust, cfg.cov_type)
 
 
 def penalized(cfg, job, shard, names, classes):

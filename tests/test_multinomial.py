@@ -98,6 +98,38 @@ def test_the_readmes_election_study_is_mnlogits(tmp_path, size):
     assert m["statistics"]["log_likelihood"] == pytest.approx(reference.llf, rel=1e-10)
 
 
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("cov_type", ["HC0", "HC1", "cluster"])
+def test_robust_standard_errors_are_mnlogits(tmp_path, size, cov_type):
+    """MNLogit.fit(cov_type=) on each row repeated as many times as its whole weight (a
+    cluster's rows all repeated in it): the sandwich's standard errors to 1e-6, and the
+    coefficients unchanged. HC1 is HC0 times n / (n - k), as the tool's HC1 is for every model
+    (statsmodels' OLS factor; its MNLogit and GLM return HC0 for HC1)."""
+    table = choices(4)
+    table["w"] = np.random.default_rng(5).integers(1, 4, len(table)).astype(float)
+    table["store"] = np.arange(len(table)) % 23  # 23 clusters, each on every rank
+    table.to_csv(tmp_path / "fruit.csv", index=False)
+    args = ["--data", str(tmp_path / "fruit.csv"), "--model", "multinomial", "--solver", "exact"]
+    args += ["--target", "fruit", "--weights", "w", "--features", "x1,x2,shop"]
+    args += ["--cov_type", cov_type, *(["--groups", "store"] if cov_type == "cluster" else [])]
+    m = run_metrics(tmp_path, size, args)
+    repeats = table.w.astype(int).to_numpy()
+    X = pd.get_dummies(table[["x1", "x2", "shop"]], drop_first=True, dtype=float)
+    X = sm.add_constant(X, prepend=False).loc[table.index.repeat(repeats)]
+    y = table.fruit.loc[table.index.repeat(repeats)].to_numpy()
+    kwds = {"groups": table.store.loc[table.index.repeat(repeats)].to_numpy()}
+    reference = sm.MNLogit(y, X).fit(
+        method="newton", tol=1e-14, maxiter=100, disp=0, cov_type=cov_type.replace("1", "0"),
+        cov_kwds=kwds if cov_type == "cluster" else None,
+    )  # fmt: skip
+    n, k = len(y), reference.params.size
+    factor = np.sqrt(n / (n - k)) if cov_type == "HC1" else 1.0
+    np.testing.assert_allclose(as_matrix(m, "estimate"), reference.params, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(as_matrix(m, "std_error"), reference.bse * factor, rtol=1e-6)
+    assert m["statistics"]["cov_type"] == cov_type
+    assert m["statistics"]["clusters"] == (23 if cov_type == "cluster" else None)
+
+
 def test_the_metrics_json_holds_every_documented_key_and_no_other(tmp_path):
     import re
 
@@ -166,8 +198,8 @@ def test_multinomial_mistakes_end_with_one_line(tmp_path, capsys):
     table.to_csv(tmp_path / "fruit.csv", index=False)
     data = ["--data", str(tmp_path / "fruit.csv"), "--model", "multinomial"]
     exact = [*data, "--solver", "exact"]
-    says = refused(capsys, [*exact, "--cov_type", "HC0"])
-    assert "robust standard errors of a multinomial model are not computed yet" in says
+    says = refused(capsys, [*exact, "--no_intercept"])
+    assert "a multinomial model without intercepts is not fitted yet" in says
     table.assign(fruit="apple").to_csv(tmp_path / "one.csv", index=False)
     one = ["--data", str(tmp_path / "one.csv"), "--model", "multinomial", "--solver", "exact"]
     assert "the target 'fruit' has one class (apple)" in refused(capsys, one)

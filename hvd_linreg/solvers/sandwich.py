@@ -42,7 +42,7 @@ def covariance(
         u = rows.weights() * (y - mu) / (variance * slope)
         scores = np.c_[rows.X.astype(np.float64), np.ones(len(y))][:, :k] * u[:, None]
         if cov_type == "cluster":
-            clusters.append(_by_cluster(C[keep, carried.group_index].astype(np.float64), scores))
+            clusters.append(by_cluster(C[keep, carried.group_index].astype(np.float64), scores))
         else:
             sums[:-1] += (scores.T @ scores).ravel()
         sums[-1] += len(y)
@@ -53,8 +53,54 @@ def covariance(
         meat, count = parts.T @ parts, len(keys)
     else:
         meat, count = sums[:-1].reshape(k, k), None
+    full = np.zeros((len(theta), len(theta)))
+    full[:k, :k] = _corrected(information, meat, cov_type, n, count)
+    return full, count
+
+
+def class_covariance(job: Job, shard, B: np.ndarray, information: np.ndarray, cov_type: str):
+    """The robust covariance of a multinomial fit's B ((F + 1) x (K - 1); information
+    class-major, solvers/multinomial.py), as statsmodels' MNLogit(cov_type=) gives it, and the
+    number of clusters (None but for cluster). Row i's score is (y_i - p_i)[1:] ⊗ [x_i 1],
+    class by class; a weight counts the row as many times (the meat Σ w_i u_i u_iᵀ, a
+    cluster's sum Σ w_i u_i, n = Σ w), as the model's weights do everywhere."""
+    from hvd_linreg.solvers.multinomial import log_probabilities
+
+    F1, K1 = B.shape
+    k = F1 * K1
+    sums, clusters = np.zeros(k * k + 1), []
+    carried = shard.carried_columns
+    for X, y, C in shard.raw_blocks(block_rows(k)):
+        rows = carried.rows(X, y, C)
+        keep = rows.weights() > 0
+        rows = rows.counted()
+        w, codes = rows.weights(), rows.y.astype(np.int64)
+        A = np.c_[rows.X.astype(np.float64), np.ones(len(w))]
+        residual = (codes[:, None] == np.arange(1, K1 + 1)) - np.exp(
+            log_probabilities(A[:, :-1], B, rows.offset)[:, 1:]
+        )
+        scores = (residual[:, :, None] * A[:, None, :]).reshape(len(w), k)  # class-major
+        if cov_type == "cluster":
+            keys = C[keep, carried.group_index].astype(np.float64)
+            clusters.append(by_cluster(keys, scores * w[:, None]))
+        else:
+            sums[:-1] += (scores.T @ (scores * w[:, None])).ravel()
+        sums[-1] += w.sum()
+    sums = job.allreduce_sum(sums, "class_sandwich")
+    n, count = sums[-1], None
+    if cov_type == "cluster":
+        keys, parts = merged(job.allgather(merged(clusters, k), "class_sandwich_clusters"), k)
+        meat, count = parts.T @ parts, len(keys)
+    else:
+        meat = sums[:-1].reshape(k, k)
+    return _corrected(information, meat, cov_type, n, count), count
+
+
+def _corrected(information, meat, cov_type: str, n: float, count: int | None) -> np.ndarray:
+    """B⁻¹ M B⁻¹, times HC1's n / (n - k) or cluster's G/(G - 1) (n - 1)/(n - k)."""
+    k = len(information)
     half = np.linalg.solve(information, meat)
-    cov = np.linalg.solve(information, half.T).T  # B⁻¹ M B⁻¹, B symmetric
+    cov = np.linalg.solve(information, half.T).T  # B symmetric
     if cov_type == "HC1":
         cov *= n / (n - k)
     elif count is not None:
@@ -63,12 +109,10 @@ def covariance(
                 f"--cov_type cluster needs at least 2 clusters in --groups, got {count}"
             )
         cov *= count / (count - 1) * (n - 1) / (n - k)
-    full = np.zeros((len(theta), len(theta)))
-    full[:k, :k] = (cov + cov.T) / 2.0
-    return full, count
+    return (cov + cov.T) / 2.0
 
 
-def _by_cluster(keys: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def by_cluster(keys: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The rows' scores summed by cluster: (the sorted distinct keys, their sums)."""
     distinct, inverse = np.unique(keys, return_inverse=True)
     sums = np.zeros((len(distinct), scores.shape[1]))
@@ -80,4 +124,4 @@ def merged(parts: list, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Several (keys, sums) as one, each cluster's parts added in the order given."""
     if not parts:
         return np.zeros(0), np.zeros((0, k))
-    return _by_cluster(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+    return by_cluster(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))

@@ -11,7 +11,7 @@ import numpy as np
 
 from hvd_linreg.data.frames import plain
 from hvd_linreg.solvers.multinomial import MultinomialFit, log_probabilities
-from hvd_linreg.statistics.table import SHOWN_COEFFICIENTS, coefficient_lines
+from hvd_linreg.statistics.table import SHOWN_COEFFICIENTS, coefficient_lines, robust_errors
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,8 @@ class MultinomialStatistics:
     gradient_norm: float
     converged: bool = True
     undefined: dict = field(default_factory=dict)
+    cov_type: str = "nonrobust"  # the standard errors' (--cov_type)
+    clusters: int | None = None  # --cov_type cluster: how many
 
     @property
     def z(self) -> np.ndarray:
@@ -70,17 +72,21 @@ class MultinomialStatistics:
             "iterations": self.iterations,
             "gradient_norm": self.gradient_norm,
             "converged": self.converged,
+            "cov_type": self.cov_type,
+            "clusters": self.clusters,
             "coefficients": self.coefficients(),
         }
 
     def lines(self, limit: int | None = SHOWN_COEFFICIENTS) -> list[str]:
         """The summary's statistics: the likelihood's figures, then a table per class."""
+        robust = robust_errors(self.cov_type, self.clusters)
         lines = [
             f"Statistics of the exact optimum: log-likelihood {self.log_likelihood:.6g}, null "
             f"log-likelihood {self.null_log_likelihood:.6g}, McFadden's pseudo-R² "
             f"{self.pseudo_r2:.6g}, AIC {self.aic:.6g}, BIC {self.bic:.6g}; Newton: "
             f"{self.iterations} iterations, gradient norm {self.gradient_norm:.3g}"
             + ("" if self.converged else " (did not converge: --max_iter)")
+            + ("" if self.cov_type == "nonrobust" else f"; {robust}")
         ]
         z, p = self.z, self.p
         for j in range(self.estimates.shape[1]):
@@ -93,10 +99,14 @@ class MultinomialStatistics:
         return lines
 
 
-def describe(fit: MultinomialFit, names: tuple[str, ...], classes: list) -> MultinomialStatistics:
-    """The statistics of the fit, its coefficients named by names (the features', then b)."""
+def describe(
+    fit: MultinomialFit, names: tuple[str, ...], classes: list, robust=None, cov_type="nonrobust"
+) -> MultinomialStatistics:
+    """The statistics of the fit, its coefficients named by names (the features', then b);
+    robust: (the sandwich's covariance, the clusters or None) for --cov_type HC0, HC1 or
+    cluster, else the inverse information's."""
     F1, K1 = fit.params.shape
-    covariance = np.linalg.inv(fit.information)
+    covariance = np.linalg.inv(fit.information) if robust is None else robust[0]
     std_errors = np.sqrt(np.diag(covariance)).reshape(K1, F1).T
     k = F1 * K1
     aic = -2.0 * fit.log_likelihood + 2.0 * k
@@ -113,6 +123,8 @@ def describe(fit: MultinomialFit, names: tuple[str, ...], classes: list) -> Mult
         fit.iterations,
         fit.gradient_norm,
         fit.converged,
+        cov_type=cov_type,
+        clusters=None if robust is None else robust[1],
     )
 
 

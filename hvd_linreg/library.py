@@ -275,7 +275,7 @@ class FitResult:
         is its last iterate's), True for least squares and the elastic net (whose
         unconverged strengths are refused), None where the exact optimum was not solved."""
         optimum = self.report.optimum
-        return None if optimum is None else bool(getattr(optimum, "converged", True))
+        return None if optimum is None else bool(optimum.converged)
 
     @property
     def path(self):

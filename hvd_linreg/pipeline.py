@@ -162,7 +162,7 @@ def optimum(cfg: Config, family, job: Job, shard: Shard, start=None):
         irls.Limits(cfg.tol, cfg.max_iter),
         start,
     )
-    if not getattr(best, "converged", True):
+    if not best.converged:
         job.warn(irls.not_converged(best), ConvergenceWarning)
     return best
 

@@ -39,7 +39,7 @@ def optimum(
         from hvd_linreg.solvers import irls
 
         best = irls.optimum(job, shard, family, l2, intercept, limits or irls.Limits(), start)
-    if cov_type == "nonrobust" or l2 > 0 or getattr(best, "dependent", ()):
+    if cov_type == "nonrobust" or l2 > 0 or best.dependent:
         return best
     from hvd_linreg.solvers import sandwich
 

@@ -50,6 +50,9 @@ class Fit:
     """The minimiser of the family's mean loss + l2·‖w‖² over the whole dataset, the same on
     every rank, and what its statistics need."""
 
+    STATISTICS = "likelihood"  # its statistics' module (statistics.describe)
+    dependent = ()  # a singular design ends IRLS with an error instead
+
     params: np.ndarray  # [w..., b]
     loss: float  # the mean loss there
     objective: float  # loss + l2·‖w‖²

@@ -216,6 +216,9 @@ def residual_gradient(job: Job, shard: Shard, factor: Factor, w: np.ndarray) -> 
 class Optimum:
     """The exact optimum over the whole dataset, and the factor it was solved from."""
 
+    STATISTICS = "least_squares"  # its statistics' module (statistics.describe)
+    converged = True  # one factorisation: nothing to stop early
+
     params: np.ndarray  # [w..., b]
     loss: float  # mean squared error over all rows at params (weighted: Σ w r² / rows)
     factor: Factor

@@ -72,6 +72,10 @@ class CrossValidation:
 class PathFit:
     """A penalized fit: the whole path, the cross-validation, and the model chosen."""
 
+    STATISTICS = "path"  # its statistics' module (statistics.describe)
+    converged = True  # a strength that does not converge ends the run
+    dependent = ()
+
     params: np.ndarray  # the chosen model's [w..., b]
     loss: float  # the family's mean loss there, as an unpenalized fit reports it
     objective: float  # the penalized objective there

@@ -5,18 +5,9 @@ from __future__ import annotations
 
 
 def describe(optimum, feature_names: tuple[str, ...] | None = None):
-    """The statistics of an exact optimum, as its solver's method defines them."""
-    from hvd_linreg.solvers.least_squares import Optimum
-    from hvd_linreg.solvers.path import PathFit
+    """The statistics of an exact optimum, as its solver's method defines them: each result
+    names its statistics' module (STATISTICS)."""
+    import importlib
 
-    if isinstance(optimum, PathFit):
-        from hvd_linreg.statistics import path
-
-        return path.describe(optimum, feature_names)
-    if isinstance(optimum, Optimum):
-        from hvd_linreg.statistics import least_squares
-
-        return least_squares.describe(optimum, feature_names)
-    from hvd_linreg.statistics import likelihood
-
-    return likelihood.describe(optimum, feature_names)
+    module = importlib.import_module(f"hvd_linreg.statistics.{optimum.STATISTICS}")
+    return module.describe(optimum, feature_names)

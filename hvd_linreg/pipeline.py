@@ -177,7 +177,7 @@ def training_scores(family, job: Job, shard: Shard, result: TrainingResult):
     pass; None where they would gather more than TRAINING_SCORES_GATHERED_ROWS rows."""
     if family.SCORES_GATHER_ROWS and shard.num_samples > TRAINING_SCORES_GATHERED_ROWS:
         return None
-    return family.scores(job, result.params, shard.blocks())
+    return family.scores(job, result.params, shard.blocks)
 
 
 def finish(
@@ -193,7 +193,7 @@ def finish(
     what was asked for. The report, on every rank."""
     validation = None
     if shard.num_validation:
-        validation = family.scores(job, result.params, shard.validation_blocks())
+        validation = family.scores(job, result.params, shard.validation_blocks)
     result = replace(
         result, validation=validation, training=training_scores(family, job, shard, result)
     )

@@ -135,7 +135,7 @@ def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
     from hvd_linreg.report import write_json
 
     family = families.get(request.model.family, request.model.link, request.model.power)
-    result = family.scores(job, request.model.theta, [rows])
+    result = family.scores(job, request.model.theta, lambda: [rows])
     if job.is_root:
         job.log(f"Scores of the model {model_path} on {data_path} ({result.count} rows):")
         for line in result.table():

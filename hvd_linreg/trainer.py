@@ -234,7 +234,7 @@ class Trainer:
         """The family's scores of params on the held-out rows (every rank's); None without."""
         if not self.shard.num_validation:
             return None
-        return self.family.scores(self.job, params, self.shard.validation_blocks())
+        return self.family.scores(self.job, params, self.shard.validation_blocks)
 
     def _result(self, done: int, wall_s: float, monitor: Monitor) -> TrainingResult:
         params = self.model.numpy_params()

@@ -231,8 +231,8 @@ class Family:
         return loss + penalty(params, l2)
 
     def scores(self, job: Job, theta: np.ndarray, blocks: Blocks):
-        """The scores of theta on every rank's blocks of (X, y), for the validation rows and
-        `evaluate`: the mean deviance and D² (scores.py)."""
+        """The scores of theta on every rank's rows (blocks(): their blocks, afresh at each
+        call), for the validation rows and `evaluate`: the mean deviance and D² (scores.py)."""
         from hvd_linreg.families.scores import deviance_scores
 
         return deviance_scores(job, self, theta, blocks)

@@ -90,7 +90,7 @@ def scores(job: Job, theta: np.ndarray, blocks: Blocks) -> RegressionScores:
     """Regression scores of theta (w..., b; float64) on every rank's blocks of rows, each row
     counting by its weight (scikit-learn's sample_weight), summed with one allreduce."""
     count, sse, sae, weight, mean, m2 = 0, 0.0, 0.0, 0.0, 0.0, 0.0
-    for rows in blocks:
+    for rows in blocks():
         rows = rows.counted()
         y, w = rows.y.astype(np.float64), rows.weights()
         residual = predictor(theta, rows) - y

@@ -312,7 +312,7 @@ def scores(job: Job, family: Logistic, theta: np.ndarray, blocks: Blocks) -> Cla
     weight) triples are gathered (24 bytes a row), since no sum of per-rank figures gives the
     ranking of all rows together."""
     z, y, w = [np.zeros(0)], [np.zeros(0)], [np.zeros(0)]
-    for rows in blocks:
+    for rows in blocks():
         rows = rows.counted()
         z.append(predictor(theta, rows))
         y.append(rows.y.astype(np.float64))

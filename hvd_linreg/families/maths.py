@@ -5,7 +5,7 @@ NumPy and the rows' record."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -18,8 +18,9 @@ from hvd_linreg.data.rows import Rows
 BLOCK_BYTES = 1 << 20
 
 
-# Blocks of rows as the scores take them
-Blocks = Iterable[Rows]
+# The rows as the scores take them: a function that gives their blocks afresh at each call, so
+# that a score of two passes reads a shard twice instead of holding its blocks
+Blocks = Callable[[], Iterable[Rows]]
 
 
 def block_rows(num_columns: int) -> int:

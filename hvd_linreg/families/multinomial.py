@@ -79,4 +79,4 @@ class Multinomial(Family):
         """Log-loss, accuracy and the confusion matrix of B on every rank's blocks."""
         from hvd_linreg.statistics.multinomial import ClassScores, scores
 
-        return ClassScores(scores(job, blocks, theta, self.labels, "multinomial_scores"))
+        return ClassScores(scores(job, blocks(), theta, self.labels, "multinomial_scores"))

@@ -5,12 +5,11 @@ d2_tweedie_score and the GLM regressors' score) and the RMSE of the mean."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from hvd_linreg.families.maths import predictor
+from hvd_linreg.families.maths import Blocks, predictor
 
 
 class Scores:
@@ -52,13 +51,13 @@ class DevianceScores(Scores):
         ]
 
 
-def deviance_scores(job, family, theta: np.ndarray, blocks: Iterable) -> DevianceScores:
+def deviance_scores(job, family, theta: np.ndarray, blocks: Blocks) -> DevianceScores:
     """The scores of theta on every rank's blocks of rows, each row counting by its weight
     (scikit-learn's sample_weight): two allreduces, the second for the deviance of the
     weighted mean of every rank's targets."""
-    blocks = [rows.counted() for rows in blocks]
     sums = np.zeros(5)  # rows, Σw, Σwy, Σw d(y, μ), Σw (y - μ)²
-    for rows in blocks:
+    for rows in blocks():
+        rows = rows.counted()
         y, w = rows.y.astype(np.float64), rows.weights()
         mu = family.link.inverse(predictor(theta, rows))
         sums += len(y), w.sum(), w @ y, w @ family.unit_deviance(y, mu), w @ (y - mu) ** 2
@@ -68,7 +67,8 @@ def deviance_scores(job, family, theta: np.ndarray, blocks: Iterable) -> Devianc
         return DevianceScores(int(count), math.nan, math.nan, math.nan)
     mean = np.array([y_sum / weight])
     null = 0.0
-    for rows in blocks:
+    for rows in blocks():  # a second pass: the null model is every rank's weighted mean
+        rows = rows.counted()
         y = rows.y.astype(np.float64)
         null += float(rows.weights() @ family.unit_deviance(y, np.broadcast_to(mean, y.shape)))
     null = float(job.allreduce_sum([null], "null_scores")[0])

@@ -9,6 +9,7 @@ checks for classes that a hyperplane separates, where the likelihood has no fini
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -228,8 +229,8 @@ def check_target(job: Job, shard):
 def _distinct(shard) -> list[float]:
     """This rank's distinct target values, up to 3 of them: more are refused anyway."""
     seen: set[float] = set()
-    blocks = [*shard.blocks(), *([shard.validation] if shard.validation is not None else [])]
-    for rows in blocks:
+    held = [shard.validation] if shard.validation is not None else []
+    for rows in itertools.chain(shard.blocks(), held):  # read as used: it stops at 3
         seen.update(np.unique(rows.y).tolist())
         if len(seen) > 2:
             break

@@ -159,7 +159,9 @@ def run(cfg, job, family, load) -> MultinomialResult:
     K = len(classes)
     if job.is_root and not cfg.quiet:
         job.log(f"{report.header_line(cfg, family, job, shard)}, {K} classes")
+    fitting = time.perf_counter()
     fit = solver.fit(job, shard, K, cfg.tol, cfg.max_iter, cfg.l2)
+    fit_s = time.perf_counter() - fitting
     if not fit.converged:
         job.warn(
             f"Newton's method did not converge in --max_iter {cfg.max_iter} iterations: the "
@@ -174,7 +176,7 @@ def run(cfg, job, family, load) -> MultinomialResult:
         held = [shard.validation]
         validation = statistics.scores(job, held, fit.params, classes, "multinomial_valid")
     result = MultinomialResult(
-        cfg, shard, classes, stats, training, validation, time.perf_counter() - began
+        cfg, shard, classes, stats, training, validation, time.perf_counter() - began, fit_s
     )
     if job.is_root and not cfg.quiet:
         for line in result.summary_lines(limit=statistics.SHOWN_COEFFICIENTS):
@@ -199,7 +201,8 @@ class MultinomialResult:
     statistics: Any  # statistics/multinomial.py's MultinomialStatistics
     training: dict
     validation: dict | None
-    wall_s: float
+    wall_s: float  # the whole run: the rows read, the fit, its statistics and scores
+    fit_s: float  # Newton's method alone, from the loaded rows to the coefficients
 
     @property
     def params(self) -> np.ndarray:
@@ -270,6 +273,7 @@ class MultinomialResult:
             "training_scores": self.training,
             "validation": self.validation,
             "wall_s": self.wall_s,
+            "fit_s": self.fit_s,
             "versions": versions(),
             "config": self.cfg.as_dict(),
         }

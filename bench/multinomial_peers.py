@@ -33,6 +33,9 @@ AGREE = 1e-6  # every peer's coefficients the tool's to this
 # parallelism); a peer gets the machine's cores, as its user would leave it.
 TOOL_THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 PEER_THREADS = {name: str(os.cpu_count()) for name in TOOL_THREADS}
+# statsmodels' MNLogit on these rows took more than 240 s (the launches' usual limit) on this
+# machine under a load average of 3 to 5: its BLAS threads wait for the cores others hold
+PEER_TIMEOUT_S = 900
 
 
 def reference_form(coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
@@ -114,7 +117,8 @@ def tool_fit(ranks: int, data: str) -> dict:
 
 def section(rounds: int, progress) -> dict:
     """The tool at 1 and 2 ranks and each peer, `rounds` times each, taking turns; statsmodels,
-    the slowest by far, once. Times are medians; gaps are to the tool's first 1-rank fit."""
+    the slowest by far, once. Times are medians; gaps are to the tool's first 1-rank fit. A
+    peer that fails or runs out of time is reported, and the others still run."""
     import launch
 
     with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
@@ -123,14 +127,25 @@ def section(rounds: int, progress) -> dict:
                            "--features", str(FEATURES)])  # fmt: skip
         peers = [p for p in PEERS if launch.importable(p.split("-")[0])]
         runs: dict[str, list[dict]] = {**{f"tool_{n}": [] for n in RANKS}, **{p: [] for p in peers}}
+        failed: dict[str, str] = {}
+
+        def record(name: str, done: dict) -> None:
+            runs[name].append(done)
+            progress(f"multinomial fit, {name}: {done['fit_s']:.1f} s")
+
         for i in range(rounds):
             for n in RANKS:
-                runs[f"tool_{n}"].append(tool_fit(n, data))
+                record(f"tool_{n}", tool_fit(n, data))
             for peer in peers:
-                if peer != "statsmodels" or i == 0:
-                    done = launch.peer_fit("multinomial_peers.py", peer, data, env=PEER_THREADS)
-                    runs[peer].append(done)
-            progress(f"multinomial fits, round {i + 1} of {rounds}")
+                if peer in failed or (peer == "statsmodels" and i > 0):
+                    continue
+                try:
+                    record(peer, launch.peer_fit("multinomial_peers.py", peer, data,
+                                                 PEER_THREADS, PEER_TIMEOUT_S))  # fmt: skip
+                except launch.LaunchError as e:
+                    failed[peer] = str(e).splitlines()[0]
+                    progress(f"multinomial fit, {peer}: {failed[peer]}")
+    runs = {name: done for name, done in runs.items() if done}
     fits = glm_peers.summarised(runs, np.asarray(runs["tool_1"][0]["params"]), AGREE)
     return {
         "rows": ROWS,
@@ -139,6 +154,7 @@ def section(rounds: int, progress) -> dict:
         "iterations": runs["tool_1"][0]["iterations"],
         "threads": {"tool": TOOL_THREADS, "peers": PEER_THREADS},
         "fits": fits,
+        "failed": failed,
         "missing": [p for p in PEERS if p not in peers],
     }
 

@@ -435,6 +435,8 @@ def _multinomial(m: dict) -> list[str]:
         f"rank (the tool's {m['iterations']} Newton iterations); every peer {given}, the "
         "machine's cores"
     )
+    for peer, why in m["failed"].items():
+        out.append(f"   {MULTINOMIAL_NAMES[peer]}: no result ({why.split(': ')[0]})")
     if m["missing"]:
         out.append(f"   not installed, so not run: {', '.join(m['missing'])} (pip install them)")
     return out

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import statistics
 import time
 import warnings
 from pathlib import Path
@@ -46,6 +48,8 @@ def statsmodels_fit(X: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 PEERS = {"sklearn": sklearn_fit, "glum": glum_fit, "statsmodels": statsmodels_fit}
+# The threads a peer was given, as its environment says: unset, its library picks
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
 
 
 def write(path: str, rows: int, features: int, seed: int = 0) -> None:
@@ -58,28 +62,58 @@ def write(path: str, rows: int, features: int, seed: int = 0) -> None:
     np.savez(path, X=X, y=y)
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--write", help="write the design to this .npz and exit")
+def gap(params, reference: np.ndarray) -> float:
+    """The largest difference from the reference's coefficients, relative where they are
+    above 1 in size."""
+    return float(np.max(np.abs(np.asarray(params) - reference) / np.maximum(abs(reference), 1)))
+
+
+def summarised(runs: dict[str, list[dict]], reference: np.ndarray, agree: float) -> dict:
+    """Each fit's runs (fit_s, params, peak_rss_mib) as its median seconds, its largest peak
+    RSS, and its largest gap to the reference, which agrees if at most `agree`."""
+    fits = {}
+    for name, done in runs.items():
+        largest = max(gap(r["params"], reference) for r in done)
+        fits[name] = {
+            "fit_s": statistics.median(r["fit_s"] for r in done),
+            "peak_rss_mib": max(r["peak_rss_mib"] for r in done),
+            "max_gap": largest,
+            "agree": bool(largest <= agree),
+            "runs_s": [r["fit_s"] for r in done],
+        }
+    return fits
+
+
+def load(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """X and y of the .npz that write() wrote."""
+    with np.load(path) as arrays:
+        return arrays["X"], arrays["y"]
+
+
+def main(doc: str = __doc__, peers=PEERS, write=write, load=load) -> int:
+    """--write the rows, or time one peer's fit of them (bench/multinomial_peers.py hands in
+    its own doc, peers, writer and loader)."""
+    p = argparse.ArgumentParser(description=doc)
+    p.add_argument("--write", help="write the design to this file and exit")
     p.add_argument("--rows", type=int, default=2_000_000)
     p.add_argument("--features", type=int, default=32)
-    p.add_argument("--peer", choices=PEERS)
-    p.add_argument("--data", help=".npz of X (rows, features) and y, float64")
+    p.add_argument("--peer", choices=peers)
+    p.add_argument("--data", help="the file --write wrote")
     p.add_argument("--out")
     args = p.parse_args()
     if args.write:
         write(args.write, args.rows, args.features)
         return 0
-    with np.load(args.data) as arrays:
-        X, y = arrays["X"], arrays["y"]
+    X, y = load(args.data)
     start = time.perf_counter()
-    theta = PEERS[args.peer](X, y)
+    theta = peers[args.peer](X, y)
     seconds = time.perf_counter() - start
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     result = {
         "peer": args.peer,
         "params": theta.tolist(),
         "fit_s": seconds,
+        "threads": {k: os.environ.get(k) for k in THREAD_VARIABLES},
         "peak_rss_mib": peak_mib,
     }
     Path(args.out).write_text(json.dumps(result) + "\n")

@@ -30,7 +30,7 @@ class LaunchError(RuntimeError):
     """A launch failed or timed out; the message ends with the tail of its output."""
 
 
-def _run(cmd: list[str], env: dict[str, str] | None = None) -> str:
+def _run(cmd: list[str], env: dict[str, str] | None = None, timeout_s=LAUNCH_TIMEOUT_S) -> str:
     """Run cmd to its end (or LaunchError); return what it printed on stdout."""
     try:
         proc = subprocess.run(
@@ -40,10 +40,10 @@ def _run(cmd: list[str], env: dict[str, str] | None = None) -> str:
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
-            timeout=LAUNCH_TIMEOUT_S,
+            timeout=timeout_s,
         )
     except subprocess.TimeoutExpired:
-        raise LaunchError(f"timed out after {LAUNCH_TIMEOUT_S} s: {' '.join(cmd)}") from None
+        raise LaunchError(f"timed out after {timeout_s} s: {' '.join(cmd)}") from None
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr)[-1500:]
         raise LaunchError(f"exit code {proc.returncode}: {' '.join(cmd)}\n{tail}")
@@ -167,7 +167,9 @@ def importable(module: str) -> bool:
     )
 
 
-def peer_fit(name: str, peer: str, data: str, env: dict[str, str] | None = None) -> dict:
+def peer_fit(
+    name: str, peer: str, data: str, env: dict[str, str] | None = None, timeout_s=LAUNCH_TIMEOUT_S
+) -> dict:
     """`python bench/NAME --peer PEER --data DATA --out PATH` in a process of its own; its
     JSON."""
     with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
@@ -175,6 +177,7 @@ def peer_fit(name: str, peer: str, data: str, env: dict[str, str] | None = None)
         _run(
             [sys.executable, str(BENCH / name), "--peer", peer, "--data", data, "--out", str(out)],
             env,
+            timeout_s,
         )
         return json.loads(out.read_text())
 

@@ -47,6 +47,13 @@
 13. The elastic-net path with 5-fold CV (l1_ratio 0.5, 100 strengths, folds from a column) on
    500,000 x 32 correlated rows, gaussian, binomial and Poisson: the tool at 1 and 2 ranks next
    to R's glmnet (cv.glmnet with foldid), glum and scikit-learn, once each (bench/paths.py).
+14. The multinomial exact fit: `hvd-linreg --model multinomial --solver exact` on 1,000,000 x 32
+   float64 rows of 5 classes (a Parquet file) at 1 and 2 ranks, one BLAS and OpenMP thread a
+   rank, next to scikit-learn's multinomial LogisticRegression (lbfgs, newton-cholesky) and
+   statsmodels' MNLogit (newton) on the same rows with the machine's cores
+   (bench/multinomial_peers.py), each fitting data already loaded, in a process of its own,
+   taking turns: seconds, the ratio to the fastest peer whose coefficients are the tool's to
+   1e-6, peak RSS per rank, and each one's largest difference from the tool's coefficients.
 `--sections 1,6` runs only those sections (2 and 4 come from the same runs).
 
 The machine is shared and noisy: every figure is a median of repeated runs, and the targets
@@ -68,7 +75,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import glm_peers
 import launch
+import multinomial_peers
 import numpy as np
 import paths
 import stacks
@@ -485,24 +494,7 @@ def poisson_fits(rounds: int, progress) -> dict:
                     continue
                 runs[peer].append(launch.peer_fit("glm_peers.py", peer, data, env=BASELINE_ENV))
             progress(f"Poisson fits, round {i + 1} of {rounds}")
-    reference = runs["tool_1"][0]["params"]
-    rows = {}
-    for name, done in runs.items():
-        gap = max(
-            float(
-                np.max(
-                    np.abs(np.asarray(r["params"]) - reference) / np.maximum(np.abs(reference), 1)
-                )
-            )
-            for r in done
-        )
-        rows[name] = {
-            "fit_s": statistics.median(r["fit_s"] for r in done),
-            "peak_rss_mib": max(r["peak_rss_mib"] for r in done),
-            "max_gap": gap,
-            "agree": bool(gap <= POISSON_AGREE),
-            "runs_s": [r["fit_s"] for r in done],
-        }
+    rows = glm_peers.summarised(runs, np.asarray(runs["tool_1"][0]["params"]), POISSON_AGREE)
     missing = [p for p in POISSON_PEERS if p not in peers]
     return {"rows": POISSON_ROWS, "features": POISSON_FEATURES, "fits": rows, "missing": missing}
 
@@ -623,6 +615,7 @@ SECTIONS = {
     "11": lambda rounds, progress: {"csv": csv_parse(rounds, progress)},
     "12": lambda rounds, progress: {"whole_runs": time_to_whole_results(rounds, progress)},
     "13": lambda rounds, progress: {"paths": paths.section(progress)},
+    "14": lambda rounds, progress: {"multinomial": multinomial_peers.section(rounds, progress)},
 }
 
 

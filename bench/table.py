@@ -61,6 +61,8 @@ def targets(results: dict) -> list[dict]:
         rows += _targets_whole(results["whole_runs"])
     if "paths" in results:
         rows += _targets_paths(results["paths"])
+    if "multinomial" in results:
+        rows += _targets_multinomial(results["multinomial"])
     hosts = results.get("hosts", {}).get("latency")
     if hosts:
         rows.append(
@@ -80,6 +82,11 @@ def targets(results: dict) -> list[dict]:
             met = False
         if name.startswith("Poisson fit") and not all(r["agree"] for r in fits.values()):
             met = False
+        if (
+            name.startswith("multinomial fit")
+            and not results["multinomial"]["fits"]["tool_2"]["agree"]
+        ):
+            met = False  # the 2-rank fit must be the 1-rank fit
         verdicts.append(
             {"target": name, "ratio": float(ratio), "limit": f"{sense} {limit}", "met": met}
         )
@@ -388,6 +395,65 @@ def _poisson(p: dict) -> list[str]:
     return out
 
 
+MULTINOMIAL_NAMES = {
+    "sklearn-lbfgs": "scikit-learn LogisticRegression (lbfgs)",
+    "sklearn-newton-cholesky": "scikit-learn LogisticRegression (newton-cholesky)",
+    "statsmodels": "statsmodels MNLogit (newton)",
+}
+
+
+def fastest_peer(fits: dict) -> str | None:
+    """The fastest peer whose coefficients are the tool's (a fit short of the optimum has not
+    done the same work), or None."""
+    agreed = [who for who, r in fits.items() if not who.startswith("tool_") and r["agree"]]
+    return min(agreed, key=lambda who: fits[who]["fit_s"], default=None)
+
+
+def _multinomial(m: dict) -> list[str]:
+    fits, fastest = m["fits"], fastest_peer(m["fits"])
+    out = [
+        f"14. Multinomial exact fit, {m['rows']:,} rows x {m['features']} features (float64), "
+        f"{m['classes']} classes: seconds from the loaded data to the coefficients (medians), "
+        "peak RSS per rank"
+    ]
+    names = {f"tool_{n}": f"hvd-linreg --model multinomial --solver exact, {n} rank{'s' * (n > 1)}"
+             for n in (1, 2)}  # fmt: skip
+    names.update(MULTINOMIAL_NAMES)
+    rows = []
+    for k, r in fits.items():
+        ratio = f"{r['fit_s'] / fits[fastest]['fit_s']:.2f}" if fastest else ""
+        same = f"{'yes' if r['agree'] else 'NO'} ({r['max_gap']:.0e})"
+        rows.append([names[k], f"{r['fit_s']:.2f}", ratio, f"{r['peak_rss_mib']:.0f}", same])
+    out += _grid(
+        ["fit", "seconds", "/ fastest peer", "peak RSS (MiB)", "same coefficients (max rel. gap)"],
+        rows,
+    )
+    threads = m["threads"]
+    given = ", ".join(f"{k}={v}" for k, v in threads["peers"].items())
+    out.append(
+        f"   threads: the tool {', '.join(f'{k}={v}' for k, v in threads['tool'].items())} a "
+        f"rank (the tool's {m['iterations']} Newton iterations); every peer {given}, the "
+        "machine's cores"
+    )
+    for peer, why in m["failed"].items():
+        out.append(f"   {MULTINOMIAL_NAMES[peer]}: no result ({why.split(': ')[0]})")
+    if m["missing"]:
+        out.append(f"   not installed, so not run: {', '.join(m['missing'])} (pip install them)")
+    return out
+
+
+def _targets_multinomial(m: dict) -> list[tuple]:
+    """The tool at 1 rank <= 0.75 x the fastest agreeing peer's time, at 2 ranks <= 0.45 x."""
+    fits, fastest = m["fits"], fastest_peer(m["fits"])
+    if fastest is None:
+        return []
+    return [
+        (f"multinomial fit, {n} rank{'s' * (n > 1)}: hvd-linreg / {MULTINOMIAL_NAMES[fastest]}",
+         fits[f"tool_{n}"]["fit_s"] / fits[fastest]["fit_s"], "<=", limit)
+        for n, limit in ((1, 0.75), (2, 0.45))
+    ]  # fmt: skip
+
+
 def _csv(c: dict) -> list[str]:
     out = [
         f"11. CSV parse and encode, {c['rows']:,} rows ({c['bytes'] / 1e9:.2f} GB, two string "
@@ -516,6 +582,8 @@ def render(results: dict) -> list[str]:
         out += _whole_runs(results["whole_runs"]) + [""]
     if "paths" in results:
         out += _paths(results["paths"]) + [""]
+    if "multinomial" in results:
+        out += _multinomial(results["multinomial"]) + [""]
     if "stacks" in results:
         out += _stacks(results["stacks"])
     if not results["targets"]:  # sections 8 and 9 alone have none

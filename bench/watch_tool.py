@@ -58,6 +58,18 @@ class PeakPss(threading.Thread):
         return max(self.peak, pss_mib())
 
 
+def gathered(mine: tuple) -> tuple[int, list]:
+    """This rank's number and every rank's `mine`, by the collectives the tool's run used,
+    still up: Horovod's (SGD), MPI's through mpi4py (an exact fit under mpirun), or none."""
+    hvd = sys.modules.get("horovod.tensorflow")
+    if hvd is not None and hvd.is_initialized():
+        return hvd.rank(), hvd.allgather_object(mine)
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized():
+        return mpi.COMM_WORLD.Get_rank(), mpi.COMM_WORLD.allgather(mine)
+    return 0, [mine]
+
+
 def run(out: str, argv: list[str]) -> int:
     clock = StepClock(sys.stdout)
     sys.stdout = clock
@@ -68,11 +80,9 @@ def run(out: str, argv: list[str]) -> int:
     sys.stdout = clock.stream
     if code != 0:
         return code
-    import horovod.tensorflow as hvd  # started by the tool, still up
-
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-    peaks = hvd.allgather_object((peak_mib, peak_pss))
-    if hvd.rank() == 0:
+    rank, peaks = gathered((peak_mib, peak_pss))
+    if rank == 0:
         watched = {
             "peak_rss_mib": [rss for rss, _ in peaks],
             "peak_pss_mib": [pss for _, pss in peaks],

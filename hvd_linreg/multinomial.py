@@ -89,6 +89,7 @@ def finish(cfg, job, family, shard, sgd, began: float) -> MultinomialResult:
 
     classes = family.labels
     names = (*(shard.feature_names or (f"w[{j}]" for j in range(shard.num_features))), "b")
+    fitting = time.perf_counter()
     if cfg.penalized:  # the elastic net's path (an exact fit)
         path, stats, B = penalized(cfg, job, shard, names, classes)
         fit = None
@@ -96,6 +97,7 @@ def finish(cfg, job, family, shard, sgd, began: float) -> MultinomialResult:
         path, fit = None, optimum(cfg, job, shard, len(classes))
         stats = None if fit is None else describe(cfg, job, shard, fit, names, classes)
         B = fit.params if sgd is None else sgd.params
+    fit_s = time.perf_counter() - fitting if sgd is None else sgd.wall_s
     training = statistics.scores(job, shard.blocks(), B, classes, "multinomial_train")
     validation = None
     if shard.validation is not None:
@@ -121,6 +123,7 @@ def finish(cfg, job, family, shard, sgd, began: float) -> MultinomialResult:
         gap,
         job.size,
         path,
+        fit_s,
     )
     _report(cfg, job, result)
     return result
@@ -231,6 +234,9 @@ class MultinomialResult:
     size: int = 1  # the ranks of the job (of its last stretch, an elastic one's)
     # the elastic net's MultinomialPathFit (its statistics are then the path's), or None
     path: Any = None
+    # the fit alone, from the loaded rows to the coefficients: Newton's method (with its
+    # robust errors), the elastic net's path, or SGD's steps
+    fit_s: float = 0.0
 
     @property
     def params(self) -> np.ndarray:
@@ -333,6 +339,7 @@ class MultinomialResult:
             "training_scores": self.training,
             "validation": self.validation,
             "wall_s": self.wall_s,
+            "fit_s": self.fit_s,
             "versions": versions(),
             "config": self.cfg.as_dict(),
         }

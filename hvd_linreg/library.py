@@ -267,7 +267,7 @@ class FitResult:
         """The exact solver's passes over the rows: IRLS's iterations, 1 for least squares
         (one QR), 0 where the exact optimum was not solved."""
         optimum = self.report.optimum
-        return 0 if optimum is None else int(getattr(optimum, "iterations", 1))
+        return 0 if optimum is None else int(optimum.iterations)
 
     @property
     def converged(self) -> bool | None:

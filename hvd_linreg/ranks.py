@@ -350,8 +350,8 @@ def speak_before_terminating() -> None:
     """Let rank 0 say why the job ends before the launcher's SIGTERM ends it.
 
     When a rank dies, horovodrun --gloo terminates the others at once, and rank 0 is killed in
-    the very moment its collective fails: "the job lost a rank" was lost in 3 of 3 runs at 4
-    ranks. Given a moment, the failed collective returns, rank 0 says so and exits 1. A SIGTERM
+    the very moment its collective fails, before "the job lost a rank" is written. Given a
+    moment, the failed collective returns, rank 0 says so and exits 1. A SIGTERM
     in a healthy job (the user's, or a scheduler's) still ends it, TERMINATE_GRACE_S later; a
     rank stuck inside a collective gets the launcher's SIGKILL as before. Gloo only: under MPI
     the launcher names the lost rank itself, and a rank waiting in MPI never returns to Python,

@@ -46,7 +46,7 @@ class Trainer:
         # Traced anew for each job: the rank count is a constant inside the loop. One trace
         # for every window of a shard read from its file: their row counts differ. Without
         # AutoGraph (the loop is a tf.while_loop of its own): its rewrite of the loop and of
-        # every function it calls was 1.4 s of each rank's start, the same for every run.
+        # every function it calls would add about a second to each rank's start.
         self._train_steps = tf.function(self._steps, reduce_retracing=True, autograph=False)
 
     def start(self) -> None:

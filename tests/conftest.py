@@ -251,7 +251,7 @@ class Job:
     def __init__(self, launcher: str, np_: int, args: list[str], tmp_path: Path, env=None):
         self.tag = job_tag(tmp_path)  # in every rank's command line: finds them
         cmd = [*launch_command(launcher, np_), *args, "--metrics_json", self.tag]
-        self._start(cmd, tmp_path, {**os.environ, **(env or {})})
+        self._start(cmd, tmp_path, launcher_env(env))
 
     def _start(self, cmd: list[str], cwd: Path, env: dict) -> None:
         self.proc = subprocess.Popen(
@@ -361,10 +361,19 @@ EXPECTED_SKIPS = {
 _skips: dict[str, list[str]] = {}  # reason -> test ids, as reported (by xdist's workers too)
 
 
-def pytest_runtest_logreport(report) -> None:
+def _record_skip(report) -> None:
     if report.skipped and isinstance(report.longrepr, tuple):
         reason = report.longrepr[2].removeprefix("Skipped: ")
         _skips.setdefault(reason, []).append(report.nodeid)
+
+
+def pytest_runtest_logreport(report) -> None:
+    _record_skip(report)
+
+
+def pytest_collectreport(report) -> None:
+    # A module-level pytest.skip skips at collection: no test's report says so.
+    _record_skip(report)
 
 
 def strict_skips() -> bool:

@@ -112,10 +112,10 @@ def test_ctrl_c_ends_every_rank(launcher, start_job):
 
 def test_a_command_horovodrun_terminates_is_never_reported_as_a_success():
     """horovodrun ends each rank's command (on Ctrl-C, or when a rank fails under Gloo) through
-    safe_shell_exec, whose exit code becomes the job's. Unpatched, it reported a terminated
-    command as exit 0 in 22 of 30 runs: the job that was interrupted exited as if it had
-    succeeded (ci/horovod-patches/11-terminated-exit-code.patch). A terminated command exits
-    143; 137 where Horovod's SIGKILL came first (a shell stopped before its command started)."""
+    safe_shell_exec, whose exit code becomes the job's. Unpatched, it can report a terminated
+    command as exit 0 (a race): the job that was interrupted exits as if it had succeeded
+    (ci/horovod-patches/11-terminated-exit-code.patch). A terminated command exits 143; 137
+    where Horovod's SIGKILL came first (a shell stopped before its command started)."""
     from horovod.runner.common.util import safe_shell_exec
 
     codes = []

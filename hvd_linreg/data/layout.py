@@ -19,7 +19,7 @@ B rows per rank per step and G = s * B rows per step (the global batch):
     ranks already cut (a CSV's records, parsed by the rank whose byte range holds them; the rows
     each rank gives fit()), the rows each rank has: no row moves.
 A shard in memory holds its n rows, then a copy of their first B - g, then its piece of the
-rest: a batch starts at a multiple of g below n, so every batch is one slice (train.py).
+rest: a batch starts at a multiple of g below n, so every batch is one slice (trainer.py).
 Kept: k ranks with batch B walk the same batches as 1 rank with batch k * B when both use the
 same N_sgd (whenever k * g divides N); a checkpoint resumes exactly on another number of ranks
 with the same global batch and the same N_sgd (otherwise the resume warns). Left out of SGD:

@@ -33,7 +33,7 @@ class Shard:
     w_true: list | None = None  # known for synthetic data only
     b_true: float | None = None
     # Set when the shard is larger than the memory the rank may use: X and y then hold only
-    # its first run, and the rest is read from the file as it is used (blocks, train.py).
+    # its first run, and the rest is read from the file as it is used (blocks, trainer.py).
     table: Table | None = None
     feature_names: tuple[str, ...] | None = None  # from a CSV or Parquet file's columns
     target_name: str | None = None  # the same

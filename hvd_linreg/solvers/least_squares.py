@@ -218,6 +218,7 @@ class Optimum:
 
     STATISTICS = "least_squares"  # its statistics' module (statistics.describe)
     converged = True  # one factorisation: nothing to stop early
+    iterations = 1  # one pass (the QR's)
 
     params: np.ndarray  # [w..., b]
     loss: float  # mean squared error over all rows at params (weighted: Σ w r² / rows)

@@ -11,6 +11,7 @@ import pytest
 
 from hvd_linreg.config import Config
 from hvd_linreg.data import csv_split_text, load_shard, synthetic_rows, true_weights
+from hvd_linreg.data.csv_ranges import split_bytes
 from hvd_linreg.data.holdout import Holdout, to_owners
 from hvd_linreg.data.layout import layout_for
 from hvd_linreg.errors import UsageError
@@ -256,27 +257,35 @@ def test_csv_columns_the_run_does_not_use_are_not_parsed(tmp_path):
         load_shard(Config(data=str(path), target="id", features="x,z", batch_size=1), 0, 1)
 
 
-def _rchar() -> int:
-    """Bytes this process has read through read() calls so far."""
-    with open("/proc/self/io") as f:
-        return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+def _where(view: memoryview) -> tuple[int, int]:
+    """The file bytes [start, stop) a rank's lines are: the view is a slice of the file's
+    mapping, so its address less the mapping's is its offset."""
+    start = (
+        np.frombuffer(view, np.uint8).ctypes.data - np.frombuffer(view.obj, np.uint8).ctypes.data
+    )
+    return start, start + len(view)
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 7])
 def test_csv_byte_ranges_cut_at_lines_and_each_rank_reads_about_its_share(tmp_path, size):
-    """The ranks' lines are the file's data lines, each once, in order; a rank reads its
-    1/size of the bytes plus at most the header and a line on either side of its range."""
+    """The ranks' lines are the file's data lines, each once, in order; what a rank parses is
+    the file's bytes from at most a line before its 1/size of the data to at most a line past
+    it (the mapping's pages outside it are never touched)."""
     path = tmp_path / "d.csv"
     lines = [f"{i},{i * 0.5:.{i % 7}f},{-i}\n" for i in range(5000)]
     path.write_text("a,b,c\n" + "".join(lines))
     data_bytes, longest = path.stat().st_size - 6, max(len(line) for line in lines)
-    texts = []
+    texts, ends = [], []
     for rank in range(size):
-        before = _rchar()
         texts.append(csv_split_text(path, 6, rank, size))
-        reading_proc_io = 256  # reading /proc/self/io counts too
-        assert _rchar() - before <= data_bytes / size + 2 * longest + reading_proc_io
+        [(_, view)] = split_bytes([(path, 6)], rank, size)
+        start, stop = _where(view)
+        lo, hi = 6 + rank * data_bytes // size, 6 + (rank + 1) * data_bytes // size
+        assert lo <= start < lo + longest and hi <= stop < hi + longest
+        assert bytes(view) == texts[-1].encode()
+        ends.append((start, stop))
     assert "".join(texts) == "".join(lines)
+    assert all(a[1] == b[0] for a, b in zip(ends, ends[1:]))
 
 
 def test_a_shard_larger_than_the_rank_s_memory_is_read_as_used(tmp_path, monkeypatch):

@@ -257,6 +257,12 @@ def test_csv_columns_the_run_does_not_use_are_not_parsed(tmp_path):
         load_shard(Config(data=str(path), target="id", features="x,z", batch_size=1), 0, 1)
 
 
+def _rchar() -> int:
+    """Bytes this process has read through read() calls so far (the .npy reader reads so)."""
+    with open("/proc/self/io") as f:
+        return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+
+
 def _where(view: memoryview) -> tuple[int, int]:
     """The file bytes [start, stop) a rank's lines are: the view is a slice of the file's
     mapping, so its address less the mapping's is its offset."""

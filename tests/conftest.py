@@ -354,8 +354,8 @@ def rescue_run(request):
 # deselect by marker what they do not run (SLURM, the hosts) rather than skip it.
 EXPECTED_SKIPS = {
     "no Python 3.9 on this machine": "tests/test_setup.py: Debian 12 and 13 have no Python 3.9",
-    # tests/test_elastic_net.py: R is a Debian package a machine may lack (apt install
-    # r-base-core r-cran-glmnet); the other references run everywhere
+    # tests marked glmnet: R is a Debian package a machine may lack (apt install r-base-core
+    # r-cran-glmnet); CI installs it (ci/test.sh); the other references run everywhere
     "R's glmnet is not installed": "tests/test_elastic_net.py: R is not a Python package",
 }
 _skips: dict[str, list[str]] = {}  # reason -> test ids, as reported (by xdist's workers too)

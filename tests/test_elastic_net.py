@@ -276,6 +276,7 @@ def _glmnet_available() -> bool:
     return probe.returncode == 0
 
 
+@pytest.mark.glmnet
 @pytest.mark.skipif(not _glmnet_available(), reason="R's glmnet is not installed")
 @pytest.mark.parametrize(
     ("model", "target", "family"),

@@ -71,6 +71,7 @@ def objective(frame: pd.DataFrame, alpha: float, W: np.ndarray, b: np.ndarray) -
     return loss + alpha * (0.5 * np.sum(s * np.abs(W)) + 0.25 * np.sum((s * W) ** 2))
 
 
+@pytest.mark.glmnet
 @pytest.mark.skipif(not _glmnet_available(), reason="R's glmnet is not installed")
 @pytest.mark.parametrize("size", SIZES)
 def test_path_and_cross_validation_equal_glmnets(iris, tmp_path, size):

@@ -115,11 +115,22 @@ def save(
     }
 
     def build(directory: Path) -> None:
-        family.save_model(directory, theta, shard.dtype)
+        _save_model(family, directory, theta, shard.dtype)
         (directory / METADATA).parent.mkdir(exist_ok=True)
         (directory / METADATA).write_text(json.dumps(metadata, indent=2) + "\n")
 
     atomic_directory(Path(cfg.export), build)
+
+
+def _save_model(family, directory: Path, theta: np.ndarray, dtype: str) -> None:
+    """A SavedModel whose serving signature maps features to the family's SERVING_OUTPUT
+    (TensorFlow started quietly here, where an exact run had none)."""
+    from hvd_linreg.startup import import_tensorflow
+
+    import_tensorflow()
+    from hvd_linreg.families.model import Model, save_serving
+
+    save_serving(directory, Model(theta, dtype, 0.0, family), family.SERVING_OUTPUT)
 
 
 def load(path: str) -> ExportedModel:

@@ -98,6 +98,16 @@ def _loss_panel(ax, report: Report) -> None:
     ax.legend()
 
 
+def curve(family, theta: np.ndarray, xs: np.ndarray) -> tuple[np.ndarray, str]:
+    """The family's fitted mean over one feature's values, and its label: "fitted: E[y] =
+    log⁻¹(wx + b)" (σ for the logit link; the line alone for the identity link)."""
+    w, b = theta[0], theta[-1]
+    eta, link = f"{w:.4g}x + {b:.4g}", family.link.name
+    if link != "identity":
+        eta = f"{'σ' if link == 'logit' else f'{link}⁻¹'}({eta})"
+    return family.predict(theta[[0, -1]], xs[:, None]), f"fitted: {family.MEAN_LABEL} = {eta}"
+
+
 def _fit_panel(ax, report: Report) -> None:
     """One feature: a sample of rank 0's rows, the true curve where known, the fitted one."""
     shard = report.shard
@@ -105,9 +115,9 @@ def _fit_panel(ax, report: Report) -> None:
     ax.scatter(X, y, s=6, alpha=0.4, label="data (sample of rank 0's shard)")
     xs = np.linspace(float(np.min(X)), float(np.max(X)), 100)
     if shard.w_true is not None:
-        true, label = report.family.curve(np.array([shard.w_true[0], shard.b_true]), xs)
+        true, label = curve(report.family, np.array([shard.w_true[0], shard.b_true]), xs)
         ax.plot(xs, true, color="black", linestyle="--", label=label.replace("fitted", "true", 1))
-    fitted, label = report.family.curve(report.result.params, xs)
+    fitted, label = curve(report.family, report.result.params, xs)
     ax.plot(xs, fitted, color="tab:red", label=label)
     ax.set_xlabel("x")
     ax.set_ylabel("y")

@@ -18,6 +18,7 @@ from hvd_linreg.collectives import as_tensor
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard
 from hvd_linreg.errors import UsageError
+from hvd_linreg.families.model import Model
 from hvd_linreg.monitor import Monitor
 from hvd_linreg.ranks import Job, Watchdog
 from hvd_linreg.report import TrainingResult
@@ -275,7 +276,7 @@ def make_trainer(cfg: Config, family, job: Job, shard: Shard) -> Trainer:
     start = family.initial_params(cfg.seed, job.rank, shard.num_features)
     if cfg.no_intercept:
         start[-1] = 0.0  # b starts at 0 and, out of the linear predictor, stays there
-    model = family.model(start, shard.dtype, cfg.l2, intercept=not cfg.no_intercept)
+    model = Model(start, shard.dtype, cfg.l2, family, intercept=not cfg.no_intercept)
     # Keras keeps the learning rate in its float type: float32 would round a float64 run's.
     tf.keras.backend.set_floatx(shard.dtype)
     return Trainer(cfg, family, model, make_optimizer(cfg, job.size))

@@ -12,6 +12,7 @@ import numpy as np
 from hvd_linreg.data.categorical import CodedFeatures
 from hvd_linreg.data.layout import Layout
 from hvd_linreg.data.missing import file_row
+from hvd_linreg.data.passes import block_rows
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried, Rows
 from hvd_linreg.data.table import Table
 from hvd_linreg.errors import UsageError
@@ -94,20 +95,24 @@ class Shard:
         """Whether the rows carry prior weights (--weights)."""
         return self.carried_columns.weight is not None
 
-    def validation_blocks(self, max_rows: int = 1 << 15) -> Iterator[Rows]:
-        """This rank's validation rows in blocks of max_rows (none without a held-out set)."""
+    def validation_blocks(self, max_rows: int | None = None) -> Iterator[Rows]:
+        """This rank's validation rows in blocks of max_rows (data/passes.py's by default;
+        none without a held-out set)."""
         rows = self.validation or Rows(self.X[:0], self.y[:0])
+        max_rows = max_rows or block_rows(self.num_features + 1)
         for start in range(0, len(rows.y), max_rows):
             yield rows.slice(start, start + max_rows)
 
-    def blocks(self, max_rows: int = 1 << 15) -> Iterator[Rows]:
-        """All of this rank's rows, each once, runs then tail, in blocks of about max_rows."""
+    def blocks(self, max_rows: int | None = None) -> Iterator[Rows]:
+        """All of this rank's rows, each once, runs then tail, in blocks of about max_rows
+        (data/passes.py's by default)."""
         for X, y, C in self.raw_blocks(max_rows):
             yield self.carried_columns.rows(X, y, C)
 
-    def raw_blocks(self, max_rows: int = 1 << 15, coded: bool = False) -> Iterator[tuple]:
+    def raw_blocks(self, max_rows: int | None = None, coded: bool = False) -> Iterator[tuple]:
         """blocks() as read: (X, y, the carried columns or None). coded: X as its columns are
         held, a categorical one's codes for its dummies (CodedFeatures)."""
+        max_rows = max_rows or block_rows(self.num_features + 1)
         layout, n = self.layout, self.layout.num_train
         if self.table is None:
             tail = n + layout.num_wrap  # after the copy of the first rows

@@ -15,14 +15,14 @@ families.FAMILIES (families/poisson.py is one).
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hvd_linreg.data.passes import Blocks, summed
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families import links
-from hvd_linreg.families.maths import Blocks, block_rows, linear_predictor, penalty, predictor
+from hvd_linreg.families.maths import linear_predictor, penalty, predictor
 
 if TYPE_CHECKING:
     from hvd_linreg.ranks import Job
@@ -72,6 +72,7 @@ class Family:
     # row, up to a constant; the linear family's mean squared error is 2).
     LOSS_SCALE = 1.0
     SERVING_OUTPUT = "mean"  # the serving signature's output
+    MEAN_LABEL = "E[y]"  # what the plot calls the fitted mean
     # The scale (dispersion) φ is 1 (binomial, Poisson), or estimated by Pearson's χ² / dof
     FIXED_SCALE = True
     POSITIVE_MEAN = False  # whether μ must be > 0 (Poisson, Gamma, Tweedie)
@@ -174,15 +175,6 @@ class Family:
 
         return tf.reduce_sum(tf.square(W))
 
-    def model(
-        self, params: np.ndarray, dtype: str = "float32", l2: float = 0.0, intercept: bool = True
-    ):
-        """SGD's tf.Module: one variable [w..., b], its loss and its prediction (intercept
-        False: b is left out of the linear predictor, and stays as params gives it)."""
-        from hvd_linreg.families.model import Model
-
-        return Model(params, dtype, l2, self, intercept)
-
     def initial_params(self, seed: int, rank: int, num_features: int) -> np.ndarray:
         """N(0, 1) start values like the seed's initializer; [w_0 .. w_{F-1}, b].
 
@@ -216,15 +208,13 @@ class Family:
     def loss(self, job: Job, shard, theta: np.ndarray) -> float:
         """The mean loss of [w..., b] over the whole dataset, each row's times its weight
         (over the rows of weight > 0): float64 sums, allreduced."""
-        total, count = 0.0, 0
-        for rows in shard.blocks(block_rows(shard.num_features + 1)):
-            rows = rows.counted()
+
+        def sums(rows):
             terms = self.loss_terms(rows.y.astype(np.float64), predictor(theta, rows))
-            total += float(rows.weights() @ terms)
-            count += len(rows.y)
-        # Horovod: the ranks' sums, so that every rank holds the whole dataset's loss.
-        sums = job.allreduce_sum([total, count], f"{self.NAME}_loss")
-        return float(sums[0] / sums[1]) if sums[1] else math.nan
+            return rows.weights() @ terms, len(rows.y)
+
+        total, count = summed(job, shard.blocks(), sums, 2, f"{self.NAME}_loss")
+        return float(total / count) if count else math.nan
 
     def objective(self, loss: float, params: np.ndarray, l2: float) -> float:
         """The loss + l2·‖w‖² (the bias not penalised): what both solvers minimise."""
@@ -269,22 +259,3 @@ class Family:
             f"the Fisher information of the {self.NAME} model is singular: features are "
             "collinear or constant; drop the redundant ones, or fit with --l2 > 0"
         )
-
-    # The exported model and the plot
-
-    def save_model(self, directory: Path, theta: np.ndarray, dtype: str) -> None:
-        """A SavedModel whose serving signature maps features to SERVING_OUTPUT (TensorFlow
-        started quietly here, where an exact run had none)."""
-        from hvd_linreg.startup import import_tensorflow
-
-        import_tensorflow()
-        from hvd_linreg.families.model import save_serving
-
-        save_serving(directory, self.model(theta, dtype), self.SERVING_OUTPUT)
-
-    def curve(self, theta: np.ndarray, xs: np.ndarray) -> tuple[np.ndarray, str]:
-        """The fitted curve over one feature's values, and its label."""
-        w, b = theta[0], theta[-1]
-        eta = f"{w:.4g}x + {b:.4g}"
-        label = eta if self.link.name == "identity" else f"{self.link.name}⁻¹({eta})"
-        return self.predict(theta[[0, -1]], xs[:, None]), f"fitted: E[y] = {label}"

@@ -15,8 +15,9 @@ from functools import reduce
 
 import numpy as np
 
+from hvd_linreg.data.passes import Blocks, counted, summed
 from hvd_linreg.families.gaussian import Gaussian
-from hvd_linreg.families.maths import Blocks, block_rows, linear_predictor, predictor
+from hvd_linreg.families.maths import linear_predictor, predictor
 from hvd_linreg.families.scores import Scores
 from hvd_linreg.ranks import Job
 
@@ -27,6 +28,7 @@ class Linear(Gaussian):
     SOLVER_NAME = "exact least squares"
     SOLVER_COST = "the distributed QR"
     MAX_EXACT_FEATURES = 4096  # solvers/least_squares.py: MAX_FEATURES
+    MEAN_LABEL = "y"
 
     def predict(self, theta, X, offset=None):
         """X w + b (+ offset) in float64, term by term (linear_predictor)."""
@@ -36,25 +38,19 @@ class Linear(Gaussian):
     def loss(self, job: Job, shard, theta: np.ndarray) -> float:
         """Mean squared error of [w..., b] over the whole dataset, each row's times its weight
         (over the rows of weight > 0): float64 sums, allreduced."""
-        sse, count = 0.0, 0
-        for rows in shard.blocks(block_rows(shard.num_features + 1)):
-            rows = rows.counted()
+
+        def sums(rows):
             residual = rows.X.astype(np.float64) @ theta[:-1] + theta[-1] - rows.y
             if rows.offset is not None:
                 residual += rows.offset
             weighted = residual if rows.weight is None else rows.weights() * residual
-            sse, count = sse + float(np.dot(weighted, residual)), count + len(rows.y)
-        # Horovod: the ranks' sums, so that every rank holds the whole dataset's loss.
-        sums = job.allreduce_sum([sse, count], "global_mse")
-        return float(sums[0] / sums[1]) if sums[1] else math.nan
+            return np.dot(weighted, residual), len(rows.y)
+
+        sse, count = summed(job, shard.blocks(), sums, 2, "global_mse")
+        return float(sse / count) if count else math.nan
 
     def scores(self, job, theta, blocks):
         return scores(job, theta, blocks)
-
-    def curve(self, theta, xs):
-        """The fitted line over one feature's values, and its label."""
-        w, b = theta[0], theta[-1]
-        return w * xs + b, f"fitted: y = {w:.4g}x + {b:.4g}"
 
 
 @dataclass(frozen=True)
@@ -90,8 +86,7 @@ def scores(job: Job, theta: np.ndarray, blocks: Blocks) -> RegressionScores:
     """Regression scores of theta (w..., b; float64) on every rank's blocks of rows, each row
     counting by its weight (scikit-learn's sample_weight), summed with one allreduce."""
     count, sse, sae, weight, mean, m2 = 0, 0.0, 0.0, 0.0, 0.0, 0.0
-    for rows in blocks():
-        rows = rows.counted()
+    for rows in counted(blocks()):
         y, w = rows.y.astype(np.float64), rows.weights()
         residual = predictor(theta, rows) - y
         sse, sae = sse + float(w @ (residual * residual)), sae + float(w @ np.abs(residual))

@@ -16,11 +16,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from hvd_linreg.data.passes import Blocks, counted, summed
 from hvd_linreg.data.rows import Rows
 from hvd_linreg.data.synthetic import TRUE_BIAS, true_weights, uniforms
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family, check_target_values
-from hvd_linreg.families.maths import Blocks, lgamma, predictor, xlogy
+from hvd_linreg.families.maths import lgamma, predictor, xlogy
 from hvd_linreg.families.scores import Scores
 from hvd_linreg.ranks import Job
 
@@ -43,6 +44,7 @@ class Logistic(Family):
     LOSS = "mean log-loss"
     LINKS = ("logit", "probit", "cloglog")
     SERVING_OUTPUT = "probability"
+    MEAN_LABEL = "P(y=1)"
     COUNTS = ("misclassified", "saturated")
     SCORES_GATHER_ROWS = True
 
@@ -123,12 +125,6 @@ class Logistic(Family):
     def scores(self, job, theta, blocks):
         return scores(job, self, theta, blocks)
 
-    def curve(self, theta, xs):
-        w, b = theta[0], theta[-1]
-        g = "σ" if self.logit else f"{self.link.name}⁻¹"
-        label = f"fitted: P(y=1) = {g}({w:.4g}x + {b:.4g})"
-        return self.predict(theta[[0, -1]], xs[:, None]), label
-
     # IRLS's checks: rows on the wrong side of x·w + b = 0 (or on it), and rows whose fitted
     # probability rounds to 0 or 1
 
@@ -161,13 +157,13 @@ class Logistic(Family):
         if l2 != 0 or not counts["saturated"]:
             return
         k = shard.num_features + 1
-        gram = np.zeros((k, k))
-        for rows in shard.blocks():
-            rows = rows.counted()
+
+        def spread(rows):
             A = np.c_[rows.X.astype(np.float64), np.ones(len(rows.X))]
-            gram += (A.T * rows.weights()) @ A
-        # Horovod: every rank's sums, so that every rank decides the same.
-        gram = job.allreduce_sum(gram, "newton_gram") / 4.0
+            return ((A.T * rows.weights()) @ A).ravel()
+
+        # Every rank's sums, so that every rank decides the same.
+        gram = summed(job, shard.blocks(), spread, k * k, "newton_gram").reshape(k, k) / 4.0
         try:
             factor_l = np.linalg.cholesky(gram)
         except np.linalg.LinAlgError:
@@ -313,8 +309,7 @@ def scores(job: Job, family: Logistic, theta: np.ndarray, blocks: Blocks) -> Cla
     weight) triples are gathered (24 bytes a row), since no sum of per-rank figures gives the
     ranking of all rows together."""
     z, y, w = [np.zeros(0)], [np.zeros(0)], [np.zeros(0)]
-    for rows in blocks():
-        rows = rows.counted()
+    for rows in counted(blocks()):
         z.append(predictor(theta, rows))
         y.append(rows.y.astype(np.float64))
         w.append(rows.weights())

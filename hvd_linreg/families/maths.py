@@ -1,31 +1,13 @@
 """The maths every family and solver shares: the linear predictor, the deviances' x log y and
-log Γ, the ridge term, and the size of a pass's blocks. A leaf of families/: it imports only
-NumPy and the rows' record."""
+log Γ, the ridge term. A leaf of families/: it imports only NumPy and the rows' record."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
 
 import numpy as np
 
 from hvd_linreg.data.rows import Rows
-
-# Rows per block when a pass over a shard casts them to float64: about 1 MB, so that the
-# block stays in cache through the pass's dozen products and elementwise steps (an IRLS pass
-# over 2,000,000 x 32 rows: 0.83 s against 1.0 s with 16 MB blocks, which each step read
-# from memory again); large enough that NumPy's per-call cost stays small beside each call.
-BLOCK_BYTES = 1 << 20
-
-
-# The rows as the scores take them: a function that gives their blocks afresh at each call, so
-# that a score of two passes reads a shard twice instead of holding its blocks
-Blocks = Callable[[], Iterable[Rows]]
-
-
-def block_rows(num_columns: int) -> int:
-    """Rows of num_columns float64 values in a block of about BLOCK_BYTES."""
-    return max(1024, BLOCK_BYTES // (8 * num_columns))
 
 
 def linear_predictor(theta: np.ndarray, X: np.ndarray) -> np.ndarray:

@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
+from hvd_linreg.data.passes import summed
 from hvd_linreg.families.family import Family
-from hvd_linreg.families.maths import block_rows
 
 
 class Multinomial(Family):
@@ -64,15 +64,12 @@ class Multinomial(Family):
         """The mean log-loss of B over the whole dataset, each row's times its weight."""
         from hvd_linreg.solvers.multinomial import log_probabilities
 
-        total, weight = 0.0, 0.0
-        for rows in shard.blocks(block_rows(shard.num_features + 1)):
-            rows = rows.counted()
+        def sums(rows):
             w, y = rows.weights(), rows.y.astype(np.int64)
             logp = log_probabilities(rows.X.astype(np.float64, copy=False), theta)
-            total -= float(w @ logp[np.arange(len(y)), y])
-            weight += float(w.sum())
-        # Horovod: the ranks' sums, so that every rank holds the whole dataset's loss.
-        total, weight = job.allreduce_sum([total, weight], "multinomial_loss")
+            return -(w @ logp[np.arange(len(y)), y]), w.sum()
+
+        total, weight = summed(job, shard.blocks(), sums, 2, "multinomial_loss")
         return float(total / weight) if weight else math.nan
 
     def scores(self, job, theta: np.ndarray, blocks):

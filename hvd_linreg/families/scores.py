@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hvd_linreg.families.maths import Blocks, predictor
+from hvd_linreg.data.passes import Blocks, summed
+from hvd_linreg.families.maths import predictor
 
 
 class Scores:
@@ -55,22 +56,21 @@ def deviance_scores(job, family, theta: np.ndarray, blocks: Blocks) -> DevianceS
     """The scores of theta on every rank's blocks of rows, each row counting by its weight
     (scikit-learn's sample_weight): two allreduces, the second for the deviance of the
     weighted mean of every rank's targets."""
-    sums = np.zeros(5)  # rows, Σw, Σwy, Σw d(y, μ), Σw (y - μ)²
-    for rows in blocks():
-        rows = rows.counted()
+
+    def sums(rows):  # rows, Σw, Σwy, Σw d(y, μ), Σw (y - μ)²
         y, w = rows.y.astype(np.float64), rows.weights()
         mu = family.link.inverse(predictor(theta, rows))
-        sums += len(y), w.sum(), w @ y, w @ family.unit_deviance(y, mu), w @ (y - mu) ** 2
-    # Horovod: every rank's sums
-    count, weight, y_sum, deviance, squares = job.allreduce_sum(sums, "scores")
+        return len(y), w.sum(), w @ y, w @ family.unit_deviance(y, mu), w @ (y - mu) ** 2
+
+    count, weight, y_sum, deviance, squares = summed(job, blocks(), sums, 5, "scores")
     if not weight:
         return DevianceScores(int(count), math.nan, math.nan, math.nan)
     mean = np.array([y_sum / weight])
-    null = 0.0
-    for rows in blocks():  # a second pass: the null model is every rank's weighted mean
-        rows = rows.counted()
+
+    def null_sums(rows):  # a second pass: the null model is every rank's weighted mean
         y = rows.y.astype(np.float64)
-        null += float(rows.weights() @ family.unit_deviance(y, np.broadcast_to(mean, y.shape)))
-    null = float(job.allreduce_sum([null], "null_scores")[0])
+        return [rows.weights() @ family.unit_deviance(y, np.broadcast_to(mean, y.shape))]
+
+    null = float(summed(job, blocks(), null_sums, 1, "null_scores")[0])
     d2 = 1.0 - deviance / null if null > 0 else math.nan
     return DevianceScores(int(count), deviance / weight, d2, math.sqrt(squares / weight))

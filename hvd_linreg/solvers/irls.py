@@ -27,9 +27,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from hvd_linreg.data.passes import block_rows, summed
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
-from hvd_linreg.families.maths import block_rows, penalty, predictor
+from hvd_linreg.families.maths import penalty, predictor
 from hvd_linreg.ranks import Job
 from hvd_linreg.solvers.least_squares import solve
 from hvd_linreg.solvers.qr import Factor, factorise_blocks
@@ -184,8 +185,7 @@ def _start(job: Job, shard, family: Family, intercept: bool, start):
     """IRLS's first theta (start, or the intercept-only model's), the rows of weight > 0, the
     loss's terms in the target alone and the target's weighted mean: one allreduce."""
     F = shard.num_features
-    # Horovod: every rank's sums
-    y_sum, weight, rows, in_target = job.allreduce_sum(_target_sums(shard, family), "irls_start")
+    y_sum, weight, rows, in_target = _target_sums(job, shard, family)
     y_mean = y_sum / weight if weight else 0.0
     if start is not None:
         theta = _given_start(start, F)
@@ -234,20 +234,7 @@ def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, i
         null = math.isfinite(null_eta)
     # Σ w d(y, μ) from the unit deviance itself: the loss is κ d/2 only up to a term in y
     # alone (0 for a 0/1 target, not for a proportion).
-    more = np.zeros(5)  # log-likelihood, deviance, the intercept-only model's; Σ log weight
-    for block in shard.blocks(block_rows(k)):
-        block = block.counted()
-        y, weight = block.y.astype(np.float64), block.weights()
-        eta = predictor(theta, block)
-        more[0] += family.log_likelihood(y, eta, scale, weight)
-        more[1] += weight @ family.deviance_terms(y, eta)
-        if null:
-            eta_0 = np.full(len(y), null_eta)
-            if block.offset is not None:
-                eta_0 += block.offset
-            more[3] += weight @ family.deviance_terms(y, eta_0)
-        more[4] += np.log(weight).sum()
-    more = job.allreduce_sum(more, "irls_likelihood")  # Horovod: every rank's sums
+    more = _likelihood_sums(job, shard, family, theta, scale, null_eta if null else None)
     # Every family is an exponential dispersion model, log f = w (yθ - b(θ)) / φ + c(y, φ/w):
     # two means' log-likelihoods at one scale differ by their deviances' difference / 2φ, and
     # the intercept-only model's needs no pass of its own (its c(y) terms, a log-gamma per
@@ -277,35 +264,56 @@ def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, i
     )
 
 
-def _target_sums(shard, family: Family) -> list[float]:
-    """Σ w y, Σ w, the rows of weight > 0 and Σ w (the loss's terms in y alone), on this
-    rank."""
-    total, weight, count, in_target = 0.0, 0.0, 0, 0.0
-    for rows in shard.blocks():
-        rows = rows.counted()
+def _likelihood_sums(job, shard, family: Family, theta, scale: float, null_eta) -> np.ndarray:
+    """The log-likelihood and the deviance at theta, 0, the intercept-only model's deviance at
+    null_eta (0 where None), and Σ log weight, over every rank's rows."""
+
+    def sums(rows):
+        y, weight = rows.y.astype(np.float64), rows.weights()
+        eta = predictor(theta, rows)
+        null_deviance = 0.0
+        if null_eta is not None:
+            eta_0 = np.full(len(y), null_eta)
+            if rows.offset is not None:
+                eta_0 += rows.offset
+            null_deviance = weight @ family.deviance_terms(y, eta_0)
+        return (
+            family.log_likelihood(y, eta, scale, weight),
+            weight @ family.deviance_terms(y, eta),
+            0.0,
+            null_deviance,
+            np.log(weight).sum(),
+        )
+
+    return summed(job, shard.blocks(block_rows(len(theta))), sums, 5, "irls_likelihood")
+
+
+def _target_sums(job: Job, shard, family: Family) -> np.ndarray:
+    """Σ w y, Σ w, the rows of weight > 0 and Σ w (the loss's terms in y alone) over every
+    rank's rows."""
+
+    def sums(rows):
         w, y = rows.weights(), rows.y.astype(np.float64)
-        total += float(w @ y)
-        weight, count = weight + float(w.sum()), count + len(rows.y)
-        in_target += float(np.sum(w * family.loss_terms_in_target(y)))
-    return [total, weight, count, in_target]
+        return w @ y, w.sum(), len(y), np.sum(w * family.loss_terms_in_target(y))
+
+    return summed(job, shard.blocks(), sums, 4, "irls_start")
 
 
 def _null_bias(job: Job, shard, family: Family, start: float) -> float:
     """The intercept-only model's bias b with the rows' offsets, η = b + offset, as R and
     statsmodels fit it for the null deviance: Fisher scoring on b alone, a pass and an
     allreduce of two sums per iteration, from g(ȳ)."""
+
+    def sums(rows):  # Σ W, Σ W r
+        y = rows.y.astype(np.float64)
+        mu = family.link.inverse(b + (rows.offset if rows.offset is not None else 0.0))
+        variance, slope = family.variance_and_slope(mu)
+        weight = rows.weights() / (variance * slope * slope)
+        return weight.sum(), weight @ ((y - mu) * slope)
+
     b = start
     for _ in range(MAX_ITERATIONS):
-        sums = np.zeros(2)  # Σ W, Σ W r
-        for rows in shard.blocks():
-            rows = rows.counted()
-            y = rows.y.astype(np.float64)
-            eta = b + (rows.offset if rows.offset is not None else 0.0)
-            mu = family.link.inverse(eta)
-            variance, slope = family.variance_and_slope(mu)
-            weight = rows.weights() / (variance * slope * slope)
-            sums += float(weight.sum()), float(weight @ ((y - mu) * slope))
-        information, score = job.allreduce_sum(sums, "irls_null")  # Horovod: every rank's
+        information, score = summed(job, shard.blocks(), sums, 2, "irls_null")
         if not information > 0:
             return math.nan
         step = score / information

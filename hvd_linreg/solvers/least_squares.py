@@ -38,8 +38,9 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from hvd_linreg.data import Shard
+from hvd_linreg.data.passes import FACTOR_BLOCK_BYTES, block_rows
 from hvd_linreg.ranks import Job
-from hvd_linreg.solvers.qr import BLOCK_BYTES, Factor, factorise, triangle
+from hvd_linreg.solvers.qr import Factor, factorise, triangle
 
 # Every rank holds R, the ranks' factors stacked and a block of rows in float64
 # (docs/statistics.md, Exact least squares).
@@ -189,7 +190,7 @@ def residual_gradient(job: Job, shard: Shard, factor: Factor, w: np.ndarray) -> 
     x_mean, y_mean = factor.x_mean.astype(np.longdouble), np.longdouble(factor.y_mean)
     w = np.where(kept, w, 0.0).astype(np.longdouble)
     gradient = np.zeros(F + 1, np.longdouble)
-    for block in shard.blocks(max(1, BLOCK_BYTES // (16 * (F + 1)))):
+    for block in shard.blocks(block_rows(F + 1, itemsize=16, budget=FACTOR_BLOCK_BYTES)):
         block = block.counted()
         X, y = block.X, block.y
         if block.offset is not None:

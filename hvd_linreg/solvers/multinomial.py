@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hvd_linreg.data.passes import block_rows, summed
 from hvd_linreg.errors import UsageError
-from hvd_linreg.families.maths import block_rows
 
 MAX_ITERATIONS = 100
 TOLERANCE = 1e-10  # a step of at most this, relative to each coefficient (absolute below 1)
@@ -69,7 +69,7 @@ def fit(job, shard, K: int, tol: float | None = None, max_iter: int | None = Non
         OBJECTIVE_TOLERANCE if tol is None else tol / 100,
     )
     F = shard.num_features
-    counts = job.allreduce_sum(_class_sums(shard, K), "multinomial_classes")
+    counts = _class_sums(job, shard, K)
     weight, rows, class_weights = counts[0], int(counts[1]), counts[2:]
     B = np.zeros((F + 1, K - 1))
     B[F] = np.log(class_weights[1:] / class_weights[0])
@@ -165,16 +165,15 @@ def _singular() -> str:
     )
 
 
-def _class_sums(shard, K: int) -> np.ndarray:
-    """[Σ w, rows, Σ w by class] of this rank's rows."""
-    sums = np.zeros(K + 2)
-    for block in shard.blocks():
-        rows = block.counted()
+def _class_sums(job, shard, K: int) -> np.ndarray:
+    """[Σ w, rows, Σ w by class] over every rank's rows."""
+
+    def sums(rows):
         w = rows.weights()
-        sums[0] += w.sum()
-        sums[1] += len(w)
-        sums[2:] += np.bincount(rows.y.astype(np.int64), weights=w, minlength=K)[:K]
-    return sums
+        by_class = np.bincount(rows.y.astype(np.int64), weights=w, minlength=K)[:K]
+        return np.r_[w.sum(), len(w), by_class]
+
+    return summed(job, shard.blocks(), sums, K + 2, "multinomial_classes")
 
 
 def _pass(job, shard, B: np.ndarray, K: int) -> tuple[float, np.ndarray, np.ndarray]:

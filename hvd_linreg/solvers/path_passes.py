@@ -7,15 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 from hvd_linreg.data.folds import Folds
+from hvd_linreg.data.passes import PATH_BLOCK_BYTES, block_rows
 from hvd_linreg.families.family import Family
-from hvd_linreg.families.maths import block_rows
 from hvd_linreg.ranks import Job
 from hvd_linreg.solvers.moments import Moments, gather
 
-# A pass's blocks: each model makes a few block-sized arrays of them, and NumPy's per-call
-# cost is paid once a block per model (a Poisson path of 500,000 x 32 rows with 5 folds: 0.47 s
-# a pass with 4 MB blocks, 0.52 s with 1 MB)
-_BLOCK_BYTES = 4 << 20
 # glm_pass's sums beside each model's moments, by column
 TRAIN_DEVIANCE, OUTSIDE, HELD_DEVIANCE, HELD_WEIGHT = range(4)
 
@@ -25,7 +21,7 @@ def blocks(shard, folds: Folds | None):
     fold or None)."""
     carried, F = shard.carried_columns, shard.num_features
     at = 0
-    for X, y, C in shard.raw_blocks(max(block_rows(F + 2), _BLOCK_BYTES // (8 * F))):
+    for X, y, C in shard.raw_blocks(block_rows(F + 2, budget=PATH_BLOCK_BYTES)):
         rows = carried.rows(X, y, C)
         fold = None
         if folds is not None:

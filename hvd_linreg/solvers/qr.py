@@ -12,11 +12,11 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from hvd_linreg.data import Shard
+from hvd_linreg.data.passes import FACTOR_BLOCK_BYTES, block_rows
 from hvd_linreg.ranks import Job
 
 # A block of rows for factorise_blocks: [X z] in float64, their weights (None: 1), extra sums
 Block = tuple[np.ndarray, "np.ndarray | None", np.ndarray]
-BLOCK_BYTES = 16 << 20  # rows cast to float64 (or to longdouble, refining) at a time
 
 # Rows per Householder QR: short enough for LAPACK's unblocked QR to work in cache, and NumPy
 # runs a block's QRs in one call; at least twice R's rows, so that each QR halves what it gets.
@@ -126,8 +126,9 @@ def _blocks(shard: Shard, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray, n
 
 
 def _block_rows(n: int) -> int:
-    """Rows per float64 block of n columns: about BLOCK_BYTES, and at least a leaf's worth."""
-    return max(_LEAF_ROWS, 2 * n, BLOCK_BYTES // (8 * n))
+    """Rows per float64 block of n columns: about FACTOR_BLOCK_BYTES, and at least a leaf's
+    worth."""
+    return max(_LEAF_ROWS, 2 * n, block_rows(n, budget=FACTOR_BLOCK_BYTES))
 
 
 def factorise(job: Job, shard: Shard, centre: bool = True) -> Factor:

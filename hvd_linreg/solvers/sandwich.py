@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from hvd_linreg.data.passes import block_rows
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
-from hvd_linreg.families.maths import block_rows, predictor
+from hvd_linreg.families.maths import predictor
 from hvd_linreg.ranks import Job
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hvd_linreg.data.frames import plain
+from hvd_linreg.data.passes import summed
 from hvd_linreg.solvers.multinomial import MultinomialFit, log_probabilities
 from hvd_linreg.statistics.table import SHOWN_COEFFICIENTS, coefficient_lines, robust_errors
 
@@ -132,15 +133,14 @@ def scores(job, blocks, B: np.ndarray, classes: list, name: str) -> dict:
     """Log-loss (the mean of -log P(y | x), weighted), accuracy and the confusion matrix (rows:
     the true class, columns: the predicted one; sums of weights) of the rows of every rank."""
     K = len(classes)
-    sums = np.zeros(2 + K * K)
-    for block in blocks:
-        rows = block.counted()
+
+    def block_sums(rows):
         w, y = rows.weights(), rows.y.astype(np.int64)
         logp = log_probabilities(rows.X.astype(np.float64, copy=False), B, rows.offset)
-        sums[0] += w.sum()
-        sums[1] -= w @ logp[np.arange(len(y)), y]
-        sums[2:] += np.bincount(y * K + logp.argmax(axis=1), weights=w, minlength=K * K)
-    sums = job.allreduce_sum(sums, name)
+        confusion = np.bincount(y * K + logp.argmax(axis=1), weights=w, minlength=K * K)
+        return np.r_[w.sum(), -(w @ logp[np.arange(len(y)), y]), confusion]
+
+    sums = summed(job, blocks, block_sums, 2 + K * K, name)
     confusion = sums[2:].reshape(K, K)
     weight = sums[0]
     return {
@@ -183,12 +183,13 @@ def class_frequencies(job, blocks, K: int, bins: int = 20) -> tuple[np.ndarray, 
             low, high = min(low, float(x.min())), max(high, float(x.max()))
     every = job.allgather((low, high), name="multinomial_range")
     edges = np.linspace(min(e[0] for e in every), max(e[1] for e in every), bins + 1)
-    counts = np.zeros((bins, K))
-    for rows in blocks():
-        rows = rows.counted()
+
+    def counts(rows):
         at = np.clip(np.searchsorted(edges, rows.X[:, 0], side="right") - 1, 0, bins - 1)
-        np.add.at(counts, (at, rows.y.astype(np.int64)), rows.weights())
-    return edges, job.allreduce_sum(counts.ravel(), "multinomial_bins").reshape(bins, K)
+        cells = at * K + rows.y.astype(np.int64)
+        return np.bincount(cells, weights=rows.weights(), minlength=bins * K)
+
+    return edges, summed(job, blocks(), counts, bins * K, "multinomial_bins").reshape(bins, K)
 
 
 def score_lines(what: str, scores: dict, classes: list) -> list[str]:

@@ -139,9 +139,9 @@ class Config:
         "linear",
         "the model family: linear (least squares), gaussian (the same by IRLS, with GLM "
         "statistics), logistic or binomial (a 0/1 target), poisson (y >= 0), gamma (y > 0), "
-        "tweedie (y >= 0, --tweedie_power), inverse_gaussian (y > 0) or negative_binomial "
-        "(y >= 0, --nb_alpha); --solver exact is "
-        "least squares for linear, IRLS for the others",
+        "tweedie (y >= 0, --tweedie_power), inverse_gaussian (y > 0), negative_binomial "
+        "(y >= 0, --nb_alpha), or multinomial (K classes); --solver exact is least squares "
+        "for linear, Newton's method for multinomial, IRLS for the others",
         "NAME",
     )
     link: str | None = setting(

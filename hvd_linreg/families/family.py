@@ -242,18 +242,18 @@ class Family:
         """This block's COUNTS at eta."""
         return []
 
-    def check_iteration(self, counts: dict[str, float], rows: int, l2: float) -> None:
+    def check_iteration(self, counts: dict[str, float], rows: int, penalized: bool) -> None:
         """Refuse a fit that has no finite optimum, from an iteration's counts."""
 
-    def check_optimum(self, job: Job, shard, counts: dict[str, float], fisher, l2: float):
+    def check_optimum(self, job: Job, shard, counts: dict[str, float], fisher, penalized: bool):
         """Refuse an optimum that is not one, once IRLS has converged (a collective on
         every rank, or none)."""
 
-    def not_converged(self, counts: dict[str, float], l2: float) -> str:
+    def not_converged(self, counts: dict[str, float], penalized: bool) -> str:
         """What to add, after a colon, to the message that IRLS did not converge."""
         return ""
 
-    def singular(self, counts: dict[str, float], l2: float) -> str:
+    def singular(self, counts: dict[str, float], penalized: bool) -> str:
         """Why the weighted design of an iteration is singular, for the user."""
         return (
             f"the Fisher information of the {self.NAME} model is singular: features are "

@@ -135,10 +135,10 @@ class Logistic(Family):
         mu = self.link.inverse(eta)
         return [wrong, np.count_nonzero((mu < _EPS) | (mu > 1.0 - _EPS))]
 
-    def check_iteration(self, counts, rows, l2):
+    def check_iteration(self, counts, rows, penalized):
         """Without a penalty, a hyperplane that puts every row on its own class's side makes
         the log-loss go to 0 as the coefficients grow: there is no finite maximum to report."""
-        if l2 == 0 and counts["misclassified"] == 0 and rows:
+        if not penalized and counts["misclassified"] == 0 and rows:
             raise UsageError(
                 "the classes are completely separated: a hyperplane x·w + b = 0 puts every "
                 "row with y = 1 on one side and every row with y = 0 on the other, so the "
@@ -146,7 +146,7 @@ class Logistic(Family):
                 "bound. Drop the feature(s) that separate them, or fit with --l2 > 0"
             )
 
-    def check_optimum(self, job, shard, counts, factor, l2):
+    def check_optimum(self, job, shard, counts, factor, penalized):
         """Quasi-separation: no hyperplane splits the classes, but one leaves every row on its
         class's side or on the plane. Along its normal the log-likelihood still rises without
         a maximum; IRLS's steps then stop changing the loss, while the rows off the plane
@@ -154,7 +154,7 @@ class Logistic(Family):
         data's own spread AᵀA/4 (the information if every p were 1/2) in every direction: where
         the ratio is below INFORMATION, the estimate there is the point where rounding stopped
         it, not an optimum. Only for fits with saturated rows: it costs a pass and an allreduce."""
-        if l2 != 0 or not counts["saturated"]:
+        if penalized or not counts["saturated"]:
             return
         k = shard.num_features + 1
 
@@ -172,11 +172,11 @@ class Logistic(Family):
         if np.linalg.eigvalsh(inverse @ factor.information() @ inverse.T).min() < INFORMATION:
             raise UsageError(_saturated(counts))
 
-    def not_converged(self, counts, l2):
-        return f": {_saturated(counts)}" if counts["saturated"] and l2 == 0 else ""
+    def not_converged(self, counts, penalized):
+        return f": {_saturated(counts)}" if counts["saturated"] and not penalized else ""
 
-    def singular(self, counts, l2):
-        if counts["saturated"] and l2 == 0:
+    def singular(self, counts, penalized):
+        if counts["saturated"] and not penalized:
             return f"the Hessian became singular: {_saturated(counts)}"
         return (
             "the Hessian of the log-loss is singular: features are collinear or constant; "

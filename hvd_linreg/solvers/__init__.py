@@ -37,8 +37,10 @@ def optimum(
         best = least_squares.optimum(job, shard, l2, names, intercept)
     else:
         from hvd_linreg.solvers import irls
+        from hvd_linreg.solvers.penalty import Penalty
 
-        best = irls.optimum(job, shard, family, l2, intercept, limits or irls.Limits(), start)
+        ridge = Penalty.ridge(l2, shard.num_features)
+        best = irls.optimum(job, shard, family, ridge, intercept, limits or irls.Limits(), start)
     if cov_type == "nonrobust" or l2 > 0 or best.dependent:
         return best
     from hvd_linreg.solvers import sandwich

@@ -2,10 +2,16 @@
 
 At θ = [w..., b] each row has its mean μ = g⁻¹(x·w + b), its working weight W = 1 / (V(μ) g'(μ)²)
 and its working residual r = (y - μ) g'(μ). The Fisher-scoring step δ is the weighted least
-squares of r on [X 1] (with --l2, ridge rows that penalise w + δ), solved as the linear family's
-exact fit is: the TSQR of √W·[Xc rc], or the weighted Gram's Cholesky factor where its error
-bound allows (qr.factorise_blocks). For a canonical link the Fisher information is
-the Hessian, and the step Newton's.
+squares of r on [X 1] (with a penalty, ridge rows that penalise w + δ), solved as the linear
+family's exact fit is: the TSQR of √W·[Xc rc], or the weighted Gram's Cholesky factor where its
+error bound allows (qr.factorise_blocks). For a canonical link the Fisher information is the
+Hessian, and the step Newton's.
+
+The penalty is a Penalty (solvers/penalty.py): --l2's ridge is P2 = 2 l2 for every coefficient
+and no L1. The step's solve is the inner solver handed in (InnerSolve): ridge_step, least
+squares on the factor with a ridge row per coefficient, by default. An L1 penalty needs a solve
+that is not least squares (coordinate descent on the factor's Gram: the elastic net's path,
+path.py), and IRLS refuses one it is not handed such a solver for.
 
 Each iteration is one pass over each rank's rows and one allreduce (a second pass and an
 allgather only where the Gram would lose digits): the sums of the weighted design's factor and
@@ -23,6 +29,7 @@ intercept-only model, or from fit()'s start=.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -30,9 +37,10 @@ import numpy as np
 from hvd_linreg.data.passes import block_rows, summed
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
-from hvd_linreg.families.maths import penalty, predictor
+from hvd_linreg.families.maths import predictor
 from hvd_linreg.ranks import Job
-from hvd_linreg.solvers.least_squares import solve
+from hvd_linreg.solvers.least_squares import Solution, solve
+from hvd_linreg.solvers.penalty import Penalty
 from hvd_linreg.solvers.qr import Factor, factorise_blocks
 
 MAX_ITERATIONS = 100
@@ -48,16 +56,16 @@ _SUMS = ("loss", "pearson", "outside", "y", "weight")
 
 @dataclass(frozen=True)
 class Fit:
-    """The minimiser of the family's mean loss + l2·‖w‖² over the whole dataset, the same on
-    every rank, and what its statistics need."""
+    """The minimiser of the family's mean loss + the penalty over the whole dataset, the same
+    on every rank, and what its statistics need."""
 
     STATISTICS = "likelihood"  # its statistics' module (statistics.describe)
     dependent = ()  # a singular design ends IRLS with an error instead
 
     params: np.ndarray  # [w..., b]
     loss: float  # the mean loss there
-    objective: float  # loss + l2·‖w‖²
-    l2: float
+    objective: float  # loss + penalty
+    penalty: Penalty
     iterations: int  # passes (allreduces) it took
     gradient_norm: float  # ‖∇ objective‖₂ at params
     count: int  # rows (of weight > 0)
@@ -102,35 +110,49 @@ class Limits:
         return MAX_ITERATIONS if self.max_iter is None else self.max_iter
 
 
+# The step's solve: (the weighted design's factor, each coefficient's ridge, the point the
+# ridge pulls toward) -> the step [δw..., δb]
+InnerSolve = Callable[[Factor, np.ndarray, np.ndarray], Solution]
+
+
+def ridge_step(factor: Factor, ridge: np.ndarray, centre: np.ndarray) -> Solution:
+    """The least squares of the working residuals with a ridge row per coefficient."""
+    return solve(factor, lambda _: None, ridge, None, centre)
+
+
 def optimum(
     job: Job,
     shard,
     family: Family,
-    l2: float,
+    penalty: Penalty,
     intercept: bool = True,
     limits: Limits = Limits(),
     start=None,
+    inner: InnerSolve = ridge_step,
 ) -> Fit:
     """IRLS from start ([w..., b]; by default the intercept-only model, without an intercept
-    η = 0); a UsageError where the fit has no finite optimum (the family says why) or the
-    design is singular. A fit that reaches limits.iterations unconverged is its last
-    iterate's, converged False."""
+    η = 0), each step solved by inner; a UsageError where the fit has no finite optimum (the
+    family says why) or the design is singular. A fit that reaches limits.iterations
+    unconverged is its last iterate's, converged False."""
+    if penalty.l1.any() and inner is ridge_step:
+        raise ValueError("an L1 penalty needs an inner solver other than least squares")
     # A step may leave the family's domain for some rows: the passes count those and the step
     # is halved, so NumPy's warnings about them would only be noise on every rank's stderr.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _optimum(job, shard, family, l2, intercept, limits, start)
+        return _optimum(job, shard, family, penalty, intercept, limits, start, inner)
 
 
-def _optimum(job: Job, shard, family: Family, l2: float, intercept, limits, start) -> Fit:
+def _optimum(job: Job, shard, family: Family, penalty: Penalty, intercept, limits, start, inner):
     theta, rows, in_target, y_mean = _start(job, shard, family, intercept, start)
-    # The step's ridge: f = LOSS_SCALE/n Σ d/2 + l2‖w‖², so that Fisher scoring's system is
-    # AᵀWA δ + P (w + δ) = AᵀW r with P = 2 n l2 / LOSS_SCALE.
-    ridge = 2.0 * rows * l2 / family.LOSS_SCALE
+    # The step's ridge: f = LOSS_SCALE/n Σ d/2 + ½ Σ P2ⱼ wⱼ², so that Fisher scoring's system
+    # is AᵀWA δ + P (w + δ) = AᵀW r with P = n P2 / LOSS_SCALE.
+    ridge = rows * penalty.l2 / family.LOSS_SCALE
+    penalized = penalty.penalized
     best, step, scale, previous = None, None, 1.0, None
     for iteration in range(1, limits.iterations + 1):
         factor, sums, gradient = _pass(job, shard, family, theta, intercept)
         sums["loss"] += in_target
-        value = sums["loss"] / max(rows, 1) + penalty(theta, l2)
+        value = sums["loss"] / max(rows, 1) + penalty.value(theta[:-1])
         # Worse, NaN, or a mean outside the family's domain: halve the step. Rounding lets a
         # step near the optimum raise the objective by a few ulps; that is not worse.
         worse = best is not None and not value <= best[1] + 1e-13 * abs(best[1])
@@ -146,24 +168,25 @@ def _optimum(job: Job, shard, family: Family, l2: float, intercept, limits, star
             continue
         previous = None if best is None else best[1]
         best, scale = (theta, value, sums, factor, gradient), 1.0
-        family.check_iteration(sums, rows, l2)
-        solution = solve(factor, lambda _: None, ridge, None, -theta[:-1])
+        family.check_iteration(sums, rows, penalized)
+        solution = inner(factor, ridge, -theta[:-1])
         if solution.dependent:
-            raise UsageError(family.singular(sums, l2))
+            raise UsageError(family.singular(sums, penalized))
         step = solution.params
         small = np.all(np.abs(step) <= limits.step * np.maximum(1.0, np.abs(theta)))
         settled = previous is None or abs(value - previous) <= limits.objective * (abs(value) + 0.1)
         if small and settled:
-            family.check_optimum(job, shard, sums, factor, l2)
-            return _fit(job, shard, family, theta, value, gradient, sums, factor, l2, iteration)
+            family.check_optimum(job, shard, sums, factor, penalized)
+            fit = _fit(job, shard, family, theta, value, gradient, sums, factor, penalty, iteration)
+            return fit
         theta = theta + step
-    why = family.not_converged(best[2], l2)
+    why = family.not_converged(best[2], penalized)
     if why:  # no finite optimum to converge to: more iterations would not help
         raise UsageError(
             f"{_method(family)} did not converge in {limits.iterations} iterations{why}"
         )
     theta, value, sums, factor, gradient = best
-    fit = _fit(job, shard, family, theta, value, gradient, sums, factor, l2, iteration)
+    fit = _fit(job, shard, family, theta, value, gradient, sums, factor, penalty, iteration)
     return replace(fit, converged=False)
 
 
@@ -215,13 +238,15 @@ def _given_start(start, features: int) -> np.ndarray:
     return theta
 
 
-def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, iterations) -> Fit:
+def _fit(
+    job, shard, family: Family, theta, value, gradient, sums, factor, penalty, iterations
+) -> Fit:
     """The fit at theta (converged, or IRLS's last iterate), with its likelihood's figures: one
     more pass and allreduce (and, with an offset, the intercept-only model's own IRLS first).
     The intercept-only model's log-likelihood is at the fit's scale, as statsmodels' llnull."""
     rows, k = factor.count, len(theta) - (not factor.centred)  # b counts where it is fitted
     y_mean = sums["y"] / sums["weight"] if sums["weight"] else 0.0
-    grad = gradient * family.LOSS_SCALE / max(rows, 1) + 2.0 * l2 * np.append(theta[:-1], 0.0)
+    grad = gradient * family.LOSS_SCALE / max(rows, 1) + np.append(penalty.l2 * theta[:-1], 0.0)
     grad[-1] *= factor.centred  # b is not a parameter of a model without an intercept
     if family.FIXED_SCALE:
         scale = 1.0
@@ -247,7 +272,7 @@ def _fit(job, shard, family: Family, theta, value, gradient, sums, factor, l2, i
         params=theta,
         loss=sums["loss"] / rows if rows else math.nan,
         objective=value,
-        l2=l2,
+        penalty=penalty,
         iterations=iterations,
         gradient_norm=float(np.linalg.norm(grad)),
         count=rows,

@@ -76,20 +76,21 @@ class Solution:
 def solve(
     factor: Factor,
     warn: Callable[[str], None],
-    ridge: float = 0.0,
+    ridge: float | np.ndarray = 0.0,
     names: Sequence[str] | None = None,
     centre: np.ndarray | None = None,
 ) -> Solution:
-    """The [w..., b] minimising ‖Xc w - yc‖² + ridge·‖w - centre‖² (the weighted rows' least
-    squares at ridge = 0; centre 0 by default); warn() is told, with the columns' names, when
-    the design is singular."""
+    """The [w..., b] minimising ‖Xc w - yc‖² + Σⱼ ridgeⱼ (wⱼ - centreⱼ)² (ridge: one value
+    for every coefficient, or one each; the weighted rows' least squares at ridge = 0; centre
+    0 by default); warn() is told, with the columns' names, when the design is singular."""
     F = len(factor.x_mean)
     r = np.where(np.append(constant_columns(factor), False), 0.0, factor.r)
-    if ridge > 0:
-        # The least squares of [Xc; √ridge I] w = [yc; √ridge centre], whose R is that of
-        # [R; √ridge I | √ridge centre]. The bias, not penalised, still follows from the means.
+    root = np.sqrt(np.broadcast_to(np.asarray(ridge, np.float64), (F,)))
+    if root.any():
+        # The least squares of [Xc; D] w = [yc; D centre] with D = diag(√ridge), whose R is
+        # that of [R; D | D centre]. The bias, not penalised, still follows from the means.
         shift = np.zeros(F) if centre is None else centre
-        penalty = np.c_[np.sqrt(ridge) * np.eye(F), np.sqrt(ridge) * shift]
+        penalty = np.c_[np.diag(root), root * shift]
         r = triangle(np.concatenate([r, penalty]))
     w, dependent, kappa = _triangular_least_squares(r[:F, :F], r[:F, F])
     if dependent:

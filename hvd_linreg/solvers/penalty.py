@@ -31,6 +31,16 @@ class Penalty:
         scales = np.asarray(scales, np.float64)
         return cls(alpha * l1_ratio * scales, alpha * (1.0 - l1_ratio) * scales * scales)
 
+    @classmethod
+    def ridge(cls, l2: float, num_features: int) -> Penalty:
+        """--l2's ridge, l2 ‖w‖²: P2 = 2 l2 for every coefficient, no L1."""
+        return cls(np.zeros(num_features), np.full(num_features, 2.0 * l2))
+
+    @property
+    def penalized(self) -> bool:
+        """Whether any coefficient is penalized."""
+        return bool(self.l1.any() or self.l2.any())
+
     def value(self, beta: np.ndarray) -> float:
         """The penalty at the coefficients β (no intercept)."""
         return float(self.l1 @ np.abs(beta) + 0.5 * (self.l2 @ (beta * beta)))

@@ -122,7 +122,7 @@ def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statisti
     figures += (aic, n - k)
     fitting = (fit.method, fit.iterations, fit.gradient_norm)
     why = None
-    if fit.l2 > 0:
+    if fit.penalty.penalized:
         why = "a penalised fit (--l2 > 0): maximum likelihood's errors do not apply"
     elif n <= k:
         why = f"{n} rows for {k} coefficients"

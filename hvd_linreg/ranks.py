@@ -21,7 +21,7 @@ from hvd_linreg.collectives import Collectives, HorovodCollectives, MpiCollectiv
 from hvd_linreg.daemons import end_stalled_rank
 from hvd_linreg.errors import UsageError
 from hvd_linreg.hosts import check_distinct_hosts, machine_id
-from hvd_linreg.launcher import gloo_launch, job_size, local_size, speaks_for
+from hvd_linreg.launcher import gloo_launch, job_size, launch_rank, local_size, speaks_for
 from hvd_linreg.resources import thread_budget
 from hvd_linreg.startup import import_tensorflow
 
@@ -311,6 +311,30 @@ def init(
     return replace(job, python_warnings=not own_process)
 
 
+def _bounded_start(start) -> None:
+    """start() (Horovod's, whose MPI_Init or rendezvous waits for every rank), ended with this
+    rank's error line after the stall limit: a rank that failed to start (seen: Open MPI's
+    PMIx server unreachable under heavy load, that rank stuck in its exit) must not leave the
+    others, and the launcher, waiting for ever. ctypes releases the GIL while Horovod starts,
+    so the timer runs."""
+    limit_s = float(os.environ["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"])
+    if limit_s <= 0:
+        start()
+        return
+    line = (
+        f"hvd-linreg: error: [rank {launch_rank()}] Horovod did not start within {limit_s:.0f} s: "
+        "another rank failed to start or is stuck (the launcher's lines may say why); ending "
+        "the job (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS sets the limit)"
+    )
+    timer = threading.Timer(limit_s, end_stalled_rank, args=(line,))
+    timer.daemon = True
+    timer.start()
+    try:
+        start()
+    finally:
+        timer.cancel()
+
+
 def horovod_started() -> bool:
     """Whether Horovod runs in this process already (an earlier fit, or the caller's script)."""
     hvd = sys.modules.get("horovod.tensorflow")
@@ -327,7 +351,10 @@ def _horovod_init(verbose: bool, elastic: bool, own_process: bool) -> Job:
 
     horovod_functions_without_autograph()
     tf.get_logger().setLevel("ERROR")
-    hvd.init()  # a no-op where the caller's script has called it
+    if own_process and not elastic:
+        _bounded_start(hvd.init)
+    else:  # a caller's script, or an elastic worker that waits for its hosts: not ours to end
+        hvd.init()  # a no-op where the caller's script has called it
     threads = thread_budget(hvd.local_size())
     try:
         tf.config.threading.set_intra_op_parallelism_threads(threads)

@@ -17,7 +17,7 @@ import time
 import psutil
 import pytest
 
-from conftest import LAUNCH_TIMEOUT_S, job_tag, kill_tree, launch_command, launcher_env
+from conftest import LAUNCH_TIMEOUT_S, job_tag, kill_tree, launch, launch_command, launcher_env
 
 pytestmark = pytest.mark.multiprocess
 
@@ -173,3 +173,25 @@ def test_output_into_head_under_mpirun_ends_every_rank(tmp_path):
 
 def _processes_with(text: str) -> list[psutil.Process]:
     return [p for p in psutil.process_iter(["cmdline"]) if text in (p.info["cmdline"] or [])]
+
+
+@pytest.mark.multiprocess
+def test_a_rank_that_never_starts_ends_the_job_at_the_stall_limit(tmp_path):
+    """Rank 1 never reaches MPI_Init (it sleeps instead of starting the tool), as a rank whose
+    MPI start failed and hung in its exit did under load: rank 0, waiting in Horovod's start,
+    ends the job after HOROVOD_STALL_SHUTDOWN_TIME_SECONDS with its line, and mpirun with it."""
+    script = 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec sleep 600; fi; exec hvd-linreg "$@"'
+    start = time.monotonic()
+    run = launch(
+        "mpirun",
+        2,
+        ["--num_steps", "10"],
+        tmp_path,
+        program=("sh", "-c", script, "sh"),
+        env={"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "5"},
+        metrics=False,
+        timeout=90,
+    )
+    assert run.returncode != 0
+    assert "[rank 0] Horovod did not start within 5 s" in run.output
+    assert time.monotonic() - start < 60

@@ -93,10 +93,23 @@ def lost_rank_lines(launcher: str, output: str) -> list[str]:
     return [line for line in output.splitlines() if re.search(says, line)]
 
 
+# Open MPI's own start failing (seen once under a load of 10 on 2 cores: a rank's PMIx client
+# found mpirun's server unreachable): the tool never ran, so it had no line to give; such a run
+# is started once more, and the session's summary says so
+MPI_DID_NOT_START = ("OPAL ERROR: Unreachable", "An error occurred in MPI_Init")
+
+
+class MpiDidNotStart(Exception):
+    pass
+
+
 def one_launch(launcher, args, tmp_path, wrap=()) -> tuple[int, str]:
     run = launch(
         launcher, RANKS, args, tmp_path, wrap=wrap, metrics=False, timeout=ENDS_WITHIN_S * 3
     )
+    failed = [s for s in MPI_DID_NOT_START if s in run.output]
+    if failed:
+        raise MpiDidNotStart(f"Open MPI did not start ({failed[0]})")
     return run.returncode, run.output
 
 
@@ -169,13 +182,18 @@ def srun_or_skip(request):
 
 
 @pytest.mark.parametrize("launcher, case", PARAMS)
-def test_the_line_always_gets_out(launcher, case, srun_or_skip, tmp_path, start_job):
+def test_the_line_always_gets_out(launcher, case, srun_or_skip, tmp_path, start_job, rescue_run):
     n = runs(launcher, case)
     misses = []
     for i in range(n):
         where = tmp_path / f"run{i}"
         where.mkdir()
-        miss = check_run(launcher, case, where, start_job)
+        try:
+            miss = check_run(launcher, case, where, start_job)
+        except MpiDidNotStart as e:
+            rescue_run(f"run {i + 1}: {e}")
+            (where := where / "again").mkdir()
+            miss = check_run(launcher, case, where, start_job)
         if miss:
             misses.append(f"run {i + 1}: {miss}")
     print(f"{launcher}, {case}: the line seen in {n - len(misses)} of {n} runs")

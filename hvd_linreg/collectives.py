@@ -110,15 +110,23 @@ class MpiCollectives:
         self._bounded(self.comm.Barrier)
 
     def _bounded(self, call, *args):
-        if self.limit_s <= 0:
-            return call(*args)
-        timer = threading.Timer(self.limit_s, _stalled, args=(launch_rank(), self.limit_s))
-        timer.daemon = True
-        timer.start()
-        try:
-            return call(*args)  # mpi4py releases the GIL while MPI waits: the timer runs
-        finally:
-            timer.cancel()
+        # mpi4py releases the GIL while MPI waits: the timer runs
+        return bounded(self.limit_s, lambda: _stalled(launch_rank(), self.limit_s), call, *args)
+
+
+def bounded(limit_s: float, on_timeout, call, *args):
+    """call(*args), with on_timeout() run on a timer thread if it has not returned within
+    limit_s (0 or less: no limit); on_timeout ends the rank (end_stalled_rank). The call must
+    release the GIL while it waits, as mpi4py and ctypes do, for the timer to run."""
+    if limit_s <= 0:
+        return call(*args)
+    timer = threading.Timer(limit_s, on_timeout)
+    timer.daemon = True
+    timer.start()
+    try:
+        return call(*args)
+    finally:
+        timer.cancel()
 
 
 def _world():

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from hvd_linreg.collectives import Collectives, HorovodCollectives, MpiCollectives
+from hvd_linreg.collectives import Collectives, HorovodCollectives, MpiCollectives, bounded
 from hvd_linreg.daemons import end_stalled_rank
 from hvd_linreg.errors import UsageError
 from hvd_linreg.hosts import check_distinct_hosts, machine_id
@@ -313,26 +313,16 @@ def init(
 
 def _bounded_start(start) -> None:
     """start() (Horovod's, whose MPI_Init or rendezvous waits for every rank), ended with this
-    rank's error line after the stall limit: a rank that failed to start (seen: Open MPI's
-    PMIx server unreachable under heavy load, that rank stuck in its exit) must not leave the
-    others, and the launcher, waiting for ever. ctypes releases the GIL while Horovod starts,
-    so the timer runs."""
+    rank's error line after the stall limit: a rank that never starts (seen: one whose MPI
+    start failed, Open MPI's PMIx server unreachable under heavy load) must not leave the
+    others, and the launcher, waiting for ever. ctypes releases the GIL while Horovod starts."""
     limit_s = float(os.environ["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"])
-    if limit_s <= 0:
-        start()
-        return
     line = (
         f"hvd-linreg: error: [rank {launch_rank()}] Horovod did not start within {limit_s:.0f} s: "
         "another rank failed to start or is stuck (the launcher's lines may say why); ending "
         "the job (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS sets the limit)"
     )
-    timer = threading.Timer(limit_s, end_stalled_rank, args=(line,))
-    timer.daemon = True
-    timer.start()
-    try:
-        start()
-    finally:
-        timer.cancel()
+    bounded(limit_s, lambda: end_stalled_rank(line), start)
 
 
 def horovod_started() -> bool:

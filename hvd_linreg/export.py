@@ -24,6 +24,10 @@ from hvd_linreg.families import FAMILIES
 # TensorFlow Serving's place for files of the model that are not TensorFlow's own.
 METADATA = Path("assets.extra") / "hvd_linreg.json"
 FORMAT = "hvd_linreg linear model"
+# The serving signature's output, by family: the mean, unless named here
+SERVING_OUTPUTS = dict.fromkeys(["linear", "gaussian"], "prediction") | dict.fromkeys(
+    ["logistic", "binomial"], "probability"
+)
 
 
 @dataclass(frozen=True)
@@ -123,14 +127,16 @@ def save(
 
 
 def _save_model(family, directory: Path, theta: np.ndarray, dtype: str) -> None:
-    """A SavedModel whose serving signature maps features to the family's SERVING_OUTPUT
+    """A SavedModel whose serving signature maps features to the family's serving output
     (TensorFlow started quietly here, where an exact run had none)."""
     from hvd_linreg.startup import import_tensorflow
 
     import_tensorflow()
     from hvd_linreg.families.model import Model, save_serving
 
-    save_serving(directory, Model(theta, dtype, 0.0, family), family.SERVING_OUTPUT)
+    save_serving(
+        directory, Model(theta, dtype, 0.0, family), SERVING_OUTPUTS.get(family.NAME, "mean")
+    )
 
 
 def load(path: str) -> ExportedModel:

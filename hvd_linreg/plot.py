@@ -11,7 +11,10 @@ from pathlib import Path
 import numpy as np
 
 from hvd_linreg.atomic import atomic_write
-from hvd_linreg.report import Report
+from hvd_linreg.report import Report, loss_name
+
+# What the fitted curve's label calls the mean (E[y] unless named here)
+MEAN_LABELS = {"linear": "y", "logistic": "P(y=1)", "binomial": "P(y=1)"}
 
 _POINTS = 400  # data points drawn from rank 0's shard
 
@@ -91,7 +94,7 @@ def _loss_panel(ax, report: Report) -> None:
         ax.axhline(report.exact_loss, color="black", linestyle="--", label="exact optimum")
     ax.set_yscale("log")
     ax.set_xlabel("step")
-    ax.set_ylabel(report.family.LOSS)
+    ax.set_ylabel(loss_name(report.family))
     size = report.job.size
     ax.set_title(f"Loss, {size} rank{'s' * (size > 1)}, global batch {report.global_batch_size}")
     ax.grid(True, which="both", alpha=0.3)
@@ -105,7 +108,9 @@ def curve(family, theta: np.ndarray, xs: np.ndarray) -> tuple[np.ndarray, str]:
     eta, link = f"{w:.4g}x + {b:.4g}", family.link.name
     if link != "identity":
         eta = f"{'σ' if link == 'logit' else f'{link}⁻¹'}({eta})"
-    return family.predict(theta[[0, -1]], xs[:, None]), f"fitted: {family.MEAN_LABEL} = {eta}"
+    return family.predict(
+        theta[[0, -1]], xs[:, None]
+    ), f"fitted: {MEAN_LABELS.get(family.NAME, 'E[y]')} = {eta}"
 
 
 def _fit_panel(ax, report: Report) -> None:

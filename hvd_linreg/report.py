@@ -22,6 +22,36 @@ from hvd_linreg.statistics import describe
 from hvd_linreg.statistics.table import SHOWN_COEFFICIENTS
 from hvd_linreg.statistics.table import SHOWN_WEIGHTS as _SHOWN_WEIGHTS
 
+# What the summary and the plot call a family's loss (UI text: a family is its distribution and
+# link): the mean half unit deviance, named by the distribution, unless a loss is named here.
+LOSS_NAMES = dict.fromkeys(["linear", "gaussian"], "mean squared error") | dict.fromkeys(
+    ["logistic", "binomial", "multinomial"], "mean log-loss"
+)
+DISTRIBUTION_NAMES = {
+    "poisson": "Poisson",
+    "gamma": "Gamma",
+    "tweedie": "Tweedie",
+    "inverse_gaussian": "inverse Gaussian",
+}
+
+
+def loss_name(family) -> str:
+    """ "mean squared error", "mean log-loss" or "mean half <distribution> deviance"."""
+    if family.NAME in LOSS_NAMES:
+        return LOSS_NAMES[family.NAME]
+    distribution = DISTRIBUTION_NAMES.get(family.NAME, family.NAME.replace("_", " "))
+    return f"mean half {distribution} deviance"
+
+
+def solver_words(family) -> tuple[str, str]:
+    """What the header line calls the family's exact solver, and what the summary says it
+    costs. IRLS under the canonical link is Newton's method; under another, Fisher scoring."""
+    if family.SOLVER == "least_squares":
+        return "exact least squares", "the distributed QR"
+    method = "Newton's method" if family.canonical else "IRLS, Fisher scoring"
+    per = "Newton" if family.canonical else "IRLS"
+    return f"exact maximum likelihood ({method})", f"a pass and an allreduce per {per} iteration"
+
 
 @dataclass
 class TrainingResult:
@@ -53,7 +83,7 @@ def header_line(cfg: Config, family, job: Job, shard: Shard) -> str:
     run = (
         _penalized_run(cfg)
         if cfg.penalized
-        else family.SOLVER_NAME
+        else solver_words(family)[0]
         if cfg.solver == "exact"
         else f"batch {cfg.batch_size} per rank ({shard.layout.global_batch} global), "
         f"{cfg.num_steps} steps, {cfg.optimizer}, learning rate {cfg.learning_rate}"
@@ -248,7 +278,7 @@ class Report:
             f"  w: {vec(result.params[:-1])}{true_w}",
             f"  b: {result.params[-1]:.6g}{true_b}",
             f"  final loss: {result.loss:.6g} ({'weighted ' * shard.weighted}"
-            f"{self.family.LOSS}{', Σ w x loss / rows,' * shard.weighted} over all "
+            f"{loss_name(self.family)}{', Σ w x loss / rows,' * shard.weighted} over all "
             f"{shard.num_samples}{' training' * bool(shard.num_validation)} samples)",
             *([f"  training: {result.training.line()}"] if result.training is not None else []),
             *(
@@ -270,7 +300,7 @@ class Report:
                 f"{'es' * (self.optimum.passes > 1)} over the data, coordinate descent on "
                 "their Gram matrices)"
                 if self.penalized
-                else f"  wall time: {result.wall_s:.3f} s ({self.family.SOLVER_COST})"
+                else f"  wall time: {result.wall_s:.3f} s ({solver_words(self.family)[1]})"
                 if self.cfg.solver == "exact"
                 else f"  wall time: {result.wall_s:.3f} s, {result.steps_per_s:.1f} steps/s, "
                 f"{self.samples_per_s:.4g} samples/s"

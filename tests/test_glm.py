@@ -60,7 +60,7 @@ def test_irls_is_statsmodels_poisson_glm_on_any_rank_count(counts, launcher, siz
     run = launch(launcher, size, args, tmp_path)
     assert run.returncode == 0, run.output
     assert_is_statsmodels(run.metrics, statsmodels_glm(X, y))
-    assert "exact maximum likelihood (IRLS)" in run.stdout
+    assert "exact maximum likelihood (Newton's method)" in run.stdout
     assert "Newton: " in run.stdout  # the log link is canonical: Fisher scoring is Newton's
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, launch, params_of
-from hvd_linreg import families
+from hvd_linreg import families, report
 from hvd_linreg.config import Config
 from hvd_linreg.errors import UsageError
 from reference import SGD, averaged, constant
@@ -112,3 +112,30 @@ def test_the_loss_that_irls_sums_in_two_parts_is_the_loss(name, link):
     mu = family.link.inverse(eta)
     split = family.loss_terms_in_mean(y, eta, mu) + family.loss_terms_in_target(y)
     np.testing.assert_allclose(split, family.loss_terms(y, eta), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "model, link, loss, solver, cost",
+    [
+        ("linear", None, "mean squared error", "exact least squares", "the distributed QR"),
+        ("logistic", "probit", "mean log-loss", "(IRLS, Fisher scoring)", "per IRLS iteration"),
+        ("poisson", None, "mean half Poisson deviance", "(Newton's method)", "per Newton"),
+        ("gamma", "log", "mean half Gamma deviance", "(IRLS, Fisher scoring)", "per IRLS"),
+        ("inverse_gaussian", None, "mean half inverse Gaussian deviance", "(Newton's", "Newton"),
+        (
+            "negative_binomial",
+            None,
+            "mean half negative binomial deviance",
+            "Fisher scoring)",
+            "IRLS",
+        ),
+        ("multinomial", None, "mean log-loss", "(Newton's method)", "per Newton iteration"),
+    ],
+)
+def test_what_the_summary_calls_a_family(model, link, loss, solver, cost):
+    """The loss and solver words are the report's, from what the family is: IRLS under the
+    canonical link is Newton's method (negative binomial's log link is not its canonical)."""
+    family = families.get(model, link)
+    assert report.loss_name(family) == loss
+    name, spent = report.solver_words(family)
+    assert solver in name and cost in spent

@@ -6,8 +6,9 @@ SGD's TensorFlow model, the same for every family. The exact solvers (solvers/) 
 family and know it only through Family; the recipe (pipeline.py) pairs the two by the family's
 SOLVER.
 
-Adding a family is its module and one line in FAMILIES ("module:class"). The modules are
-imported only when asked for: each imports TensorFlow.
+Adding a family is its module and one line in FAMILIES ("module:class"); its name in prose
+goes in report.DISTRIBUTION_NAMES where that is not its --model name's words. The modules are
+imported only when asked for, so that a run loads only the family it fits.
 """
 
 from __future__ import annotations

@@ -57,22 +57,18 @@ class Family:
     """A model family: y's distribution given the linear predictor η = x·w + b."""
 
     NAME = ""  # as --model names it
-    LOSS = ""  # what the summary and the plot call the loss
     LINKS: tuple[str, ...] = ("identity",)  # the links it takes; the first is the default
     # The link under which IRLS is Newton's method: the default, unless a family says (None:
     # none of LINKS)
     CANONICAL_LINK: str | None = ""
-    # Which exact solver fits it, by name ("least_squares", "irls"), and what the header line
-    # and the summary call it and its cost; None: SGD only.
+    # Which exact solver fits it, by name ("least_squares", "irls", "multinomial"); None: SGD
+    # only. What the header, the summary, the plot and the serving signature call the family's
+    # loss, solver, mean and output is theirs (report.py, plot.py, export.py), not the family's.
     SOLVER: str | None = "irls"
-    SOLVER_NAME = "exact maximum likelihood (IRLS)"
-    SOLVER_COST = "a pass and an allreduce per IRLS iteration"
     MAX_EXACT_FEATURES = 1024  # the (F+1)² sums are allreduced and factored on every rank
     # The loss is LOSS_SCALE x the mean half unit deviance (1: the negative log-likelihood per
     # row, up to a constant; the linear family's mean squared error is 2).
     LOSS_SCALE = 1.0
-    SERVING_OUTPUT = "mean"  # the serving signature's output
-    MEAN_LABEL = "E[y]"  # what the plot calls the fitted mean
     # The scale (dispersion) φ is 1 (binomial, Poisson), or estimated by Pearson's χ² / dof
     FIXED_SCALE = True
     POSITIVE_MEAN = False  # whether μ must be > 0 (Poisson, Gamma, Tweedie)

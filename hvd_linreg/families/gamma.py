@@ -16,7 +16,6 @@ from hvd_linreg.families.maths import lgamma
 
 class Gamma(Family):
     NAME = "gamma"
-    LOSS = "mean half Gamma deviance"
     LINKS = ("inverse", "log", "identity")
     POSITIVE_MEAN = True
     FIXED_SCALE = False

@@ -19,10 +19,8 @@ from hvd_linreg.families.family import Family
 
 class Gaussian(Family):
     NAME = "gaussian"
-    LOSS = "mean squared error"
     LINKS = ("identity", "log")
     LOSS_SCALE = 2.0  # the mean squared error is the mean unit deviance
-    SERVING_OUTPUT = "prediction"
     FIXED_SCALE = False
 
     def variance(self, mu):

@@ -13,7 +13,6 @@ from hvd_linreg.families.family import Family, check_target_values
 
 class InverseGaussian(Family):
     NAME = "inverse_gaussian"
-    LOSS = "mean half inverse Gaussian deviance"
     LINKS = ("inverse_squared", "inverse", "log", "identity")
     POSITIVE_MEAN = True
     FIXED_SCALE = False

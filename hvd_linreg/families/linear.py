@@ -25,10 +25,7 @@ from hvd_linreg.ranks import Job
 class Linear(Gaussian):
     NAME = "linear"
     SOLVER = "least_squares"
-    SOLVER_NAME = "exact least squares"
-    SOLVER_COST = "the distributed QR"
     MAX_EXACT_FEATURES = 4096  # solvers/least_squares.py: MAX_FEATURES
-    MEAN_LABEL = "y"
 
     def predict(self, theta, X, offset=None):
         """X w + b (+ offset) in float64, term by term (linear_predictor)."""

@@ -41,21 +41,9 @@ def log_loss_terms(z: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 class Logistic(Family):
     NAME = "logistic"
-    LOSS = "mean log-loss"
     LINKS = ("logit", "probit", "cloglog")
-    SERVING_OUTPUT = "probability"
-    MEAN_LABEL = "P(y=1)"
     COUNTS = ("misclassified", "saturated")
     SCORES_GATHER_ROWS = True
-
-    @property
-    def SOLVER_NAME(self) -> str:  # noqa: N802 (the Family member it overrides)
-        method = "Newton's method" if self.canonical else "IRLS, Fisher scoring"
-        return f"exact maximum likelihood ({method})"
-
-    @property
-    def SOLVER_COST(self) -> str:  # noqa: N802
-        return f"a pass and an allreduce per {'Newton' if self.canonical else 'IRLS'} iteration"
 
     @property
     def logit(self) -> bool:

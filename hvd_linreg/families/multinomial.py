@@ -19,12 +19,9 @@ from hvd_linreg.families.family import Family
 
 class Multinomial(Family):
     NAME = "multinomial"
-    LOSS = "mean log-loss"
     LINKS = ("logit",)
     CANONICAL_LINK = "logit"
     SOLVER = "multinomial"
-    SOLVER_NAME = "exact maximum likelihood (Newton)"
-    SOLVER_COST = "a pass and an allreduce per Newton iteration"
 
     def with_classes(self, classes: list) -> Multinomial:
         """This family for a target of these classes."""

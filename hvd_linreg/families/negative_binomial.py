@@ -14,7 +14,6 @@ from hvd_linreg.families.maths import lgamma, xlogy
 
 class NegativeBinomial(Family):
     NAME = "negative_binomial"
-    LOSS = "mean half negative binomial deviance"
     LINKS = ("log", "identity", "sqrt")
     CANONICAL_LINK = None  # log(μ / (μ + 1/α)), which no one fits
     POSITIVE_MEAN = True

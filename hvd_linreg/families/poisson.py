@@ -18,7 +18,6 @@ SYNTHETIC_SCALE = 0.2
 
 class Poisson(Family):
     NAME = "poisson"
-    LOSS = "mean half Poisson deviance"
     LINKS = ("log", "identity", "sqrt")
     POSITIVE_MEAN = True
 

@@ -16,7 +16,6 @@ from hvd_linreg.families.family import Family, check_target_values
 
 class Tweedie(Family):
     NAME = "tweedie"
-    LOSS = "mean half Tweedie deviance"
     LINKS = ("log", "identity")
     POSITIVE_MEAN = True
     FIXED_SCALE = False

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from hvd_linreg import checkpoint, export, families, ranks, solvers
 from hvd_linreg.config import Config
-from hvd_linreg.data import Shard, load_shard
+from hvd_linreg.data import Shard, load_shard, targets
 from hvd_linreg.errors import ConvergenceWarning, UsageError
 from hvd_linreg.hosts import keepalive_warning
 from hvd_linreg.plot import save_plot
@@ -78,9 +78,9 @@ def prepare(cfg: Config, family, job: Job, load=None) -> tuple[Shard, Path | Non
     except UsageError as e:
         error = e
     job.agree(error)
-    # The family's own check of the target: it refuses one it cannot fit (every rank checks
-    # its rows), or hands back the shard with the target as the family reads it.
-    shard = family.check_target(job, shard)
+    # The target against the family's domain: refused on every rank where it is out, or the
+    # shard with the target as the family reads it (a binary family's two values as 0 and 1).
+    shard = targets.checked(job, shard, family)
     for warning in shard.warnings(cfg):
         job.warn(warning)
     return shard, ckpt_dir

@@ -330,7 +330,7 @@ def test_a_binomial_proportion_needs_weights_and_stays_in_0_1(star98, tmp_path, 
     path, _, _ = star98
     args = ["--model", "binomial", "--data", path, "--target", "share", "--quiet"]
     assert main(args) == 2  # a proportion without its trials
-    assert "--model logistic needs a target of 0 or 1" in capsys.readouterr().err
+    assert "--model binomial needs a target of 0 or 1" in capsys.readouterr().err
 
 
 def test_training_scores_are_scikit_learns_weighted_ones(counts, tmp_path):

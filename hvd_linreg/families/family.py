@@ -22,35 +22,11 @@ import numpy as np
 from hvd_linreg.data.passes import Blocks, summed
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families import links
+from hvd_linreg.families.domain import Interval
 from hvd_linreg.families.maths import linear_predictor, penalty, predictor
 
 if TYPE_CHECKING:
     from hvd_linreg.ranks import Job
-
-
-def check_target_values(job: Job, shard, valid, needs: str) -> None:
-    """Refuse, on every rank, a target with a value where valid(y) is False, naming the first
-    such row of this rank's (or a held-out row) and what the family needs."""
-    error = None
-    # The layout numbers the training rows; with held-out rows those are not the file's rows.
-    rows = "training row" if shard.num_validation else "data row"
-    try:
-        at = 0
-        for block in shard.blocks():
-            y = block.y
-            bad = ~valid(y)
-            if bad.any():
-                i = int(np.argmax(bad))
-                row = shard.layout.global_row(at + i)
-                where = f"{rows} {row if shard.num_validation else shard.data_row(row)} (0-based)"
-                raise UsageError(f"{shard.source}: {where} has the target {y[i]:g}; {needs}")
-            at += len(y)
-        if shard.validation is not None and not valid(shard.validation.y).all():
-            y = shard.validation.y[~valid(shard.validation.y)][0]
-            raise UsageError(f"{shard.source}: a held-out row has the target {y:g}; {needs}")
-    except UsageError as e:
-        error = e
-    job.agree(error)
 
 
 class Family:
@@ -72,6 +48,10 @@ class Family:
     # The scale (dispersion) φ is 1 (binomial, Poisson), or estimated by Pearson's χ² / dof
     FIXED_SCALE = True
     POSITIVE_MEAN = False  # whether μ must be > 0 (Poisson, Gamma, Tweedie)
+    # The values y may take (data/targets.py checks every rank's rows against it): any finite
+    # one unless a family says. BINARY: a target of two values, read as 0 and 1.
+    TARGET = Interval()
+    BINARY = False
     # Whether scores() gathers every row to every rank (the exact ROC AUC), so that the
     # training rows' scores are skipped on large data (pipeline.training_scores)
     SCORES_GATHER_ROWS = False
@@ -180,12 +160,6 @@ class Family:
         return np.random.default_rng([seed, rank]).standard_normal(num_features + 1)
 
     # The data
-
-    def check_target(self, job: Job, shard):
-        """Refuse a target the family cannot fit (every rank checks its rows; all agree), or
-        hand back the shard with the target as the family reads it. Any finite target fits
-        by default: the data's own checks have passed."""
-        return shard
 
     def synthetic_target(self, seed: int, rows: np.ndarray, X: np.ndarray, y: np.ndarray):
         """The synthetic rows' target, from their features and the seed's y = X w + 2 + noise,

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from hvd_linreg.families.family import Family, check_target_values
+from hvd_linreg.families.domain import Interval
+from hvd_linreg.families.family import Family
 from hvd_linreg.families.maths import lgamma
 
 
 class Gamma(Family):
     NAME = "gamma"
     LINKS = ("inverse", "log", "identity")
+    TARGET = Interval(0.0)
     POSITIVE_MEAN = True
     FIXED_SCALE = False
 
@@ -37,8 +39,3 @@ class Gamma(Family):
 
         mu = self.link.inverse_tf(eta)
         return y / mu + tf.math.log(mu)
-
-    def check_target(self, job, shard):
-        """A target > 0: an amount, never zero."""
-        check_target_values(job, shard, lambda y: y > 0, "--model gamma needs y > 0")
-        return shard

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from hvd_linreg.families.family import Family, check_target_values
+from hvd_linreg.families.domain import Interval
+from hvd_linreg.families.family import Family
 
 
 class InverseGaussian(Family):
     NAME = "inverse_gaussian"
     LINKS = ("inverse_squared", "inverse", "log", "identity")
+    TARGET = Interval(0.0)
     POSITIVE_MEAN = True
     FIXED_SCALE = False
 
@@ -33,8 +35,3 @@ class InverseGaussian(Family):
     def loss_terms_tf(self, y, eta):
         mu = self.link.inverse_tf(eta)
         return y / (2 * mu * mu) - 1 / mu  # d / 2 less its term in y alone, 1 / (2 y)
-
-    def check_target(self, job, shard):
-        """A target > 0."""
-        check_target_values(job, shard, lambda y: y > 0, "--model inverse_gaussian needs y > 0")
-        return shard

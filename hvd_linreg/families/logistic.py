@@ -9,18 +9,16 @@ checks for classes that a hyperplane separates, where the likelihood has no fini
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from hvd_linreg.data.passes import Blocks, counted, summed
-from hvd_linreg.data.rows import Rows
 from hvd_linreg.data.synthetic import TRUE_BIAS, true_weights, uniforms
 from hvd_linreg.errors import UsageError
-from hvd_linreg.families.family import Family, check_target_values
+from hvd_linreg.families.domain import Interval
+from hvd_linreg.families.family import Family
 from hvd_linreg.families.maths import lgamma, predictor, xlogy
 from hvd_linreg.families.scores import Scores
 from hvd_linreg.ranks import Job
@@ -42,6 +40,9 @@ def log_loss_terms(z: np.ndarray, y: np.ndarray) -> np.ndarray:
 class Logistic(Family):
     NAME = "logistic"
     LINKS = ("logit", "probit", "cloglog")
+    # A 0/1 target, or two values read as 0 and 1; with --weights, a proportion of trials
+    TARGET = Interval(0.0, 1.0, low_inclusive=True, high_inclusive=True)
+    BINARY = True
     COUNTS = ("misclassified", "saturated")
     SCORES_GATHER_ROWS = True
 
@@ -86,18 +87,6 @@ class Logistic(Family):
             return tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=eta)
         mu = tf.clip_by_value(self.link.inverse_tf(eta), _EPS, 1.0 - _EPS)
         return -(y * tf.math.log(mu) + (1.0 - y) * tf.math.log(1.0 - mu))
-
-    def check_target(self, job: Job, shard):
-        """The shard with a 0/1 target: as it is, or with a target of two other values
-        recoded, the smaller to 0 and the larger to 1 (rank 0 says so). Any other target is
-        refused on every rank, naming the first row that holds a value beyond the two. With
-        --weights the target may be a proportion in [0, 1] of that many trials, as R's
-        glm(weights = n)."""
-        if shard.weighted:
-            needs = f"--model {self.NAME} with --weights needs a proportion y in [0, 1]"
-            check_target_values(job, shard, lambda y: (y >= 0) & (y <= 1), needs)
-            return shard
-        return check_target(job, shard)
 
     def synthetic_target(self, seed, rows, X, y):
         """y ~ Bernoulli(g⁻¹(x·w_true + b_true)), the seed's line read through the link, drawn
@@ -179,88 +168,6 @@ def _saturated(counts: dict[str, float]) -> str:
         "likelihood has no finite maximum. Drop the feature(s) that separate them, or fit with "
         "--l2 > 0"
     )
-
-
-def check_target(job: Job, shard):
-    """The shard with a 0/1 target: as it is, or with a target of two other values recoded,
-    the smaller to 0 and the larger to 1 (rank 0 says so). Any other target is refused on
-    every rank, naming the first row that holds a value beyond the two."""
-    values = sorted(set().union(*job.allgather(_distinct(shard), name="target_values")))
-    labels = (0.0, 1.0) if {0.0, 1.0} <= set(values) or set(values) <= {0.0, 1.0} else values[:2]
-    error = None
-    # The layout numbers the training rows; with held-out rows those are not the file's rows,
-    # whose numbers the data module keeps to itself: the message then says which it counts.
-    rows = "training row" if shard.num_validation else "data row"
-
-    def row_name(local: int) -> str:
-        row = shard.layout.global_row(local)
-        return f"{rows} {row if shard.num_validation else shard.data_row(row)} (0-based)"
-
-    try:
-        _check_rows(shard.source, _enumerate_blocks(shard.blocks()), row_name, labels)
-        if shard.validation is not None:
-            held_out = [(0, shard.validation.y)]
-            _check_rows(shard.source, held_out, lambda _: "a held-out row", labels)
-    except UsageError as e:
-        error = e
-    job.agree(error)
-    if labels == (0.0, 1.0):
-        return shard
-    job.log(f"the target's values {labels[0]:g} and {labels[1]:g} are read as 0 and 1")
-    return _recoded(shard, labels[1])
-
-
-def _distinct(shard) -> list[float]:
-    """This rank's distinct target values, up to 3 of them: more are refused anyway."""
-    seen: set[float] = set()
-    held = [shard.validation] if shard.validation is not None else []
-    for rows in itertools.chain(shard.blocks(), held):  # read as used: it stops at 3
-        seen.update(np.unique(rows.y).tolist())
-        if len(seen) > 2:
-            break
-    return sorted(seen)[:3]
-
-
-def _recoded(shard, high: float):
-    """The shard whose target is 1 where it was high and 0 elsewhere: its rows in memory, its
-    held-out rows, and the rows it reads from its file as training uses them."""
-
-    def recode(y: np.ndarray) -> np.ndarray:
-        return (y == high).astype(y.dtype)
-
-    changes = {"y": recode(shard.y)}
-    if shard.validation is not None:
-        changes["validation"] = shard.validation._replace(y=recode(shard.validation.y))
-    if shard.table is not None:
-        read = shard.table.read
-
-        def read_recoded(start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-            X, y = read(start, stop)
-            return X, recode(y)
-
-        changes["table"] = replace(shard.table, read=read_recoded)
-    return replace(shard, **changes)
-
-
-def _enumerate_blocks(blocks: Iterable[Rows]):
-    """(the first row's number on this rank, y) per block."""
-    at = 0
-    for rows in blocks:
-        yield at, rows.y
-        at += len(rows.y)
-
-
-def _check_rows(source: str, blocks, row_name, labels) -> None:
-    """blocks: (the first row's number on this rank, y); row_name(number): that row."""
-    for first, y in blocks:
-        bad = ~np.isin(y, labels)
-        if bad.any():
-            where, value = row_name(first + int(np.argmax(bad))), y[int(np.argmax(bad))]
-            raise UsageError(
-                f"{source}: {where} has the target {value:g}; --model logistic needs a "
-                f"target of 0 or 1, or of two values read as 0 and 1 (here {labels[0]:g} "
-                f"and {labels[1]:g})"
-            )
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from hvd_linreg.families.family import Family, check_target_values
+from hvd_linreg.families.domain import Interval
+from hvd_linreg.families.family import Family
 from hvd_linreg.families.maths import lgamma, xlogy
 
 
 class NegativeBinomial(Family):
     NAME = "negative_binomial"
     LINKS = ("log", "identity", "sqrt")
+    TARGET = Interval(0.0, low_inclusive=True)
     CANONICAL_LINK = None  # log(μ / (μ + 1/α)), which no one fits
     POSITIVE_MEAN = True
     DEFAULT_ALPHA = 1.0
@@ -45,8 +47,3 @@ class NegativeBinomial(Family):
 
         a, mu = self.alpha, self.link.inverse_tf(eta)
         return (y + 1 / a) * tf.math.log1p(a * mu) - y * tf.math.log(mu)  # d/2 less y's terms
-
-    def check_target(self, job, shard):
-        """A target >= 0: a count."""
-        check_target_values(job, shard, lambda y: y >= 0, "--model negative_binomial needs y >= 0")
-        return shard

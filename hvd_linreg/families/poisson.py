@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from hvd_linreg.data.synthetic import TRUE_BIAS, true_weights, uniforms
-from hvd_linreg.families.family import Family, check_target_values
+from hvd_linreg.families.domain import Interval
+from hvd_linreg.families.family import Family
 from hvd_linreg.families.maths import lgamma, linear_predictor, xlogy
 
 # The synthetic job's log-mean: the seed's line x·w_true + b_true, scaled by this
@@ -19,6 +20,7 @@ SYNTHETIC_SCALE = 0.2
 class Poisson(Family):
     NAME = "poisson"
     LINKS = ("log", "identity", "sqrt")
+    TARGET = Interval(0.0, low_inclusive=True)
     POSITIVE_MEAN = True
 
     def variance(self, mu):
@@ -45,11 +47,6 @@ class Poisson(Family):
             return tf.exp(eta) - y * eta
         mu = self.link.inverse_tf(eta)
         return mu - y * tf.math.log(mu)
-
-    def check_target(self, job, shard):
-        """A target >= 0: a count, or any rate or amount of that sign."""
-        check_target_values(job, shard, lambda y: y >= 0, "--model poisson needs y >= 0")
-        return shard
 
     def synthetic_target(self, seed, rows, X, y):
         """y ~ Poisson(exp(SYNTHETIC_SCALE (x·w_true + b_true))), drawn by inverting the CDF

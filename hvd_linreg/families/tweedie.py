@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from hvd_linreg.families.family import Family, check_target_values
+from hvd_linreg.families.domain import Interval
+from hvd_linreg.families.family import Family
 
 
 class Tweedie(Family):
     NAME = "tweedie"
     LINKS = ("log", "identity")
+    TARGET = Interval(0.0, low_inclusive=True)
     POSITIVE_MEAN = True
     FIXED_SCALE = False
     DEFAULT_POWER = 1.5
@@ -47,8 +49,3 @@ class Tweedie(Family):
 
         p, mu = self.power, self.link.inverse_tf(eta)
         return tf.pow(mu, 2 - p) / (2 - p) - y * tf.pow(mu, 1 - p) / (1 - p)
-
-    def check_target(self, job, shard):
-        """A target >= 0."""
-        check_target_values(job, shard, lambda y: y >= 0, "--model tweedie needs y >= 0")
-        return shard

@@ -1,7 +1,9 @@
 """Ranks that pass hvd_linreg.fit() rows that do not agree: rank 0 the columns a and b, the
 others a and c; a column g of categories on rank 0 and of numbers on the others; g's
-categories in another order. Each rank catches each UsageError, and rank 0 writes every
-rank's messages as JSON, a list by rank. Run by tests/test_error_messages.py under a
+categories in another order. Then two estimators: a LinearRegression given one row on rank 1
+(its ValueError there is every rank's UsageError), and an ElasticNetCV given a splitter, which
+only one process takes. Each rank catches each UsageError (a ValueError), and rank 0 writes
+every rank's messages as JSON, a list by rank. Run by tests/test_error_messages.py under a
 launcher."""
 
 from __future__ import annotations
@@ -25,6 +27,19 @@ def frames(rank: int) -> list[pd.DataFrame]:
     ]
 
 
+def estimator_fits(rank: int) -> list:
+    from sklearn.model_selection import KFold
+
+    from hvd_linreg import estimators
+
+    X, y = np.arange(20.0).reshape(10, 2) % 7, np.arange(10.0) % 4
+    rows = 1 if rank == 1 else 10
+    return [
+        lambda: estimators.LinearRegression().fit(X[:rows], y[:rows]),
+        lambda: estimators.ElasticNetCV(cv=KFold(3)).fit(X, y),
+    ]
+
+
 def main() -> int:
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("HOROVOD_RANK", "0")))
     import hvd_linreg
@@ -36,6 +51,12 @@ def main() -> int:
             said.append("no error")
         except hvd_linreg.UsageError as e:
             said.append(str(e))
+    for fit in estimator_fits(rank):
+        try:
+            fit()
+            said.append("no error")
+        except ValueError as e:
+            said.append(f"{type(e).__name__}: {e}")
     from mpi4py import MPI
 
     every = MPI.COMM_WORLD.allgather(said)

@@ -1,7 +1,8 @@
 """Every user-facing error message is raised by some test: the ones no other file reaches. The
 command line's end with exit 2 and the one line checked here (conftest.refused); the library's
 raise UsageError with that line; the estimators' raise ValueError, as scikit-learn's do. Ranks
-that pass fit() columns which do not agree are launched under mpirun (tests/errors_job.py)."""
+that pass fit() columns which do not agree, and estimators that refuse at two ranks, are
+launched under mpirun (tests/errors_job.py)."""
 
 from __future__ import annotations
 
@@ -202,6 +203,20 @@ def test_the_library_refuses(call, message):
         call()
 
 
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"offset": Y[:5], "missing": "drop"}, "the rows given have different lengths: [5, 20]"),
+        ({"model": "poisson", "start": "abc"}, "start= must be numbers, [w..., b]"),
+        ({"fold": np.ones(20), "l1_ratio": 0.5}, "holds one fold (1); cross-validation needs at"),
+    ],
+    ids=["lengths to drop from", "start not numbers", "one fold"],
+)
+def test_the_library_refuses_a_setting_for_these_rows(settings, message):
+    with pytest.raises(hvd_linreg.UsageError, match=re.escape(message)):
+        hvd_linreg.fit(X, Y + 20, solver="exact", **settings)
+
+
 FRAME = pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "y": Y})
 
 
@@ -215,6 +230,28 @@ FRAME = pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "y": Y})
 def test_a_formula_the_library_cannot_build(formula, message):
     with pytest.raises(hvd_linreg.UsageError, match=re.escape(message)):
         hvd_linreg.fit(formula, data=FRAME, solver="exact")
+
+
+def test_a_formula_without_formulaic_installed(monkeypatch):
+    monkeypatch.setitem(sys.modules, "formulaic", None)  # what an install without it raises
+    with pytest.raises(hvd_linreg.UsageError, match=re.escape("a formula needs formulaic: pip")):
+        hvd_linreg.fit("y ~ a", data=FRAME, solver="exact")
+
+
+def test_a_class_target_with_a_missing_value():
+    fruit = pd.Series(np.where(X[:, 0] > 3, "p", "q")).where(np.arange(20) != 3)
+    with pytest.raises(hvd_linreg.UsageError, match=re.escape("row 3 of this rank's rows has no ")):
+        hvd_linreg.fit(FRAME[["a", "b"]], fruit, model="multinomial", solver="exact", quiet=True)
+
+
+def test_new_rows_for_a_formula_with_levels():
+    words = FRAME.assign(g=np.where(X[:, 0] > 3, "p", "q"))
+    fitted = hvd_linreg.fit("y ~ a + C(g)", data=words, solver="exact")
+    takes = "a model fitted from the formula 'y ~ a + C(g)' takes a DataFrame"
+    with pytest.raises(hvd_linreg.UsageError, match=re.escape(takes) + "$"):
+        fitted.predict(np.ones((3, 2)))
+    with pytest.raises(hvd_linreg.UsageError, match=re.escape("row 0 of the rows given has 'z' ")):
+        fitted.predict(FRAME.assign(g="z"))
 
 
 def test_predicting_rows_without_the_models_columns():
@@ -245,8 +282,42 @@ def test_an_estimators_bad_parameter(estimator, message):
         estimator.fit(X, y)
 
 
+E = estimators  # short, for the table below
+YB = (Y > np.median(Y)).astype(float)
+# cv= as scikit-learn's (train, test) pairs: two test sets that overlap; a row in no test set
+OVERLAPPING = [(np.arange(10), np.arange(5, 20)), (np.arange(10, 20), np.arange(10))]
+SHORT = [(np.arange(10, 20), np.arange(10)), (np.arange(10), np.arange(10, 15))]
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: E.LogisticRegression().fit(X, np.zeros(20)), "needs 2 or more classes, got 1 "),
+        (lambda: E.LogisticRegressionCV(penalty=None).fit(X, YB), "penalty=None is not supported"),
+        (lambda: E.LogisticRegressionCV(Cs=0).fit(X, YB), "count >= 1 or a list of C, got 0"),
+        (lambda: E.LogisticRegressionCV(Cs=[]).fit(X, YB), "Cs must be a count >= 1 or a non-em"),
+        (lambda: E.LinearRegression().fit(X[:1], Y[:1]), "needs at least 2 samples, got 1 sample"),
+        (lambda: E.Ridge().fit(X, Y, sample_weight=0 * Y), "every sample_weight is 0: there are "),
+        (lambda: E.TweedieRegressor(link="logit").fit(X, Y + 20), "link='logit': use 'auto', 'id"),
+        (lambda: E.GeneralizedLinearRegressor(family="t").fit(X, Y), "family='t' is not supported"),
+        (lambda: E.ElasticNetCV(eps=2).fit(X, Y), "eps must be below 1, got 2"),
+        (lambda: E.ElasticNetCV(n_alphas=0).fit(X, Y), "n_alphas must be an integer >= 1, got 0"),
+        (lambda: E.ElasticNetCV(cv=30).fit(X, Y), "Cannot have number of splits n_splits=30 grea"),
+        (lambda: E.LassoCV(cv=OVERLAPPING).fit(X, Y), "cv's test sets must not overlap, nor a tes"),
+        (lambda: E.LassoCV(cv=SHORT).fit(X, Y), "cv's splits must put every row in one test set"),
+        (lambda: E.LogisticRegressionCV(cv=5).fit(X[:6], YB[:6]), "=5 cannot be greater than the"),
+    ],
+    ids=["one class", "CV penalty", "Cs count", "Cs empty", "one sample", "no weight", "link",
+         "family", "eps", "n_alphas", "more folds than rows", "overlapping folds",
+         "row in no fold", "more folds than a class"],
+)  # fmt: skip
+def test_an_estimator_refuses_what_it_cannot_fit(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()
+
+
 @pytest.mark.multiprocess
-def test_ranks_passing_fit_rows_that_do_not_agree(tmp_path):
+def test_ranks_passing_fit_or_an_estimator_rows_that_do_not_agree(tmp_path):
     out = tmp_path / "errors.json"
     program = (sys.executable, str(REPO / "tests" / "errors_job.py"), str(out))
     run = launch("mpirun", 2, [], tmp_path, metrics=False, program=program)
@@ -257,5 +328,7 @@ def test_ranks_passing_fit_rows_that_do_not_agree(tmp_path):
         "rank's column the same dtype",
         "column 'g' has the categories ['p', 'q'] on rank 0 but ['q', 'p'] on rank 1: give "
         "every rank the same CategoricalDtype (its order sets the reference level)",
+        "UsageError: LinearRegression needs at least 2 samples, got 1 sample (seen on rank 1)",
+        "ValueError: under a launcher, cv is a number of folds (KFold over all the rows)",
     ]
     assert json.loads(out.read_text()) == [expected, expected]  # each on every rank: no hang

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from hvd_linreg import scoring
 from hvd_linreg.data.frames import plain
 from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
 
@@ -105,7 +106,7 @@ def finish(cfg, job, family, shard, sgd, began: float) -> MultinomialResult:
         validation = statistics.scores(job, held, B, classes, "multinomial_valid")
     exact_loss, gap = None, None
     if sgd is not None and fit is not None:
-        exact_loss = family.loss(job, shard, fit.params)
+        exact_loss = scoring.loss(job, shard, family, fit.params)
         gap = family.objective(sgd.loss, sgd.params, cfg.l2)
         gap -= family.objective(exact_loss, fit.params, cfg.l2)
     wall_s = time.perf_counter() - began

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hvd_linreg import checkpoint, export, families, ranks, solvers
+from hvd_linreg import checkpoint, export, families, ranks, scoring, solvers
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard, load_shard, targets
 from hvd_linreg.errors import ConvergenceWarning, UsageError
@@ -175,9 +175,9 @@ TRAINING_SCORES_GATHERED_ROWS = 4_000_000
 def training_scores(family, job: Job, shard: Shard, result: TrainingResult):
     """The family's scores on the training rows at the end, each row by its weight: one more
     pass; None where they would gather more than TRAINING_SCORES_GATHERED_ROWS rows."""
-    if family.SCORES_GATHER_ROWS and shard.num_samples > TRAINING_SCORES_GATHERED_ROWS:
+    if scoring.gathers_rows(family) and shard.num_samples > TRAINING_SCORES_GATHERED_ROWS:
         return None
-    return family.scores(job, result.params, shard.blocks)
+    return scoring.scores(job, family, result.params, shard.blocks)
 
 
 def finish(
@@ -193,7 +193,7 @@ def finish(
     what was asked for. The report, on every rank."""
     validation = None
     if shard.num_validation:
-        validation = family.scores(job, result.params, shard.validation_blocks)
+        validation = scoring.scores(job, family, result.params, shard.validation_blocks)
     result = replace(
         result, validation=validation, training=training_scores(family, job, shard, result)
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hvd_linreg import families, ranks
+from hvd_linreg import families, ranks, scoring
 from hvd_linreg.atomic import atomic_write
 from hvd_linreg.data import (
     CsvHeader,
@@ -135,7 +135,7 @@ def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
     from hvd_linreg.report import write_json
 
     family = families.get(request.model.family, request.model.link, request.model.power)
-    result = family.scores(job, request.model.theta, lambda: [rows])
+    result = scoring.scores(job, family, request.model.theta, lambda: [rows])
     if job.is_root:
         job.log(f"Scores of the model {model_path} on {data_path} ({result.count} rows):")
         for line in result.table():

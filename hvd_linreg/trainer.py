@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from hvd_linreg import checkpoint
+from hvd_linreg import checkpoint, scoring
 from hvd_linreg.collectives import as_tensor
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard
@@ -235,14 +235,14 @@ class Trainer:
         """The family's scores of params on the held-out rows (every rank's); None without."""
         if not self.shard.num_validation:
             return None
-        return self.family.scores(self.job, params, self.shard.validation_blocks)
+        return scoring.scores(self.job, self.family, params, self.shard.validation_blocks)
 
     def _result(self, done: int, wall_s: float, monitor: Monitor) -> TrainingResult:
         params = self.model.numpy_params()
         return TrainingResult(
             initial_params=self.initial,
             params=params,
-            loss=self.family.loss(self.job, self.shard, params),
+            loss=scoring.loss(self.job, self.shard, self.family, params),
             steps=done,
             first_step=self.first_step,
             wall_s=wall_s,

@@ -14,11 +14,10 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-import tensorflow as tf
 
 from hvd_linreg.families import FAMILIES
-from hvd_linreg.families.family import Family
 from hvd_linreg.families.linear import Linear
+from hvd_linreg.families.maths import namespace
 from hvd_linreg.report import LOSS_NAMES
 
 
@@ -28,12 +27,8 @@ class LAD(Linear):
     MAX_EXACT_FEATURES = 0
 
     def loss_terms(self, y: np.ndarray, eta: np.ndarray) -> np.ndarray:
-        return np.abs(eta - y)
-
-    def loss_terms_tf(self, y, eta):
-        return tf.abs(eta - y)
-
-    loss = Family.loss  # the mean of loss_terms, not least squares' own
+        """|η - y|, on NumPy arrays and SGD's tensors alike."""
+        return namespace(eta).abs(eta - y)
 
 
 def register() -> None:

@@ -327,7 +327,7 @@ def test_predict_writes_probabilities_or_classes_as_scikit_learn(classes, export
 def test_roc_auc_counts_ties_as_one_half_as_scikit_learn():
     from sklearn.metrics import roc_auc_score
 
-    from hvd_linreg.families.logistic import roc_auc
+    from hvd_linreg.scoring.classification import roc_auc
 
     rng = np.random.default_rng(2)
     scores, labels = rng.integers(0, 5, 300).astype(float), rng.integers(0, 2, 300).astype(float)

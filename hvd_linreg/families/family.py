@@ -4,8 +4,10 @@ A family is its link and its variance, as statsmodels' and scikit-learn's GLMs h
 model predicts μ = g⁻¹(x·w + b) and weighs a row's residual by 1 / V(μ). From those two, and the
 unit deviance they imply, come the loss SGD minimises, the whole dataset's loss, the IRLS
 weights of the exact solver (solvers/irls.py), the prediction and the serving signature. A family
-declares which solver fits it (SOLVER); the recipe (pipeline.py) pairs the two, so that no family
-imports a solver.
+declares which solver fits it (SOLVER) and which scores judge it (SCORES); the recipe
+(pipeline.py) pairs them, so that no family imports a solver. A family reads no rows and
+speaks to no other rank: the passes over the rows are the solvers', scoring/'s and
+data/targets.py's, each handed the family.
 
 Every member is declared here, the optional ones with their default: a family overrides what
 differs. Adding one with its canonical link is a module with a subclass and one line in
@@ -14,19 +16,12 @@ families.FAMILIES (families/poisson.py is one).
 
 from __future__ import annotations
 
-import math
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from hvd_linreg.data.passes import Blocks, summed
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families import links
 from hvd_linreg.families.domain import Interval
-from hvd_linreg.families.maths import linear_predictor, penalty, predictor
-
-if TYPE_CHECKING:
-    from hvd_linreg.ranks import Job
+from hvd_linreg.families.maths import linear_predictor, namespace
 
 
 class Family:
@@ -52,9 +47,8 @@ class Family:
     # one unless a family says. BINARY: a target of two values, read as 0 and 1.
     TARGET = Interval()
     BINARY = False
-    # Whether scores() gathers every row to every rank (the exact ROC AUC), so that the
-    # training rows' scores are skipped on large data (pipeline.training_scores)
-    SCORES_GATHER_ROWS = False
+    # Which scores judge it (scoring/): "deviance", "regression", "classification", "classes"
+    SCORES = "deviance"
 
     def __init__(self, link: str | None = None):
         name = link or self.LINKS[0]
@@ -107,7 +101,9 @@ class Family:
         return self.unit_deviance(y, self.link.inverse(eta))
 
     def loss_terms(self, y: np.ndarray, eta: np.ndarray) -> np.ndarray:
-        """Each row's loss at the linear predictor eta: LOSS_SCALE x d(y, μ) / 2."""
+        """Each row's loss at the linear predictor eta: LOSS_SCALE x d(y, μ) / 2. The solvers'
+        and scores' in float64 NumPy, and SGD's on TensorFlow tensors: unit_deviance and the
+        link's inverse are written in maths.namespace's functions, once for both."""
         return 0.5 * self.LOSS_SCALE * self.unit_deviance(y, self.link.inverse(eta))
 
     def loss_terms_in_mean(self, y: np.ndarray, eta: np.ndarray, mu: np.ndarray) -> np.ndarray:
@@ -139,17 +135,10 @@ class Family:
         """The mean IRLS starts from, every row alike: the intercept-only model's."""
         return y_mean
 
-    # SGD, in TensorFlow
-
-    def loss_terms_tf(self, y, eta):
-        """Each row's loss at eta, up to terms without η: SGD's gradient is loss_terms'."""
-        raise NotImplementedError
-
-    def penalty_tf(self, W):
-        """The ridge term's ‖w‖² of SGD's loss (W: the coefficients without the intercepts)."""
-        import tensorflow as tf
-
-        return tf.reduce_sum(tf.square(W))
+    def penalty_term(self, W):
+        """The ridge term's ‖w‖² (W: the coefficients without the intercepts), on NumPy arrays
+        or on SGD's TensorFlow tensors (maths.namespace)."""
+        return namespace(W).sum(W * W)
 
     def initial_params(self, seed: int, rank: int, num_features: int) -> np.ndarray:
         """N(0, 1) start values like the seed's initializer; [w_0 .. w_{F-1}, b].
@@ -175,27 +164,9 @@ class Family:
         eta = linear_predictor(theta, X.astype(np.float64, copy=False))
         return self.link.inverse(eta if offset is None else eta + offset)
 
-    def loss(self, job: Job, shard, theta: np.ndarray) -> float:
-        """The mean loss of [w..., b] over the whole dataset, each row's times its weight
-        (over the rows of weight > 0): float64 sums, allreduced."""
-
-        def sums(rows):
-            terms = self.loss_terms(rows.y.astype(np.float64), predictor(theta, rows))
-            return rows.weights() @ terms, len(rows.y)
-
-        total, count = summed(job, shard.blocks(), sums, 2, f"{self.NAME}_loss")
-        return float(total / count) if count else math.nan
-
     def objective(self, loss: float, params: np.ndarray, l2: float) -> float:
-        """The loss + l2·‖w‖² (the bias not penalised): what both solvers minimise."""
-        return loss + penalty(params, l2)
-
-    def scores(self, job: Job, theta: np.ndarray, blocks: Blocks):
-        """The scores of theta on every rank's rows (blocks(): their blocks, afresh at each
-        call), for the validation rows and `evaluate`: the mean deviance and D² (scores.py)."""
-        from hvd_linreg.families.scores import deviance_scores
-
-        return deviance_scores(job, self, theta, blocks)
+        """The loss + l2 x penalty_term (the bias not penalised): what both solvers minimise."""
+        return loss + l2 * float(self.penalty_term(params[:-1])) if l2 else loss
 
     # Optional: predict --threshold writes classes where a family has them
     classes = None
@@ -215,9 +186,10 @@ class Family:
     def check_iteration(self, counts: dict[str, float], rows: int, penalized: bool) -> None:
         """Refuse a fit that has no finite optimum, from an iteration's counts."""
 
-    def check_optimum(self, job: Job, shard, counts: dict[str, float], fisher, penalized: bool):
-        """Refuse an optimum that is not one, once IRLS has converged (a collective on
-        every rank, or none)."""
+    def quasi_separated(self, counts: dict[str, float]) -> str:
+        """Why a settled optimum is none, for a family that counts "saturated" rows (IRLS then
+        checks for quasi-separation, solvers/separation.py)."""
+        raise NotImplementedError
 
     def not_converged(self, counts: dict[str, float], penalized: bool) -> str:
         """What to add, after a colon, to the message that IRLS did not converge."""

@@ -12,7 +12,7 @@ import numpy as np
 
 from hvd_linreg.families.domain import Interval
 from hvd_linreg.families.family import Family
-from hvd_linreg.families.maths import lgamma
+from hvd_linreg.families.maths import lgamma, namespace
 
 
 class Gamma(Family):
@@ -26,16 +26,10 @@ class Gamma(Family):
         return mu * mu
 
     def unit_deviance(self, y, mu):
-        return 2.0 * ((y - mu) / mu - np.log(y / mu))
+        return 2.0 * ((y - mu) / mu - namespace(mu).log(y / mu))
 
     def log_likelihood(self, y, eta, scale, weight):
         """statsmodels' Gamma.loglike_obs: shape ν = w/φ, rate ν/μ."""
         nu, ratio = weight / scale, y / self.link.inverse(eta)
         terms = nu * np.log(nu * ratio) - nu * ratio - lgamma(nu) - np.log(y)
         return float(terms.sum())
-
-    def loss_terms_tf(self, y, eta):
-        import tensorflow as tf
-
-        mu = self.link.inverse_tf(eta)
-        return y / mu + tf.math.log(mu)

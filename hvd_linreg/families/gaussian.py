@@ -42,8 +42,3 @@ class Gaussian(Family):
         if self.link.name != "identity" or rows == 0:
             return None
         return -0.5 * (rows * (1.0 + math.log(2 * math.pi * deviance / rows)) - log_weights)
-
-    def loss_terms_tf(self, y, eta):
-        import tensorflow as tf
-
-        return tf.square(self.link.inverse_tf(eta) - y)

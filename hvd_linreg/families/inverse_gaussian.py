@@ -31,7 +31,3 @@ class InverseGaussian(Family):
         terms = weight * (y - mu) ** 2 / (scale * y * mu * mu)
         terms += np.log(scale * y**3 / weight) + np.log(2 * np.pi)
         return float(-0.5 * terms.sum())
-
-    def loss_terms_tf(self, y, eta):
-        mu = self.link.inverse_tf(eta)
-        return y / (2 * mu * mu) - 1 / mu  # d / 2 less its term in y alone, 1 / (2 y)

@@ -9,105 +9,17 @@ With `--link log` the run is the Gaussian GLM's, which IRLS fits (families.get).
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from functools import reduce
-
-import numpy as np
-
-from hvd_linreg.data.passes import Blocks, counted, summed
 from hvd_linreg.families.gaussian import Gaussian
-from hvd_linreg.families.maths import linear_predictor, predictor
-from hvd_linreg.families.scores import Scores
-from hvd_linreg.ranks import Job
+from hvd_linreg.families.maths import linear_predictor
 
 
 class Linear(Gaussian):
     NAME = "linear"
     SOLVER = "least_squares"
+    SCORES = "regression"
     MAX_EXACT_FEATURES = 4096  # solvers/least_squares.py: MAX_FEATURES
 
     def predict(self, theta, X, offset=None):
         """X w + b (+ offset) in float64, term by term (linear_predictor)."""
         eta = linear_predictor(theta, X)
         return eta if offset is None else eta + offset
-
-    def loss(self, job: Job, shard, theta: np.ndarray) -> float:
-        """Mean squared error of [w..., b] over the whole dataset, each row's times its weight
-        (over the rows of weight > 0): float64 sums, allreduced."""
-
-        def sums(rows):
-            residual = rows.X.astype(np.float64) @ theta[:-1] + theta[-1] - rows.y
-            if rows.offset is not None:
-                residual += rows.offset
-            weighted = residual if rows.weight is None else rows.weights() * residual
-            return np.dot(weighted, residual), len(rows.y)
-
-        sse, count = summed(job, shard.blocks(), sums, 2, "global_mse")
-        return float(sse / count) if count else math.nan
-
-    def scores(self, job, theta, blocks):
-        return scores(job, theta, blocks)
-
-
-@dataclass(frozen=True)
-class RegressionScores(Scores):
-    """Regression scores of a model on some rows: MSE, RMSE, MAE and R²."""
-
-    count: int
-    mse: float
-    rmse: float
-    mae: float
-    r2: float  # nan when the targets are constant
-
-    def values(self) -> dict[str, float]:
-        """Each score by name, as TensorBoard and the metrics JSON name them."""
-        return {"mse": self.mse, "rmse": self.rmse, "mae": self.mae, "r2": self.r2}
-
-    def line(self) -> str:
-        """The scores as the log lines and the summary show them."""
-        return f"MSE {self.mse:.6g}, RMSE {self.rmse:.6g}, MAE {self.mae:.6g}, R² {self.r2:.6g}"
-
-    def table(self) -> list[str]:
-        """The scores one per line, as `evaluate` prints them."""
-        r2 = "undefined (the targets are constant)" if math.isnan(self.r2) else f"{self.r2:.6g}"
-        return [
-            f"  MSE:  {self.mse:.6g}",
-            f"  RMSE: {self.rmse:.6g}",
-            f"  MAE:  {self.mae:.6g}",
-            f"  R²:   {r2}",
-        ]
-
-
-def scores(job: Job, theta: np.ndarray, blocks: Blocks) -> RegressionScores:
-    """Regression scores of theta (w..., b; float64) on every rank's blocks of rows, each row
-    counting by its weight (scikit-learn's sample_weight), summed with one allreduce."""
-    count, sse, sae, weight, mean, m2 = 0, 0.0, 0.0, 0.0, 0.0, 0.0
-    for rows in counted(blocks()):
-        y, w = rows.y.astype(np.float64), rows.weights()
-        residual = predictor(theta, rows) - y
-        sse, sae = sse + float(w @ (residual * residual)), sae + float(w @ np.abs(residual))
-        count += len(y)
-        if len(y):
-            block_mean = float(w @ y / w.sum())
-            block = (float(w.sum()), block_mean, float(w @ (y - block_mean) ** 2))
-            weight, mean, m2 = _pooled((weight, mean, m2), block)
-    rows = np.zeros((job.size, 6))
-    rows[job.rank] = [count, sse, sae, weight, mean, m2]
-    # Horovod: each rank fills its own row, so the sum is every rank's row: the ranks' means and
-    # squared deviations then pool without the cancellation of summing y and y².
-    rows = job.allreduce_sum(rows, "scores")
-    weight, mean, m2 = reduce(_pooled, [(r[3], r[4], r[5]) for r in rows], (0.0, 0.0, 0.0))
-    count, sse, sae = int(rows[:, 0].sum()), float(rows[:, 1].sum()), float(rows[:, 2].sum())
-    mse, mae = (sse / weight, sae / weight) if weight else (math.nan, math.nan)
-    return RegressionScores(count, mse, math.sqrt(mse), mae, 1 - sse / m2 if m2 > 0 else math.nan)
-
-
-def _pooled(a: tuple[float, float, float], b: tuple[float, float, float]) -> tuple:
-    """(weight, mean, sum of squared deviations) of two groups together (Chan et al.)."""
-    (n_a, mean_a, m2_a), (n_b, mean_b, m2_b) = a, b
-    n = n_a + n_b
-    if n == 0:
-        return a
-    delta = mean_b - mean_a
-    return n, mean_a + delta * n_b / n, m2_a + m2_b + delta * delta * n_a * n_b / n

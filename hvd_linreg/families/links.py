@@ -2,8 +2,9 @@
 the linear predictor η = g(μ) = x·w + b; the model predicts μ = g⁻¹(η).
 
 Each link is an object with g, g⁻¹ and their derivatives in NumPy (float64, the solvers' and the
-scores'), and g⁻¹ in TensorFlow (SGD's). The bottom of the family seam: it imports nothing of
-the tool, and TensorFlow only when the probit link computes (config checks a link without it).
+scores'); g⁻¹ is written once in maths.namespace's functions, so that it is SGD's and the
+serving signature's on TensorFlow tensors too. The bottom of the family seam: it imports only
+maths.py, and SciPy only where the probit link computes.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from hvd_linreg.families.maths import namespace
 
 # The normal CDF's tails, where erfc would round Φ(η) to 0 or 1
 _PROBIT_CLIP = 38.0
@@ -26,15 +29,11 @@ class Link:
         raise NotImplementedError
 
     def inverse(self, eta: np.ndarray) -> np.ndarray:
-        """μ = g⁻¹(η)."""
+        """μ = g⁻¹(η), on NumPy arrays or TensorFlow tensors (maths.namespace)."""
         raise NotImplementedError
 
     def derivative(self, mu: np.ndarray) -> np.ndarray:
         """g'(μ) = dη/dμ."""
-        raise NotImplementedError
-
-    def inverse_tf(self, eta):
-        """g⁻¹(η) on a TensorFlow tensor, for SGD's loss and the serving signature."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -53,9 +52,6 @@ class Identity(Link):
     def derivative(self, mu):
         return np.ones_like(mu)
 
-    def inverse_tf(self, eta):
-        return eta
-
 
 class Log(Link):
     name = "log"
@@ -64,15 +60,10 @@ class Log(Link):
         return np.log(mu)
 
     def inverse(self, eta):
-        return np.exp(eta)
+        return namespace(eta).exp(eta)
 
     def derivative(self, mu):
         return 1.0 / mu
-
-    def inverse_tf(self, eta):
-        import tensorflow as tf
-
-        return tf.exp(eta)
 
 
 class Logit(Link):
@@ -83,15 +74,10 @@ class Logit(Link):
 
     def inverse(self, eta):
         """1 / (1 + e^-η) without overflow for any η."""
-        return np.exp(-np.logaddexp(0.0, -eta))
+        return namespace(eta).sigmoid(eta)
 
     def derivative(self, mu):
         return 1.0 / (mu * (1.0 - mu))
-
-    def inverse_tf(self, eta):
-        import tensorflow as tf
-
-        return tf.sigmoid(eta)
 
 
 class Probit(Link):
@@ -103,17 +89,12 @@ class Probit(Link):
 
     def inverse(self, eta):
         """Φ(η), the standard normal CDF, by erfc: exact in both tails."""
-        eta = np.clip(eta, -_PROBIT_CLIP, _PROBIT_CLIP)
-        return 0.5 * _special("erfc", -eta / math.sqrt(2.0))
+        xp = namespace(eta)
+        return 0.5 * xp.erfc(-xp.clip(eta, -_PROBIT_CLIP, _PROBIT_CLIP) / math.sqrt(2.0))
 
     def derivative(self, mu):
         eta = self(mu)
         return 1.0 / (np.exp(-0.5 * eta * eta) / math.sqrt(2.0 * math.pi))
-
-    def inverse_tf(self, eta):
-        import tensorflow as tf
-
-        return 0.5 * tf.math.erfc(-eta / math.sqrt(2.0))
 
 
 class CLogLog(Link):
@@ -125,15 +106,11 @@ class CLogLog(Link):
         return np.log(-np.log1p(-mu))
 
     def inverse(self, eta):
-        return -np.expm1(-np.exp(eta))
+        xp = namespace(eta)
+        return -xp.expm1(-xp.exp(eta))
 
     def derivative(self, mu):
         return 1.0 / ((mu - 1.0) * np.log1p(-mu))
-
-    def inverse_tf(self, eta):
-        import tensorflow as tf
-
-        return -tf.math.expm1(-tf.exp(eta))
 
 
 class Power(Link):
@@ -146,15 +123,10 @@ class Power(Link):
         return np.power(mu, self.power)
 
     def inverse(self, eta):
-        return np.power(eta, 1.0 / self.power)
+        return namespace(eta).power(eta, 1.0 / self.power)
 
     def derivative(self, mu):
         return self.power * np.power(mu, self.power - 1.0)
-
-    def inverse_tf(self, eta):
-        import tensorflow as tf
-
-        return tf.pow(eta, 1.0 / self.power)
 
     def __repr__(self) -> str:
         return f"Power({self.power})"

@@ -9,32 +9,24 @@ checks for classes that a hyperplane separates, where the likelihood has no fini
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import numpy as np
 
-from hvd_linreg.data.passes import Blocks, counted, summed
 from hvd_linreg.data.synthetic import TRUE_BIAS, true_weights, uniforms
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families.domain import Interval
 from hvd_linreg.families.family import Family
-from hvd_linreg.families.maths import lgamma, predictor, xlogy
-from hvd_linreg.families.scores import Scores
-from hvd_linreg.ranks import Job
+from hvd_linreg.families.maths import lgamma, namespace, xlogy
 
 # |x·w + b| beyond this gives p(1 - p) below 1e-16: float64 rounds such a probability to 0 or 1.
 SATURATED = 37.0
-# A direction whose information is below this fraction of the data's spread along it has
-# lost it to rows whose probabilities saturated: the mark of quasi-separation.
-INFORMATION = 1e-10
 _EPS = float(np.finfo(np.float64).eps)
 
 
 def log_loss_terms(z: np.ndarray, y: np.ndarray) -> np.ndarray:
     """-log p(y | z) per row, p = sigmoid(z), without overflow:
-    max(z, 0) - z·y + log(1 + e^-|z|)."""
-    return np.maximum(z, 0.0) - z * y + np.log1p(np.exp(-np.abs(z)))
+    max(z, 0) - z·y + log(1 + e^-|z|) (TensorFlow's sigmoid_cross_entropy_with_logits)."""
+    xp = namespace(z)
+    return xp.maximum(z, 0.0) - z * y + xp.log1p(xp.exp(-xp.abs(z)))
 
 
 class Logistic(Family):
@@ -44,7 +36,7 @@ class Logistic(Family):
     TARGET = Interval(0.0, 1.0, low_inclusive=True, high_inclusive=True)
     BINARY = True
     COUNTS = ("misclassified", "saturated")
-    SCORES_GATHER_ROWS = True
+    SCORES = "classification"
 
     @property
     def logit(self) -> bool:
@@ -61,8 +53,8 @@ class Logistic(Family):
         through another link at the probability clipped as the weights' is."""
         if self.logit:
             return log_loss_terms(eta, y)
-        mu = self.clean_mean(self.link.inverse(eta))
-        return -(xlogy(y, mu) + xlogy(1.0 - y, 1.0 - mu))
+        mu, xp = self.clean_mean(self.link.inverse(eta)), namespace(eta)
+        return -(xp.xlogy(y, mu) + xp.xlogy(1.0 - y, 1.0 - mu))
 
     def deviance_terms(self, y, eta):
         """2 x (the log-loss less its value at μ = y): from the logits, so finite where a
@@ -77,16 +69,7 @@ class Logistic(Family):
         return float(choose.sum() - weight @ self.loss_terms(y, eta))
 
     def clean_mean(self, mu):
-        return np.clip(mu, _EPS, 1.0 - _EPS)
-
-    def loss_terms_tf(self, y, eta):
-        """TensorFlow's cross-entropy from the logits, or of the clipped probability."""
-        import tensorflow as tf
-
-        if self.logit:
-            return tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=eta)
-        mu = tf.clip_by_value(self.link.inverse_tf(eta), _EPS, 1.0 - _EPS)
-        return -(y * tf.math.log(mu) + (1.0 - y) * tf.math.log(1.0 - mu))
+        return namespace(mu).clip(mu, _EPS, 1.0 - _EPS)
 
     def synthetic_target(self, seed, rows, X, y):
         """y ~ Bernoulli(g⁻¹(x·w_true + b_true)), the seed's line read through the link, drawn
@@ -98,9 +81,6 @@ class Logistic(Family):
     def classes(self, probabilities: np.ndarray, threshold: float) -> np.ndarray:
         """`predict --threshold`: 1 where the probability is above the threshold, else 0."""
         return (probabilities > threshold).astype(np.float64)
-
-    def scores(self, job, theta, blocks):
-        return scores(job, self, theta, blocks)
 
     # IRLS's checks: rows on the wrong side of x·w + b = 0 (or on it), and rows whose fitted
     # probability rounds to 0 or 1
@@ -123,31 +103,9 @@ class Logistic(Family):
                 "bound. Drop the feature(s) that separate them, or fit with --l2 > 0"
             )
 
-    def check_optimum(self, job, shard, counts, factor, penalized):
-        """Quasi-separation: no hyperplane splits the classes, but one leaves every row on its
-        class's side or on the plane. Along its normal the log-likelihood still rises without
-        a maximum; IRLS's steps then stop changing the loss, while the rows off the plane
-        saturate and no longer inform that direction. So compare the information AᵀWA with the
-        data's own spread AᵀA/4 (the information if every p were 1/2) in every direction: where
-        the ratio is below INFORMATION, the estimate there is the point where rounding stopped
-        it, not an optimum. Only for fits with saturated rows: it costs a pass and an allreduce."""
-        if penalized or not counts["saturated"]:
-            return
-        k = shard.num_features + 1
-
-        def spread(rows):
-            A = np.c_[rows.X.astype(np.float64), np.ones(len(rows.X))]
-            return ((A.T * rows.weights()) @ A).ravel()
-
-        # Every rank's sums, so that every rank decides the same.
-        gram = summed(job, shard.blocks(), spread, k * k, "newton_gram").reshape(k, k) / 4.0
-        try:
-            factor_l = np.linalg.cholesky(gram)
-        except np.linalg.LinAlgError:
-            return  # collinear features: the step's solve refuses those
-        inverse = np.linalg.inv(factor_l)
-        if np.linalg.eigvalsh(inverse @ factor.information() @ inverse.T).min() < INFORMATION:
-            raise UsageError(_saturated(counts))
+    def quasi_separated(self, counts):
+        """Why a settled optimum with saturated rows is none (solvers/separation.py)."""
+        return _saturated(counts)
 
     def not_converged(self, counts, penalized):
         return f": {_saturated(counts)}" if counts["saturated"] and not penalized else ""
@@ -168,77 +126,6 @@ def _saturated(counts: dict[str, float]) -> str:
         "likelihood has no finite maximum. Drop the feature(s) that separate them, or fit with "
         "--l2 > 0"
     )
-
-
-@dataclass(frozen=True)
-class ClassificationScores(Scores):
-    """Classification scores of a model on some rows: log-loss, accuracy and ROC AUC."""
-
-    count: int
-    log_loss: float
-    accuracy: float  # at the threshold 0.5
-    auc: float  # nan when the rows hold one class only
-
-    def values(self) -> dict[str, float]:
-        """Each score by name, as TensorBoard and the metrics JSON name them."""
-        return {"log_loss": self.log_loss, "accuracy": self.accuracy, "auc": self.auc}
-
-    def line(self) -> str:
-        """The scores as the log lines and the summary show them."""
-        return f"log-loss {self.log_loss:.6g}, accuracy {self.accuracy:.6g}, AUC {self.auc:.6g}"
-
-    def table(self) -> list[str]:
-        """The scores one per line, as `evaluate` prints them."""
-        auc = "undefined (the rows hold one class only)" if math.isnan(self.auc) else self.auc
-        return [
-            f"  log-loss: {self.log_loss:.6g}",
-            f"  accuracy: {self.accuracy:.6g} (threshold 0.5)",
-            f"  ROC AUC:  {auc if isinstance(auc, str) else format(auc, '.6g')}",
-        ]
-
-
-def scores(job: Job, family: Logistic, theta: np.ndarray, blocks: Blocks) -> ClassificationScores:
-    """The scores of theta (w..., b; float64) on every rank's blocks of rows, each row counting
-    by its weight: a proportion y of n trials (the weight) is n·y rows of 1 and n·(1 - y) of 0,
-    as R's binomial reads it. The AUC is exact: every rank's (linear predictor, label,
-    weight) triples are gathered (24 bytes a row), since no sum of per-rank figures gives the
-    ranking of all rows together."""
-    z, y, w = [np.zeros(0)], [np.zeros(0)], [np.zeros(0)]
-    for rows in counted(blocks()):
-        z.append(predictor(theta, rows))
-        y.append(rows.y.astype(np.float64))
-        w.append(rows.weights())
-    triples = np.column_stack([np.concatenate(z), np.concatenate(y), np.concatenate(w)])
-    # Horovod: every rank's triples, so that every rank computes the same scores.
-    triples = job.allgather_rows(triples, "score_pairs")
-    z, y, w = triples[:, 0], triples[:, 1], triples[:, 2]
-    bad = ~((y >= 0.0) & (y <= 1.0))
-    if bad.any():  # the same triples on every rank: every rank raises
-        raise UsageError(
-            f"the target holds {y[bad][0]:g}: a logistic model is scored on a target of 0 or 1 "
-            "(or a proportion in [0, 1]); recode it"
-        )
-    if not len(y) or not w.sum():
-        return ClassificationScores(len(y), math.nan, math.nan, math.nan)
-    threshold = float(family.link(np.array([0.5]))[0])  # η where P(y = 1) = 0.5; 0 for logit
-    above = z > threshold
-    accuracy = float(w @ np.where(above, y, 1.0 - y) / w.sum())
-    log_loss = float(w @ family.loss_terms(y, z) / w.sum())
-    return ClassificationScores(len(y), log_loss, accuracy, roc_auc(z, w * y, w * (1.0 - y)))
-
-
-def roc_auc(scores: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> float:
-    """The area under the ROC curve: the probability that a random positive scores above a
-    random negative, ties counting one half; each row holds `positive` weight of positives and
-    `negative` of negatives (a 0/1 label: y and 1 - y)."""
-    n_pos, n_neg = float(positive.sum()), float(negative.sum())
-    if n_pos == 0 or n_neg == 0:
-        return math.nan
-    values, inverse = np.unique(scores, return_inverse=True)
-    pos = np.bincount(inverse, positive, len(values))  # by distinct score, ascending
-    neg = np.bincount(inverse, negative, len(values))
-    below = np.cumsum(neg) - neg  # negatives scoring strictly lower
-    return float(pos @ (below + neg / 2.0)) / (n_pos * n_neg)
 
 
 class Binomial(Logistic):

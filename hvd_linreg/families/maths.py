@@ -1,9 +1,12 @@
 """The maths every family and solver shares: the linear predictor, the deviances' x log y and
-log Γ, the ridge term. A leaf of families/: it imports only NumPy and the rows' record."""
+log Γ, and the namespace a family's maths is written in (NumPy's functions, or TensorFlow's
+for SGD's loss). A leaf of families/: it imports only NumPy and the rows' record (and
+tf_maths.py where handed a tensor)."""
 
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -48,6 +51,51 @@ def lgamma(x: np.ndarray) -> np.ndarray:
 _lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
 
 
-def penalty(params: np.ndarray, l2: float) -> float:
-    """l2·‖w‖², the ridge term (the bias is not penalised)."""
-    return l2 * float(params[:-1] @ params[:-1]) if l2 else 0.0
+def namespace(*arrays):
+    """The functions for these arrays: NUMPY's, or tf_maths' where one is a TensorFlow tensor
+    (SGD's loss), so that a family writes its unit deviance, its links' inverses and its
+    penalty once for both."""
+    if any(type(a).__module__.startswith("tensorflow") for a in arrays):
+        from hvd_linreg.families import tf_maths
+
+        return tf_maths
+    return NUMPY
+
+
+def _sigmoid(eta):
+    return np.exp(-np.logaddexp(0.0, -eta))  # 1 / (1 + e^-η) without overflow
+
+
+def _erfc(x):
+    import scipy.special  # only the probit link needs it
+
+    return scipy.special.erfc(np.asarray(x, np.float64))
+
+
+def _logsumexp(values, axis):
+    top = np.max(values, axis=axis, keepdims=True)
+    return np.log(np.sum(np.exp(values - top), axis=axis)) + np.squeeze(top, axis)
+
+
+def _take_class(values, y):
+    return np.take_along_axis(values, np.asarray(y, np.int64)[:, None], axis=1)[:, 0]
+
+
+NUMPY = SimpleNamespace(
+    abs=np.abs,
+    clip=np.clip,
+    concat=np.concatenate,
+    erfc=_erfc,
+    exp=np.exp,
+    expm1=np.expm1,
+    log=np.log,
+    log1p=np.log1p,
+    logsumexp=_logsumexp,
+    maximum=np.maximum,
+    power=np.power,
+    sigmoid=_sigmoid,
+    sum=np.sum,
+    take_class=_take_class,
+    xlogy=xlogy,
+    zeros_like=np.zeros_like,
+)

@@ -1,8 +1,9 @@
 """SGD's model, the same for every family: the linear predictor η = X w + b in one variable,
-the family's mean g⁻¹(η) and loss; and the SavedModel that serves it. Without an intercept
-(--no_intercept) η = X w: b, held at 0, takes no part, so its gradient is 0 and no optimizer
-moves it. A model of classes has a column of [w..., b] per class but the first: η is then a
-column per class, and the family's loss takes them all."""
+the family's mean g⁻¹(η) and loss (the solvers' definitions, written in families/maths'
+namespace: TensorFlow's functions here); and the SavedModel that serves it. Without an
+intercept (--no_intercept) η = X w: b, held at 0, takes no part, so its gradient is 0 and no
+optimizer moves it. A model of classes has a column of [w..., b] per class but the first: η is
+then a column per class, and the family's loss takes them all."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ class Model(tf.Module):
 
     def predict(self, X: tf.Tensor) -> tf.Tensor:
         """The mean, g⁻¹(X w + b) (g⁻¹(X w) without an intercept)."""
-        return self.family.link.inverse_tf(self.linear_predictor(X))
+        return self.family.link.inverse(self.linear_predictor(X))
 
     def loss(self, X: tf.Tensor, y: tf.Tensor, weight=None, offset=None) -> tf.Tensor:
         """The family's mean loss + l2·‖w‖² on a batch: the mean over its rows of each row's
@@ -50,10 +51,10 @@ class Model(tf.Module):
         eta = self.linear_predictor(X)
         if offset is not None:  # each class's log-odds alike, in a model of classes
             eta += offset if self.columns == 1 else offset[:, None]
-        terms = self.family.loss_terms_tf(y, eta)
+        terms = self.family.loss_terms(y, eta)
         loss = tf.reduce_mean(terms if weight is None else weight * terms)
         if self.l2:  # the bias is not penalised
-            loss += self.l2 * self.family.penalty_tf(self.params[:-1])
+            loss += self.l2 * self.family.penalty_term(self.params[:-1])
         return loss
 
     def numpy_params(self) -> np.ndarray:

@@ -10,7 +10,7 @@ import numpy as np
 
 from hvd_linreg.families.domain import Interval
 from hvd_linreg.families.family import Family
-from hvd_linreg.families.maths import lgamma, xlogy
+from hvd_linreg.families.maths import lgamma, namespace, xlogy
 
 
 class NegativeBinomial(Family):
@@ -33,7 +33,8 @@ class NegativeBinomial(Family):
 
     def unit_deviance(self, y, mu):
         k = 1.0 / self.alpha
-        return 2.0 * (xlogy(y, y / mu) - (y + k) * np.log((y + k) / (mu + k)))
+        xp = namespace(mu)
+        return 2.0 * (xp.xlogy(y, y / mu) - (y + k) * xp.log((y + k) / (mu + k)))
 
     def log_likelihood(self, y, eta, scale, weight):
         """statsmodels' NegativeBinomial.loglike_obs, row i weighted by weight[i] / scale."""
@@ -41,9 +42,3 @@ class NegativeBinomial(Family):
         terms = xlogy(y, a * mu) - (y + 1 / a) * np.log1p(a * mu)
         terms += lgamma(y + 1 / a) - lgamma(np.full_like(y, 1 / a)) - lgamma(y + 1.0)
         return float(weight @ terms / scale)
-
-    def loss_terms_tf(self, y, eta):
-        import tensorflow as tf
-
-        a, mu = self.alpha, self.link.inverse_tf(eta)
-        return (y + 1 / a) * tf.math.log1p(a * mu) - y * tf.math.log(mu)  # d/2 less y's terms

@@ -13,6 +13,7 @@ import numpy as np
 
 from hvd_linreg.families.domain import Interval
 from hvd_linreg.families.family import Family
+from hvd_linreg.families.maths import namespace
 
 
 class Tweedie(Family):
@@ -34,18 +35,12 @@ class Tweedie(Family):
         return np.power(mu, self.power)
 
     def unit_deviance(self, y, mu):
-        p = self.power
+        p, xp = self.power, namespace(mu)
         return 2.0 * (
-            np.power(y, 2 - p) / ((1 - p) * (2 - p))
-            - y * np.power(mu, 1 - p) / (1 - p)
-            + np.power(mu, 2 - p) / (2 - p)
+            xp.power(y, 2 - p) / ((1 - p) * (2 - p))
+            - y * xp.power(mu, 1 - p) / (1 - p)
+            + xp.power(mu, 2 - p) / (2 - p)
         )
 
     def log_likelihood(self, y, eta, scale, weight):
         return float("nan")  # no closed form (a series would be needed)
-
-    def loss_terms_tf(self, y, eta):
-        import tensorflow as tf
-
-        p, mu = self.power, self.link.inverse_tf(eta)
-        return tf.pow(mu, 2 - p) / (2 - p) - y * tf.pow(mu, 1 - p) / (1 - p)

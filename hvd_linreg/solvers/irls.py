@@ -39,6 +39,7 @@ from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
 from hvd_linreg.families.maths import predictor
 from hvd_linreg.ranks import Job
+from hvd_linreg.solvers import separation
 from hvd_linreg.solvers.least_squares import Solution, solve
 from hvd_linreg.solvers.penalty import Penalty
 from hvd_linreg.solvers.qr import Factor, factorise_blocks
@@ -176,7 +177,7 @@ def _optimum(job: Job, shard, family: Family, penalty: Penalty, intercept, limit
         small = np.all(np.abs(step) <= limits.step * np.maximum(1.0, np.abs(theta)))
         settled = previous is None or abs(value - previous) <= limits.objective * (abs(value) + 0.1)
         if small and settled:
-            family.check_optimum(job, shard, sums, factor, penalized)
+            separation.check(job, shard, family, sums, factor, penalized)
             fit = _fit(job, shard, family, theta, value, gradient, sums, factor, penalty, iteration)
             return fit
         theta = theta + step

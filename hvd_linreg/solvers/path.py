@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hvd_linreg import scoring
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
 from hvd_linreg.families.gaussian import Gaussian
@@ -175,7 +176,7 @@ class _Path:
         if self.gaussian:  # the mean loss from the moments: no pass
             loss = 0.5 * self.family.LOSS_SCALE * dev / count
         else:
-            loss = self.family.loss(self.job, self.shard, theta)
+            loss = scoring.loss(self.job, self.shard, self.family, theta)
         return PathFit(
             params=theta,
             loss=loss,

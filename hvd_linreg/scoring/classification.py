@@ -1,0 +1,85 @@
+"""Classification scores of a binary model on some rows: log-loss, accuracy and the exact ROC
+AUC, each row counting by its weight."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from hvd_linreg.data.passes import Blocks, counted
+from hvd_linreg.errors import UsageError
+from hvd_linreg.families.maths import predictor
+from hvd_linreg.scoring.base import Scores
+
+
+@dataclass(frozen=True)
+class ClassificationScores(Scores):
+    """Classification scores of a model on some rows: log-loss, accuracy and ROC AUC."""
+
+    count: int
+    log_loss: float
+    accuracy: float  # at the threshold 0.5
+    auc: float  # nan when the rows hold one class only
+
+    def values(self) -> dict[str, float]:
+        """Each score by name, as TensorBoard and the metrics JSON name them."""
+        return {"log_loss": self.log_loss, "accuracy": self.accuracy, "auc": self.auc}
+
+    def line(self) -> str:
+        """The scores as the log lines and the summary show them."""
+        return f"log-loss {self.log_loss:.6g}, accuracy {self.accuracy:.6g}, AUC {self.auc:.6g}"
+
+    def table(self) -> list[str]:
+        """The scores one per line, as `evaluate` prints them."""
+        auc = "undefined (the rows hold one class only)" if math.isnan(self.auc) else self.auc
+        return [
+            f"  log-loss: {self.log_loss:.6g}",
+            f"  accuracy: {self.accuracy:.6g} (threshold 0.5)",
+            f"  ROC AUC:  {auc if isinstance(auc, str) else format(auc, '.6g')}",
+        ]
+
+
+def scores(job, family, theta: np.ndarray, blocks: Blocks) -> ClassificationScores:
+    """The scores of theta (w..., b; float64) on every rank's blocks of rows, each row counting
+    by its weight: a proportion y of n trials (the weight) is n·y rows of 1 and n·(1 - y) of 0,
+    as R's binomial reads it. The AUC is exact: every rank's (linear predictor, label,
+    weight) triples are gathered (24 bytes a row), since no sum of per-rank figures gives the
+    ranking of all rows together."""
+    z, y, w = [np.zeros(0)], [np.zeros(0)], [np.zeros(0)]
+    for rows in counted(blocks()):
+        z.append(predictor(theta, rows))
+        y.append(rows.y.astype(np.float64))
+        w.append(rows.weights())
+    triples = np.column_stack([np.concatenate(z), np.concatenate(y), np.concatenate(w)])
+    # Horovod: every rank's triples, so that every rank computes the same scores.
+    triples = job.allgather_rows(triples, "score_pairs")
+    z, y, w = triples[:, 0], triples[:, 1], triples[:, 2]
+    bad = ~((y >= 0.0) & (y <= 1.0))
+    if bad.any():  # the same triples on every rank: every rank raises
+        raise UsageError(
+            f"the target holds {y[bad][0]:g}: a logistic model is scored on a target of 0 or 1 "
+            "(or a proportion in [0, 1]); recode it"
+        )
+    if not len(y) or not w.sum():
+        return ClassificationScores(len(y), math.nan, math.nan, math.nan)
+    threshold = float(family.link(np.array([0.5]))[0])  # η where P(y = 1) = 0.5; 0 for logit
+    above = z > threshold
+    accuracy = float(w @ np.where(above, y, 1.0 - y) / w.sum())
+    log_loss = float(w @ family.loss_terms(y, z) / w.sum())
+    return ClassificationScores(len(y), log_loss, accuracy, roc_auc(z, w * y, w * (1.0 - y)))
+
+
+def roc_auc(scores: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> float:
+    """The area under the ROC curve: the probability that a random positive scores above a
+    random negative, ties counting one half; each row holds `positive` weight of positives and
+    `negative` of negatives (a 0/1 label: y and 1 - y)."""
+    n_pos, n_neg = float(positive.sum()), float(negative.sum())
+    if n_pos == 0 or n_neg == 0:
+        return math.nan
+    values, inverse = np.unique(scores, return_inverse=True)
+    pos = np.bincount(inverse, positive, len(values))  # by distinct score, ascending
+    neg = np.bincount(inverse, negative, len(values))
+    below = np.cumsum(neg) - neg  # negatives scoring strictly lower
+    return float(pos @ (below + neg / 2.0)) / (n_pos * n_neg)

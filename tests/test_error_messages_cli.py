@@ -99,6 +99,22 @@ def test_keep_columns_of_a_file_whose_lines_are_not_rows(tmp_path, table, capsys
     )
 
 
+def test_keep_columns_with_a_cell_longer_than_the_csv_modules_limit(tmp_path, table, capsys):
+    """A kept column's cell of 200,000 characters (the csv module's default limit is 131,072)
+    is a user's text like any other: copied beside its prediction as the file writes it."""
+    import csv
+
+    model = _export(tmp_path, table, "--features", "a,b")
+    note = "word " * 40_000
+    data = _csv(tmp_path / "new.csv", f'a,b,note\n1,2,"{note}"\n3,4,short\n')
+    out = tmp_path / "p.csv"
+    argv = ["predict", "--model", model, "--data", data, "--out", str(out)]
+    assert main([*argv, "--keep_columns", "note"]) == 0
+    assert "Traceback" not in "".join(capsys.readouterr())
+    assert pd.read_csv(out, dtype=str).note.tolist() == [note, "short"]
+    assert csv.field_size_limit() == 131072  # the module's limit is left as it was
+
+
 @pytest.fixture
 def fruit(tmp_path) -> pd.DataFrame:
     """Three classes that two features tell apart, but not perfectly."""

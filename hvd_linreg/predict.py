@@ -254,7 +254,13 @@ def formula_columns(data: DataFile, model: ExportedModel, need_target: bool) -> 
             f"{data.path} has no column {', '.join(missing)}, which the model {model.path} "
             f"reads (its formula {stored['formula']!r})"
         )
-    has_target = all(n in data.names for n in stored["target"])
+    absent = [n for n in stored["target"] if n not in data.names]
+    if need_target and absent:  # the columns the user's file lacks, not the left side's text
+        raise UsageError(
+            f"{data.path} has no column{'s' * (len(absent) > 1)} {', '.join(map(repr, absent))}, "
+            f"which the model's target {stored['lhs']} reads; evaluate needs the target too"
+        )
+    has_target = not absent
     known = {*stored["variables"], *stored["target"], *carried.names, carried.fold}
     others = tuple(n for n in data.names if n not in known)
     return Columns([], 0 if has_target else None, ignored=others)

@@ -165,7 +165,7 @@ def penalized(cfg, job, shard, names, classes):
     from hvd_linreg.solvers.path_settings import settings_for
     from hvd_linreg.statistics import multinomial_path as statistics
 
-    path = multinomial_path.fit(job, shard, len(classes), settings_for(cfg, job, shard))
+    path = multinomial_path.fit(job, shard, classes, settings_for(cfg, job, shard))
     return path, statistics.describe(path, names, classes), path.reference_params
 
 

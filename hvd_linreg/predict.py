@@ -24,6 +24,7 @@ from hvd_linreg.data import (
     read_csv_split,
 )
 from hvd_linreg.data.categorical import Levels, expand, width
+from hvd_linreg.data.csv import csv_cells
 from hvd_linreg.data.parquet import parquet_columns, parquet_rows
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
 from hvd_linreg.errors import UsageError
@@ -103,19 +104,15 @@ def read_kept(data: DataFile, names: list[str], count: int) -> list[list[str]]:
     as text), one list per row in the file's order: read by rank 0 alone, these columns only."""
     try:
         if data.header is not None:
-            import csv
-
-            at = [data.names.index(n) for n in names]
-            with open(data.path, newline="", encoding="utf-8", errors="replace") as f:
-                reader = csv.reader(f)
-                next(reader)  # the header
-                rows = [[row[j] if j < len(row) else "" for j in at] for row in reader if row]
+            rows = csv_cells(data.path, [data.names.index(n) for n in names])
         else:
             import pyarrow.parquet as pq
 
             table = pq.read_table(data.path, columns=names)
             cells = [table.column(n).to_pylist() for n in names]
             rows = [["" if v is None else str(v) for v in row] for row in zip(*cells)]
+    except UsageError:
+        raise
     except (OSError, ValueError) as e:
         raise UsageError(f"cannot read --keep_columns from {data.path}: {e}") from None
     if len(rows) != count:
@@ -257,7 +254,13 @@ def formula_columns(data: DataFile, model: ExportedModel, need_target: bool) -> 
             f"{data.path} has no column {', '.join(missing)}, which the model {model.path} "
             f"reads (its formula {stored['formula']!r})"
         )
-    has_target = all(n in data.names for n in stored["target"])
+    absent = [n for n in stored["target"] if n not in data.names]
+    if need_target and absent:  # the columns the user's file lacks, not the left side's text
+        raise UsageError(
+            f"{data.path} has no column{'s' * (len(absent) > 1)} {', '.join(map(repr, absent))}, "
+            f"which the model's target {stored['lhs']} reads; evaluate needs the target too"
+        )
+    has_target = not absent
     known = {*stored["variables"], *stored["target"], *carried.names, carried.fold}
     others = tuple(n for n in data.names if n not in known)
     return Columns([], 0 if has_target else None, ignored=others)

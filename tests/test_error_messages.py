@@ -145,6 +145,30 @@ def test_evaluate_without_the_target(named, tmp_path, table, capsys):
     assert error == f"{new} has {what}; evaluate needs the target too"
 
 
+@pytest.mark.parametrize(
+    "formula, header, missing",
+    [
+        ("np.log(y + 1) ~ a + b", "a,b", "column 'y'"),
+        ("I(y / w) ~ a + b", "a,b,y", "column 'w'"),
+        ("I(y / w) ~ a + b", "a,b", "columns 'w', 'y'"),
+    ],
+    ids=["expression", "one of two", "both"],
+)
+def test_evaluate_without_the_columns_a_formulas_target_reads(
+    formula, header, missing, tmp_path, table, capsys
+):
+    """The error names the file's columns that are missing, as the user wrote them, and the
+    left side that reads them: not the left side as if it were a column."""
+    model = _export(tmp_path, table, "--formula", formula)
+    cells = ",".join(["1"] * len(header.split(",")))
+    new = _csv(tmp_path / "new.csv", f"{header}\n{cells}\n{cells}\n")
+    lhs = formula.split(" ~ ")[0]
+    assert refused(capsys, ["evaluate", "--model", model, "--data", new]) == (
+        f"{new} has no {missing}, which the model's target {lhs} reads; evaluate needs the "
+        "target too"
+    )
+
+
 def _edit_metadata(model: str, change) -> None:
     path = f"{model}/{METADATA}"
     with open(path) as f:

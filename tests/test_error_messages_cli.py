@@ -99,6 +99,22 @@ def test_keep_columns_of_a_file_whose_lines_are_not_rows(tmp_path, table, capsys
     )
 
 
+def test_keep_columns_with_a_cell_longer_than_the_csv_modules_limit(tmp_path, table, capsys):
+    """A kept column's cell of 200,000 characters (the csv module's default limit is 131,072)
+    is a user's text like any other: copied beside its prediction as the file writes it."""
+    import csv
+
+    model = _export(tmp_path, table, "--features", "a,b")
+    note = "word " * 40_000
+    data = _csv(tmp_path / "new.csv", f'a,b,note\n1,2,"{note}"\n3,4,short\n')
+    out = tmp_path / "p.csv"
+    argv = ["predict", "--model", model, "--data", data, "--out", str(out)]
+    assert main([*argv, "--keep_columns", "note"]) == 0
+    assert "Traceback" not in "".join(capsys.readouterr())
+    assert pd.read_csv(out, dtype=str).note.tolist() == [note, "short"]
+    assert csv.field_size_limit() == 131072  # the module's limit is left as it was
+
+
 @pytest.fixture
 def fruit(tmp_path) -> pd.DataFrame:
     """Three classes that two features tell apart, but not perfectly."""
@@ -164,14 +180,21 @@ def test_a_held_out_rows_target_that_the_model_cannot_take(model, bad, needs, tm
 MULTINOMIAL_PATH = ["--model", "multinomial", "--features", "x1,x2", "--target", "fruit"]
 
 
-def test_a_class_missing_from_a_folds_training_rows(fruit, tmp_path, capsys):
+@pytest.mark.parametrize(
+    "labels, plum",
+    [({}, "'plum'"), ({"apple": 10, "pear": 20, "plum": 30}, "30")],
+    ids=["words", "numbers"],
+)
+def test_a_class_missing_from_a_folds_training_rows(labels, plum, fruit, tmp_path, capsys):
+    """The class is named by its label in the file (the third class: not its index 2)."""
     folds = np.where(fruit.fruit == "plum", 1, np.arange(len(fruit)) % 3 + 1)  # plums: fold 1
     data = tmp_path / "fruit.csv"
-    fruit.assign(fold=folds).to_csv(data, index=False)
+    labelled = [labels.get(f, f) for f in fruit.fruit]
+    fruit.assign(fold=folds, fruit=labelled).to_csv(data, index=False)
     argv = ["--data", str(data), "--solver", "exact", *MULTINOMIAL_PATH, "--l1_ratio", "0.5"]
     assert refused(capsys, [*argv, "--fold_column", "fold"]) == (
-        "class 2 has no row of weight above 0 in the training rows of fold 1: a multinomial "
-        "path needs every class in every fold's training rows"
+        f"class {plum} has no row of weight above 0 in the training rows of fold 1: a "
+        "multinomial path needs every class in every fold's training rows"
     )
 
 

@@ -74,6 +74,28 @@ def csv_header(p: Path) -> CsvHeader:
     return CsvHeader(p, [h.strip() for h in header], len(first))
 
 
+# The csv module refuses a field longer than its limit (131,072 characters by default); a
+# column of long text is data like any other, so csv_cells lifts the limit while it reads.
+FIELD_SIZE_LIMIT = 2**31 - 1  # the largest that a C long holds on every platform
+
+
+def csv_cells(p: Path, at: list[int]) -> list[list[str]]:
+    """The cells of the CSV file p's columns `at` as the file writes them, one list per row
+    after the header (a short row gives "" for the columns it does not reach): read whole, by
+    one rank. A line the csv module cannot read is refused by its number."""
+    limit = csv.field_size_limit(FIELD_SIZE_LIMIT)
+    try:
+        with open(p, newline="", encoding="utf-8", errors="replace") as f:
+            reader = csv.reader(f)
+            try:
+                next(reader)  # the header
+                return [[row[j] if j < len(row) else "" for j in at] for row in reader if row]
+            except csv.Error as e:
+                raise UsageError(f"cannot read {p} line {reader.line_num}: {e}") from None
+    finally:
+        csv.field_size_limit(limit)
+
+
 def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Job | None) -> Shard:
     """Each rank parses the lines of its byte range of the files; the rows then go to the ranks
     that hold them by the layout and the validation split (one alltoall), so no rank reads more

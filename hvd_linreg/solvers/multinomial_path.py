@@ -112,15 +112,17 @@ class _Step:
         return True
 
 
-def fit(job, shard, K: int, settings: PathSettings) -> MultinomialPathFit:
-    """The penalized fit the settings ask for, the same on every rank."""
+def fit(job, shard, classes: list, settings: PathSettings) -> MultinomialPathFit:
+    """The penalized fit the settings ask for, the same on every rank; classes: the labels of
+    the shard's class codes 0 .. K - 1, as the data writes them (for messages)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _Path(job, shard, K, settings).run()
+        return _Path(job, shard, classes, settings).run()
 
 
 class _Path:
-    def __init__(self, job, shard, K: int, settings: PathSettings):
-        self.job, self.shard, self.K, self.s = job, shard, K, settings
+    def __init__(self, job, shard, classes: list, settings: PathSettings):
+        self.job, self.shard, self.classes, self.s = job, shard, classes, settings
+        self.K = len(classes)
         self.F = shard.num_features
         self.folds = settings.folds.count if settings.folds else 0
         self.passes = 0
@@ -180,14 +182,14 @@ class _Path:
         counts = self._class_weights()
         for model, n in zip(self.models, counts):
             if (n <= 0).any():
-                missing = int(np.flatnonzero(n <= 0)[0])
+                missing = self.classes[int(np.flatnonzero(n <= 0)[0])]
                 where = (
                     "the data"
                     if model.fold is None
                     else f"the training rows of fold {model.fold + 1}"
                 )
                 raise UsageError(
-                    f"class {missing} has no row of weight above 0 in {where}: a multinomial "
+                    f"class {missing!r} has no row of weight above 0 in {where}: a multinomial "
                     "path needs every class in every fold's training rows"
                 )
             b = np.log(n) - np.log(n).mean()

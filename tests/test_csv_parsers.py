@@ -1,14 +1,19 @@
 """A CSV split is parsed by pyarrow where pyarrow reads it as the tool's own parser does
 (data/csv_arrow.py), and by that parser everywhere else: the two give the same rows, texts,
-dropped rows and line counts, and pyarrow declines wherever there is a line to name."""
+dropped rows and line counts, and pyarrow declines wherever there is a line to name. Through
+the command line: a cell or a column name longer than the csv module's default limit is read by
+the tool's parser and the header's like any other."""
 
 from __future__ import annotations
 
+import csv
 import random
 
 import numpy as np
 import pytest
 
+from conftest import refused
+from hvd_linreg.cli import main
 from hvd_linreg.data import csv_arrow
 from hvd_linreg.data import csv_parse as csv_reader
 
@@ -144,3 +149,69 @@ def test_a_split_of_many_blocks_reads_as_one(monkeypatch):
     assert fast.words[1].present() == {"a", "b", "c", "1", "2", "3", "7"}
     fast, slow = both(data.replace(b",NA,", b",a,").replace(b",,", b",b,"), used=(0, 1, 2, 3))
     assert_same(fast, slow)
+
+
+# --- cells longer than the csv module's limit ------------------------------------------------
+
+LONG = "long text " * 20_000  # 200,000 characters: the csv module's default limit is 131,072
+TRAIN = ["--features", "x,g", "--target", "y", "--solver", "exact", "--quiet"]
+
+
+def _file(tmp_path, name: str, rows: str, header: str = ",".join(NAMES)) -> str:
+    path = tmp_path / name
+    path.write_text(f"{header}\n{rows}")
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ('1,a,"{}",1\nfoo,b,,2\n', "line 3: 'foo' in column 'x' is not a number, but the column"),
+        ('1,"{}",,1\n2,b,,word\n', "line 3: 'word' is not a number (column 'y')"),
+    ],
+    ids=["in a column not used", "in a feature of words"],
+)
+def test_a_long_cell_beside_a_word_where_a_number_belongs(tmp_path, capsys, rows, message):
+    """The tool's parser reads the rows (pyarrow declines them) and names the word's line, as
+    it does without the long cell: one line, exit code 2."""
+    short = refused(capsys, ["--data", _file(tmp_path, "data.csv", rows.format("s")), *TRAIN])
+    data = _file(tmp_path, "data.csv", rows.format(LONG))  # the same path: the same message
+    assert refused(capsys, ["--data", data, *TRAIN]) == short
+    assert short.startswith(f"{data} {message}")
+    assert csv.field_size_limit() == 131072  # the module's limit is left as it was
+
+
+def test_a_long_level_where_the_tools_parser_reads_the_rows(tmp_path):
+    """A line of blanks makes pyarrow decline the rows; the tool's parser reads the long cell
+    as a level of g like any other."""
+    rows = "".join(f"{i},{'ab'[i % 2]},,{i % 3}\n" for i in range(10)) + f',,,\n1,"{LONG}",,1\n'
+    fast, slow = both(rows.encode())
+    assert fast is None
+    assert slow.problem is None and slow.words[1].present() == {"a", "b", LONG.strip()}
+    assert main(["--data", _file(tmp_path, "long.csv", rows), *TRAIN]) == 0
+    assert csv.field_size_limit() == 131072
+
+
+def test_a_long_column_name(tmp_path):
+    """The header's names are read by the csv module too."""
+    rows = "".join(f"{i},{i % 3},,{i * i % 7}\n" for i in range(10))
+    header = f"x,g,{LONG},y"
+    assert main(["--data", _file(tmp_path, "named.csv", rows, header), *TRAIN]) == 0
+    assert csv.field_size_limit() == 131072
+
+
+def test_predict_with_a_long_cell_in_a_column_the_model_does_not_use(tmp_path, capsys):
+    """Rows with a line of blanks are predicted, and a word where the model reads a number is
+    refused by its line, a long cell in another column or not."""
+    train = _file(tmp_path, "train.csv", "".join(f"{i},a,,{2 * i + 1}\n" for i in range(10)))
+    model = str(tmp_path / "model")
+    flags = ["--features", "x", "--target", "y", "--solver", "exact", "--quiet"]
+    assert main(["--data", train, *flags, "--export", model]) == 0
+    out = tmp_path / "p.csv"
+    data = _file(tmp_path, "new.csv", f'1,a,"{LONG}",1\n,,,\n3,b,short,2\n')
+    assert main(["predict", "--model", model, "--data", data, "--out", str(out)]) == 0
+    assert np.loadtxt(out, skiprows=1) == pytest.approx([3.0, 7.0])
+    data = _file(tmp_path, "bad.csv", f'1,a,"{LONG}",1\nfoo,b,short,2\n')
+    argv = ["predict", "--model", model, "--data", data, "--out", str(out)]
+    assert refused(capsys, argv) == f"{data} line 3: 'foo' is not a number (column 'x')"
+    assert csv.field_size_limit() == 131072

@@ -33,7 +33,7 @@ from hvd_linreg.data.columns import (
     column_labels,
     column_list,
 )
-from hvd_linreg.data.csv_parse import CsvSplit, Kinds, line_of, parse_csv_split
+from hvd_linreg.data.csv_parse import CsvSplit, Kinds, line_of, long_fields, parse_csv_split
 from hvd_linreg.data.csv_ranges import Buffer, split_bytes, split_quotes
 from hvd_linreg.data.holdout import Holdout, to_owners
 from hvd_linreg.data.layout import layout_for
@@ -68,32 +68,25 @@ def csv_header(p: Path) -> CsvHeader:
     """The header line of the CSV file p; UsageError when it has none."""
     with open(p, "rb") as f:
         first = f.readline()
-    header = next(csv.reader([first.decode("utf-8", errors="replace")]), None)
+    with long_fields():  # a column's name may be long too
+        header = next(csv.reader([first.decode("utf-8", errors="replace")]), None)
     if not header or not any(h.strip() for h in header):
         raise UsageError(f"{p} is empty; a CSV file needs a header line and data rows")
     return CsvHeader(p, [h.strip() for h in header], len(first))
 
 
-# The csv module refuses a field longer than its limit (131,072 characters by default); a
-# column of long text is data like any other, so csv_cells lifts the limit while it reads.
-FIELD_SIZE_LIMIT = 2**31 - 1  # the largest that a C long holds on every platform
-
-
 def csv_cells(p: Path, at: list[int]) -> list[list[str]]:
     """The cells of the CSV file p's columns `at` as the file writes them, one list per row
     after the header (a short row gives "" for the columns it does not reach): read whole, by
-    one rank. A line the csv module cannot read is refused by its number."""
-    limit = csv.field_size_limit(FIELD_SIZE_LIMIT)
-    try:
-        with open(p, newline="", encoding="utf-8", errors="replace") as f:
-            reader = csv.reader(f)
-            try:
-                next(reader)  # the header
-                return [[row[j] if j < len(row) else "" for j in at] for row in reader if row]
-            except csv.Error as e:
-                raise UsageError(f"cannot read {p} line {reader.line_num}: {e}") from None
-    finally:
-        csv.field_size_limit(limit)
+    one rank, a cell of any length. A line the csv module cannot read is refused by its
+    number."""
+    with long_fields(), open(p, newline="", encoding="utf-8", errors="replace") as f:
+        reader = csv.reader(f)
+        try:
+            next(reader)  # the header
+            return [[row[j] if j < len(row) else "" for j in at] for row in reader if row]
+        except csv.Error as e:
+            raise UsageError(f"cannot read {p} line {reader.line_num}: {e}") from None
 
 
 def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Job | None) -> Shard:

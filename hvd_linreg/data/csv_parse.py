@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
 
@@ -44,6 +45,23 @@ class Kinds:
 
 
 NO_WORDS = Kinds()
+
+
+# The csv module refuses a field longer than its limit (131,072 characters by default); a
+# column of long text, or a long column name, is data like any other, so the tool's every read
+# with the csv module lifts the limit while it reads (long_fields). The limit is the process's.
+FIELD_SIZE_LIMIT = 2**31 - 1  # the largest that a C long holds on every platform
+
+
+@contextmanager
+def long_fields() -> Iterator[None]:
+    """The csv module's readers take fields of any length (up to FIELD_SIZE_LIMIT) inside the
+    block; its limit is as it was after."""
+    limit = csv.field_size_limit(FIELD_SIZE_LIMIT)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(limit)
 
 
 # Rows parsed at a time (parse_csv_split): their cells as Python strings take about 350 bytes
@@ -104,17 +122,18 @@ def _parse_text(text: str, names: list[str], keep: list[int], drop: bool, kinds:
     num_lines = text.count("\n") + (not text.endswith("\n") and bool(text))
     reader = csv.reader(io.StringIO(text, newline=""))
     tables, words, dropped, done = [], [], [], 0
-    for records, stop in _record_batches(reader, num_columns, keep):
-        table, worded, gone, problem = _parse_records(records, names, keep, drop, kinds)
-        problem = problem or stop
-        if problem is not None:
-            row, what, is_missing, line = problem
-            line = line if line is not None else line_of(text, done + row)
-            return CsvSplit(np.zeros((0, num_columns)), num_lines, (line, what, is_missing))
-        tables.append(table)
-        words.append(worded)
-        dropped.append(done + gone)
-        done += len(records)
+    with long_fields():
+        for records, stop in _record_batches(reader, num_columns, keep):
+            table, worded, gone, problem = _parse_records(records, names, keep, drop, kinds)
+            problem = problem or stop
+            if problem is not None:
+                row, what, is_missing, line = problem
+                line = line if line is not None else line_of(text, done + row)
+                return CsvSplit(np.zeros((0, num_columns)), num_lines, (line, what, is_missing))
+            tables.append(table)
+            words.append(worded)
+            dropped.append(done + gone)
+            done += len(records)
     columns = {j for worded in words for j in worded}
     if any(worded.keys() != columns for worded in words):  # words in some parts only: as text
         return _parse_text(text, names, keep, drop, replace(kinds, as_text=frozenset(columns)))
@@ -242,9 +261,10 @@ def line_of(text: str, wanted: int) -> int:
     a run that stops does."""
     row = -1
     reader = csv.reader(io.StringIO(text, newline=""))
-    for cells in reader:
-        if cells and any(c.strip() for c in cells):
-            row += 1
-            if row == wanted:
-                return reader.line_num
+    with long_fields():
+        for cells in reader:
+            if cells and any(c.strip() for c in cells):
+                row += 1
+                if row == wanted:
+                    return reader.line_num
     raise AssertionError("a parsed row is not in its text")

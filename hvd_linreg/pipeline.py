@@ -23,6 +23,7 @@ from hvd_linreg.ranks import Job
 from hvd_linreg.report import Report, TrainingResult, check_writable, header_line, write_json
 from hvd_linreg.solvers import irls, path
 from hvd_linreg.solvers.path_settings import settings_for
+from hvd_linreg.solvers.penalty import Penalty
 
 if TYPE_CHECKING:
     from hvd_linreg.trainer import Trainer
@@ -155,7 +156,7 @@ def optimum(cfg: Config, family, job: Job, shard: Shard, start=None):
         job,
         shard,
         family,
-        cfg.l2,
+        Penalty.ridge(cfg.l2, shard.num_features),
         shard.feature_names,
         cfg.cov_type,
         not cfg.no_intercept,

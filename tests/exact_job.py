@@ -25,7 +25,7 @@ def main(directory: str, out: str) -> None:
     fits = {}
     for path in sorted(Path(directory).glob("*.npy")):
         shard = load_shard(Config(data=str(path), solver="exact"), job.rank, job.size, job)
-        optimum = least_squares.optimum(job, shard, 0.0)
+        optimum = least_squares.optimum(job, shard)
         fits[path.stem] = {
             "params": optimum.params.tolist(),
             "std_errors": [c.std_error for c in describe(optimum).coefficients],

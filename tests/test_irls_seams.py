@@ -70,3 +70,26 @@ def test_every_step_is_the_inner_solvers(counts):
 def test_an_l1_penalty_needs_a_solver_for_it(counts):
     with pytest.raises(ValueError, match="an L1 penalty needs an inner solver"):
         _fit(counts, Penalty(np.full(3, 0.1), np.zeros(3)))
+
+
+def test_least_squares_takes_a_ridge_by_coefficient():
+    """The linear family's solver takes the same Penalty: it minimises the mean squared error
+    (1 / n) Σ wᵢ rᵢ² + ½ Σ P2ⱼ βⱼ² (--l2's P2 = 2 l2 gives l2 ‖β‖²), whose normal equations,
+    solved here in float64 NumPy, give the same coefficients; L1 is refused."""
+    from hvd_linreg.solvers import least_squares
+
+    rng = np.random.default_rng(5)
+    X, w = rng.normal(size=(300, 3)) * [1.0, 10.0, 0.1], rng.uniform(0.5, 2.0, 300)
+    y = 1.0 + X @ [0.5, -0.2, 3.0] + rng.normal(size=300)
+    penalty = Penalty(np.zeros(3), np.array([0.0, 0.3, 2.0]))
+    job = ranks.init(horovod=False)
+    shard = memory_shard(Config(solver="exact"), job, X, y, weights=w)
+    fit = least_squares.optimum(job, shard, penalty)
+    # d/dβ of (1/n) Σ w r² + ½ Σ P2 β² = 0, with r = y - Xβ - b: the bias unpenalized
+    A, n = np.c_[X, np.ones(300)], len(y)
+    lhs = 2.0 / n * (A.T * w) @ A + np.diag(np.append(penalty.l2, 0.0))
+    expected = np.linalg.solve(lhs, 2.0 / n * (A.T * w) @ y)
+    np.testing.assert_allclose(fit.params, expected, rtol=1e-10)
+    assert fit.objective == pytest.approx(fit.loss + penalty.value(fit.params[:-1]), rel=1e-15)
+    with pytest.raises(ValueError, match="no L1 penalty"):
+        least_squares.optimum(job, shard, Penalty(np.full(3, 0.1), np.zeros(3)))

@@ -12,19 +12,20 @@ def optimum(
     job,
     shard,
     family,
-    l2: float,
+    penalty,
     names: Sequence[str] | None = None,
     cov_type: str = "nonrobust",
     intercept: bool = True,
     limits=None,
     start=None,
 ):
-    """The exact optimum of the family's objective over the whole dataset, the same on every
-    rank, by the solver the family names; with cov_type HC0, HC1 or cluster, and no penalty,
-    its robust covariance too (sandwich.py: one more pass); cluster's is robust to correlation
-    within the clusters that the shard's group column gives. intercept False: the model
-    without one, b = 0. limits (irls.Limits: --tol, --max_iter) and start ([w..., b]) are
-    IRLS's: least squares is one factorisation, with no iterations to limit or start."""
+    """The exact optimum of the family's objective over the whole dataset, the same on every rank,
+    by the solver the family names, with the penalty (penalty.Penalty: --l2's ridge is
+    Penalty.ridge; an L1 part is the elastic net's path's); with cov_type HC0, HC1 or cluster, and
+    no penalty, its robust covariance too (sandwich.py: one more pass); cluster's is robust to
+    correlation within the clusters that the shard's group column gives. intercept False: the model
+    without one, b = 0. limits (irls.Limits: --tol, --max_iter) and start ([w..., b]) are IRLS's:
+    least squares is one factorisation, with no iterations to limit or start."""
     if cov_type == "cluster" and shard.carried_columns.group is None:
         from hvd_linreg.errors import UsageError
 
@@ -34,14 +35,12 @@ def optimum(
     if family.SOLVER == "least_squares":
         from hvd_linreg.solvers import least_squares
 
-        best = least_squares.optimum(job, shard, l2, names, intercept)
+        best = least_squares.optimum(job, shard, penalty, names, intercept)
     else:
         from hvd_linreg.solvers import irls
-        from hvd_linreg.solvers.penalty import Penalty
 
-        ridge = Penalty.ridge(l2, shard.num_features)
-        best = irls.optimum(job, shard, family, ridge, intercept, limits or irls.Limits(), start)
-    if cov_type == "nonrobust" or l2 > 0 or best.dependent:
+        best = irls.optimum(job, shard, family, penalty, intercept, limits or irls.Limits(), start)
+    if cov_type == "nonrobust" or penalty.penalized or best.dependent:
         return best
     from hvd_linreg.solvers import sandwich
 

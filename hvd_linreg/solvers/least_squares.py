@@ -40,6 +40,7 @@ from scipy.linalg import solve_triangular
 from hvd_linreg.data import Shard
 from hvd_linreg.data.passes import FACTOR_BLOCK_BYTES, block_rows
 from hvd_linreg.ranks import Job
+from hvd_linreg.solvers.penalty import Penalty
 from hvd_linreg.solvers.qr import Factor, factorise, triangle
 
 # Every rank holds R, the ranks' factors stacked and a block of rows in float64
@@ -106,18 +107,20 @@ def solve(
     return Solution(_with_bias(factor, w), dependent, r[:F, :F], float(bound))
 
 
-def refine(factor: Factor, solution: Solution, gradient: np.ndarray, l2: float = 0.0) -> Solution:
+def refine(
+    factor: Factor, solution: Solution, gradient: np.ndarray, ridge: float | np.ndarray = 0.0
+) -> Solution:
     """One step of iterative refinement by the corrected semi-normal equations (Björck's CSNE):
     gradient is Xcᵀ (yc - Xc w) over all rows at the solution's w, computed from the rows
-    themselves; the correction δ solves Rᵀ R δ = gradient - count·l2·w (the ridge rows'
-    residual is -√(count·l2) w), and w + δ has back the digits the triangular solve lost
-    where R is ill-conditioned. A singular design keeps its minimum-norm solution: there R
-    is not invertible."""
+    themselves; the correction δ solves Rᵀ R δ = gradient - ridge·w (the ridge rows' residual is
+    -√ridge w; ridge as solve takes it), and w + δ has back the digits the triangular solve lost
+    where R is ill-conditioned. A singular design keeps its minimum-norm solution: there R is not
+    invertible."""
     if solution.dependent:
         return solution
     w, residual_sum = solution.params[:-1], gradient[-1]
     gradient = gradient[:-1]
-    rhs = gradient - factor.count * l2 * w if l2 > 0 else gradient
+    rhs = gradient - ridge * w
     half = solve_triangular(solution.upper, rhs, lower=False, trans="T")
     delta = solve_triangular(solution.upper, half, lower=False)
     w = w + delta
@@ -225,7 +228,7 @@ class Optimum:
     params: np.ndarray  # [w..., b]
     loss: float  # mean squared error over all rows at params (weighted: Σ w r² / rows)
     factor: Factor
-    l2: float  # the ridge penalty it was solved with
+    penalty: Penalty  # what it was solved with: a ridge (no L1) or none
     dependent: tuple[int, ...] = ()  # the columns that make the design singular, if any
     robust: np.ndarray | None = None  # --cov_type HC0/HC1/cluster: the sandwich covariance
     cov_type: str = "nonrobust"
@@ -233,8 +236,8 @@ class Optimum:
 
     @property
     def objective(self) -> float:
-        """What the fit minimised: the loss plus the ridge penalty."""
-        return objective(self.loss, self.params, self.l2)
+        """What the fit minimised: the loss plus the ridge penalty, ½ Σ P2ⱼ wⱼ²."""
+        return self.loss + self.penalty.value(self.params[:-1])
 
 
 def bias_bound(factor: Factor, params: np.ndarray) -> float:
@@ -245,12 +248,23 @@ def bias_bound(factor: Factor, params: np.ndarray) -> float:
 
 
 def optimum(
-    job: Job, shard: Shard, l2: float, names: Sequence[str] | None = None, intercept: bool = True
+    job: Job,
+    shard: Shard,
+    penalty: Penalty | None = None,
+    names: Sequence[str] | None = None,
+    intercept: bool = True,
 ) -> Optimum:
-    """The exact optimum over the whole dataset, the same on every rank; rank 0 warns when
-    the design is singular."""
+    """The exact optimum over the whole dataset of the mean squared error + ½ Σ P2ⱼ wⱼ²
+    (penalty: a ridge per coefficient, Penalty.ridge(l2) for --l2; None: none), the same on
+    every rank; rank 0 warns when the design is singular."""
+    penalty = penalty or Penalty.ridge(0.0, shard.num_features)
+    if penalty.l1.any():
+        raise ValueError("least squares takes no L1 penalty: the elastic net's path fits it")
     factor = factorise(job, shard, centre=intercept)
-    solution = solve(factor, job.warn, factor.count * l2, names)
+    # The mean squared error is twice the half deviance the penalty is stated against: the
+    # rows' sum of squares takes count x P2 / 2 per coefficient.
+    ridge = factor.count * penalty.l2 / 2.0
+    solution = solve(factor, job.warn, ridge, names)
     # Only where the solve may have lost digits, in w or in b: the refinement's pass over the
     # rows costs as much as the factorisation. Every rank holds the same R and means, so every
     # rank decides the same and takes the same collectives.
@@ -258,11 +272,6 @@ def optimum(
     lost = lost or bias_bound(factor, solution.params) > _REFINE_BIAS_ABOVE
     if lost and not solution.dependent:
         gradient = residual_gradient(job, shard, factor, solution.params[:-1])
-        solution = refine(factor, solution, gradient, l2)
+        solution = refine(factor, solution, gradient, ridge)
     loss = factor.rss(solution.params[:-1]) / factor.count
-    return Optimum(solution.params, loss, factor, l2, solution.dependent)
-
-
-def objective(loss: float, params: np.ndarray, l2: float) -> float:
-    """mean squared error + l2·‖w‖² (the bias not penalised): what both solvers minimise."""
-    return loss + l2 * float(params[:-1] @ params[:-1]) if l2 else loss
+    return Optimum(solution.params, loss, factor, penalty, solution.dependent)

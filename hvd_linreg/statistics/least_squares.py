@@ -153,7 +153,7 @@ def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> 
 
 def _no_errors(optimum: Optimum, n: int, k: int) -> str | None:
     """Why the fit has no standard errors, or None where it has them."""
-    if optimum.l2 > 0:
+    if optimum.penalty.penalized:
         return "a ridge fit (--l2 > 0): ordinary least squares' errors do not apply"
     if n <= k:
         return f"{n} rows for {k} coefficients: no residual degrees of freedom"
@@ -171,7 +171,7 @@ def _whole_table(optimum: Optimum, rss: float, undefined: dict) -> dict:
     n, k = factor.count, design_rank(factor) if optimum.dependent else k
     out: dict = {"rss": rss}
     reason = None
-    if optimum.l2 > 0:
+    if optimum.penalty.penalized:
         reason = "a ridge fit (--l2 > 0): not a maximum of the likelihood"
     elif not rss > 0:
         reason = "the fit is exact (zero residuals)"

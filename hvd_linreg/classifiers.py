@@ -45,7 +45,15 @@ class LogisticRegression(ClassifierMixin, _Exact):
     _classifier = True
 
     def __init__(
-        self, penalty="l2", *, C=1.0, fit_intercept=True, tol=None, max_iter=100, l1_ratio=None
+        self,
+        penalty="l2",
+        *,
+        C=1.0,
+        fit_intercept=True,
+        tol=None,
+        max_iter=100,
+        warm_start=False,
+        l1_ratio=None,
     ):
         self.penalty = penalty
         self.C = C
@@ -53,6 +61,7 @@ class LogisticRegression(ClassifierMixin, _Exact):
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
+        self.warm_start = warm_start
 
     def _l2(self, weight_sum, rows):
         if self.penalty is None:
@@ -107,9 +116,21 @@ class LogisticRegression(ClassifierMixin, _Exact):
         """Whether it fits more than two classes (the multinomial model) with its parameters."""
         return not self._elastic() and bool(self.fit_intercept)
 
-    def _fit_rows(self, job, X, y, sample_weight, weight_sum, rows):
+    def _warm_start(self, previous):
+        """The previous fit's coefficients where it had these classes: [w..., b], or for K
+        classes B, (F + 1) x (K - 1), each class's against the first (scikit-learn's symmetric
+        coef_ and intercept_ differ from B's by the first class's row)."""
+        same = previous is not None and np.array_equal(previous["classes"], self.classes_)
+        if not same or self._elastic():
+            return None
         if len(self.classes_) == 2:
-            return super()._fit_rows(job, X, y, sample_weight, weight_sum, rows)
+            return super()._warm_start(previous)
+        symmetric = np.vstack([previous["coef"].T, previous["intercept"]])
+        return symmetric[:, 1:] - symmetric[:, :1]
+
+    def _fit_rows(self, job, X, y, sample_weight, weight_sum, rows, start=None):
+        if len(self.classes_) == 2:
+            return super()._fit_rows(job, X, y, sample_weight, weight_sum, rows, start)
         from hvd_linreg.estimator_base import fit_warning_of_sklearn
 
         l2 = 0.0 if self.penalty is None else 1.0 / (2.0 * self.C * weight_sum)
@@ -120,6 +141,7 @@ class LogisticRegression(ClassifierMixin, _Exact):
             solver="exact",
             model="multinomial",
             l2=l2,
+            start=start,
             **self._limits(),
         )
         symmetric = result.symmetric_params  # scikit-learn's coef_ and intercept_
@@ -234,7 +256,7 @@ class LogisticRegressionCV(LogisticRegression):
             return [float(r) for r in self.l1_ratios]
         return [None]
 
-    def _fit_rows(self, job, X, y, sample_weight, weight_sum, rows):
+    def _fit_rows(self, job, X, y, sample_weight, weight_sum, rows, start=None):
         Cs = self._Cs()
         order = np.argsort(Cs, kind="stable")  # the path runs from the largest alpha down
         alphas = [float(a) for a in 1.0 / (Cs[order] * weight_sum)]

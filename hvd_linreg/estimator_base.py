@@ -50,7 +50,7 @@ class _Exact(BaseEstimator):
         """Fit on this rank's rows X, y (and each row's weight); under a launcher every rank
         calls fit with its own rows, and the rows of all the ranks are the dataset."""
         job = start_job()
-        error = None
+        error, previous = None, self._previous_fit()
         try:
             if not self.fit_intercept and self._elastic():
                 raise ValueError(
@@ -66,6 +66,11 @@ class _Exact(BaseEstimator):
             X, y = validate_data(self, X, y, dtype=dtype, y_numeric=not self._classifier)
             if len(X) < 2:
                 raise ValueError(f"{type(self).__name__} needs at least 2 samples, got 1 sample")
+            if previous is not None and previous["features"] != self.n_features_in_:
+                raise ValueError(
+                    f"warm_start=True starts from the previous fit, of {previous['features']} "
+                    f"features, but X has {self.n_features_in_}: fit with warm_start=False"
+                )
             sample_weight = _check_sample_weight(
                 sample_weight, X, dtype=np.float64, ensure_non_negative=True
             )
@@ -76,6 +81,7 @@ class _Exact(BaseEstimator):
             error = UsageError(str(e))
         job.agree(error)  # every rank raises, or none: no rank is left in a collective
         y = self._target(job, y)
+        start = self._warm_start(previous)
         weight_sum, rows = job.allreduce_sum(
             [sample_weight.sum(), np.count_nonzero(sample_weight)], "estimator_rows"
         )
@@ -88,18 +94,41 @@ class _Exact(BaseEstimator):
             import pandas as pd
 
             X = pd.DataFrame(X, columns=[str(c) for c in names])
-        self._fit_rows(job, X, y, sample_weight, weight_sum, rows)
+        self._fit_rows(job, X, y, sample_weight, weight_sum, rows, start)
         return self
 
-    def _fit_rows(self, job, X, y, sample_weight, weight_sum: float, rows: float) -> None:
+    def _previous_fit(self) -> dict | None:
+        """With warm_start=True, what the previous fit left (its width, coefficients and
+        classes), read before this fit's validation resets them; else None."""
+        if not getattr(self, "warm_start", False) or not hasattr(self, "coef_"):
+            return None
+        return {
+            "features": self.n_features_in_,
+            "coef": np.array(self.coef_, np.float64),
+            "intercept": np.ravel(self.intercept_).astype(np.float64),
+            "classes": getattr(self, "classes_", None),
+        }
+
+    def _warm_start(self, previous: dict | None):
+        """fit()'s start= from the previous fit (warm_start=True, as scikit-learn's
+        estimators reuse coef_ and intercept_): [w..., b]. None: start afresh (no previous fit,
+        or the elastic net's path, which starts each strength from the last)."""
+        if previous is None or self._elastic():
+            return None
+        return np.append(np.ravel(previous["coef"]), previous["intercept"][0])
+
+    def _fit_rows(
+        self, job, X, y, sample_weight, weight_sum: float, rows: float, start=None
+    ) -> None:
         """The fit of this rank's validated rows (y as the family takes it), given Σw and n
-        over all ranks: hvd_linreg.fit with this estimator's settings, then its attributes."""
+        over all ranks: hvd_linreg.fit with this estimator's settings, from start where given
+        (warm_start), then its attributes."""
         settings = self._fit_settings(job, weight_sum, rows, len(y))
         if not self.fit_intercept:
             settings["no_intercept"] = True
         settings.update(self._limits())
         result = fit_warning_of_sklearn(
-            X, y, weights=sample_weight, solver="exact", **settings, **self._settings()
+            X, y, weights=sample_weight, solver="exact", start=start, **settings, **self._settings()
         )
         params = result.params
         self.coef_ = params[:-1]

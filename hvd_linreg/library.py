@@ -78,7 +78,8 @@ def fit(
     cross-validation fold, whole numbers, for an elastic-net path (as --fold_column). groups:
     each row's cluster, numbers, for cov_type="cluster" (as --groups). X may instead be a
     formula, "y ~ x1 + np.log(x2) + C(region)", of the columns of data (data/formulas.py).
-    start: [w..., b], where IRLS begins instead of the intercept-only model (rank 0's).
+    start: where IRLS or Newton's method begins instead of the intercept-only model (rank
+    0's): [w..., b], or for a model of K classes B, (F + 1) x (K - 1).
     missing="drop" drops the rows that hold a missing value (NaN, None) in any of them, as
     --missing drop does a file's; "error" (the default) refuses them."""
     missing = settings.pop("missing", "error")
@@ -104,7 +105,7 @@ def fit(
             carried = {"weights": weights, "offset": offset}
             return classes.rows_shard(cfg, job, X, y, dropped, design, **carried)
 
-        return multinomial.run(cfg, job, family, load)
+        return multinomial.run(cfg, job, family, load, start)
 
     def load():
         shard = memory_shard(cfg, job, X, y, weights, offset, fold, groups)
@@ -187,18 +188,19 @@ def _checked(settings: dict, fold, groups) -> Config:
 
 
 def _start(job, cfg: Config, start):
-    """start= as every rank takes it, rank 0's: refused where no IRLS would begin from it."""
+    """start= as every rank takes it, rank 0's: refused where no iterative fit would begin
+    from it."""
     if job.size > 1:
         start = job.broadcast(start)
     if start is None:
         return None
     from hvd_linreg import families
 
-    irls = cfg.solver == "exact" and families.for_config(cfg).SOLVER == "irls"
-    if not irls or cfg.penalized:
+    iterative = families.for_config(cfg).SOLVER in ("irls", "multinomial")
+    if cfg.solver != "exact" or not iterative or cfg.penalized:
         raise UsageError(
-            "start= is where IRLS begins: it needs solver='exact' and a model that IRLS fits "
-            "(every model but linear), without the elastic net's alpha= or cv="
+            "start= is where IRLS or Newton's method begins: it needs solver='exact' and a "
+            "model they fit (every model but linear), without the elastic net's alpha= or cv="
         )
     return start
 

@@ -40,10 +40,10 @@ def check_settings(cfg) -> None:
             raise UsageError(NOT_YET[name])
 
 
-def run(cfg, job, family, load) -> MultinomialResult:
-    """The recipe: load() -> (shard, classes), then the fit (Newton's method, or SGD and, for
-    its optimality gap, Newton's), its statistics and its scores; rank 0 prints the summary
-    (unless quiet) and writes --metrics_json and --export."""
+def run(cfg, job, family, load, start=None) -> MultinomialResult:
+    """The recipe: load() -> (shard, classes), then the fit (Newton's method, from start where
+    given, or SGD and, for its optimality gap, Newton's), its statistics and its scores; rank
+    0 prints the summary (unless quiet) and writes --metrics_json and --export."""
     from hvd_linreg import checkpoint, report
 
     began = time.perf_counter()
@@ -64,7 +64,7 @@ def run(cfg, job, family, load) -> MultinomialResult:
     family = family.with_classes(classes)
     announce(cfg, job, family, shard)
     sgd = train(cfg, job, family, shard, ckpt_dir) if cfg.solver == "sgd" else None
-    return finish(cfg, job, family, shard, sgd, began)
+    return finish(cfg, job, family, shard, sgd, began, start)
 
 
 def announce(cfg, job, family, shard) -> None:
@@ -83,7 +83,7 @@ def announce(cfg, job, family, shard) -> None:
         job.log(f"{report.header_line(cfg, family, job, shard)}, {classes}")
 
 
-def finish(cfg, job, family, shard, sgd, began: float) -> MultinomialResult:
+def finish(cfg, job, family, shard, sgd, began: float, start=None) -> MultinomialResult:
     """After SGD (sgd: its TrainingResult) or none: Newton's fit where wanted, the statistics,
     the scores of the run's B; rank 0 reports."""
     from hvd_linreg.statistics import multinomial as statistics
@@ -95,7 +95,7 @@ def finish(cfg, job, family, shard, sgd, began: float) -> MultinomialResult:
         path, stats, B = penalized(cfg, job, shard, names, classes)
         fit = None
     else:
-        path, fit = None, optimum(cfg, job, shard, len(classes))
+        path, fit = None, optimum(cfg, job, shard, len(classes), start)
         stats = None if fit is None else describe(cfg, job, shard, fit, names, classes)
         B = fit.params if sgd is None else sgd.params
     fit_s = time.perf_counter() - fitting if sgd is None else sgd.wall_s
@@ -169,14 +169,15 @@ def penalized(cfg, job, shard, names, classes):
     return path, statistics.describe(path, names, classes), path.reference_params
 
 
-def optimum(cfg, job, shard, K: int):
-    """Newton's fit: the run's, or an SGD run's exact optimum where it wants one (None)."""
+def optimum(cfg, job, shard, K: int, start=None):
+    """Newton's fit (from start, where given): the run's, or an SGD run's exact optimum where
+    it wants one (None)."""
     from hvd_linreg.solvers import multinomial as solver
     from hvd_linreg.solvers import wants_optimum
 
     if cfg.solver == "sgd" and not wants_optimum(cfg, shard):
         return None
-    fit = solver.fit(job, shard, K, cfg.tol, cfg.max_iter, cfg.l2)
+    fit = solver.fit(job, shard, K, cfg.tol, cfg.max_iter, cfg.l2, start)
     if not fit.converged:
         job.warn(
             f"Newton's method did not converge in --max_iter {cfg.max_iter} iterations: the "

@@ -134,7 +134,7 @@ def test_a_start_of_the_wrong_shape_or_for_no_irls_is_refused():
         hvd_linreg.fit(X, y, model="poisson", solver="exact", start=[0.0, 0.0, 0.0])
     with pytest.raises(UsageError, match="start= must be finite numbers"):
         hvd_linreg.fit(X, y, model="poisson", solver="exact", start=[0.0, np.nan, 0.0, 0.0])
-    with pytest.raises(UsageError, match="start= is where IRLS begins"):
+    with pytest.raises(UsageError, match="start= is where IRLS or Newton.s method begins"):
         hvd_linreg.fit(X, y, solver="exact", start=[0.0, 0.0, 0.0, 0.0])
 
 

@@ -43,6 +43,7 @@ from hvd_linreg.solvers import separation
 from hvd_linreg.solvers.least_squares import Solution, solve
 from hvd_linreg.solvers.penalty import Penalty
 from hvd_linreg.solvers.qr import Factor, factorise_blocks
+from hvd_linreg.solvers.start import given_start
 
 MAX_ITERATIONS = 100
 # The step's size, relative to each coefficient (absolute for coefficients below 1): Fisher
@@ -212,7 +213,7 @@ def _start(job: Job, shard, family: Family, intercept: bool, start):
     y_sum, weight, rows, in_target = _target_sums(job, shard, family)
     y_mean = y_sum / weight if weight else 0.0
     if start is not None:
-        theta = _given_start(start, F)
+        theta = given_start(start, (F + 1,), f"[w..., b], {F + 1} numbers for {_features(F)}")
         if not intercept:
             theta[-1] = 0.0  # b is held at 0
         return theta, rows, in_target, y_mean
@@ -221,22 +222,6 @@ def _start(job: Job, shard, family: Family, intercept: bool, start):
     if math.isfinite(first) and intercept:
         theta[-1] = first
     return theta, rows, in_target, y_mean
-
-
-def _given_start(start, features: int) -> np.ndarray:
-    """start= as IRLS's first theta: [w..., b], finite numbers."""
-    try:
-        theta = np.array(start, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise UsageError("start= must be numbers, [w..., b]") from None
-    if theta.shape != (features + 1,):
-        raise UsageError(
-            f"start= must be [w..., b], {features + 1} numbers for {features} feature"
-            f"{'s' * (features != 1)}, got shape {theta.shape}"
-        )
-    if not np.isfinite(theta).all():
-        raise UsageError("start= must be finite numbers")
-    return theta
 
 
 def _fit(
@@ -397,3 +382,7 @@ def _pass(job: Job, shard, family: Family, theta: np.ndarray, centre: bool = Tru
     sums.update(zip(family.COUNTS, extra[len(_SUMS) + k :].tolist()))
     sums["rows"] = factor.count
     return factor, sums, extra[len(_SUMS) : len(_SUMS) + k]
+
+
+def _features(count: int) -> str:
+    return f"{count} feature{'s' * (count != 1)}"

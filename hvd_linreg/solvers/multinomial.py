@@ -22,6 +22,7 @@ import numpy as np
 
 from hvd_linreg.data.passes import block_rows, summed
 from hvd_linreg.errors import UsageError
+from hvd_linreg.solvers.start import given_start
 
 MAX_ITERATIONS = 100
 TOLERANCE = 1e-10  # a step of at most this, relative to each coefficient (absolute below 1)
@@ -57,8 +58,11 @@ def log_probabilities(X: np.ndarray, B: np.ndarray, offset=None) -> np.ndarray:
     return np.column_stack([-log_den, eta - log_den[:, None]])
 
 
-def fit(job, shard, K: int, tol: float | None = None, max_iter: int | None = None, l2=0.0):
-    """Newton's method from the intercept-only model (tol: the step's bound, relative, and
+def fit(
+    job, shard, K: int, tol: float | None = None, max_iter: int | None = None, l2=0.0, start=None
+):
+    """Newton's method from the intercept-only model, or from start (a warm start: B,
+    (F + 1) x (K - 1)) (tol: the step's bound, relative, and
     tol/100 the log-likelihood's; max_iter: the iterations); UsageError where the information
     matrix is singular (collinear features, a class that the features separate) or it does
     not converge. l2: minimise the mean log-loss + l2 Σ_k ‖w_k‖² over the K classes' w_k in
@@ -79,6 +83,9 @@ def fit(job, shard, K: int, tol: float | None = None, max_iter: int | None = Non
         if not converged:
             raise UsageError(_diverged(MAX_ITERATIONS))
         B[F], null = best[0][0], best[5]
+    if start is not None:  # the null model is still the intercepts', for the statistics
+        what = f"B, (F + 1) x (K - 1) = {F + 1} x {K - 1} for {F} features and {K} classes"
+        B = given_start(start, (F + 1, K - 1), what)
     iterations = max_iter or MAX_ITERATIONS
     best, converged = _newton(job, shard, B, K, tolerances, iterations, 2 * l2 * weight)
     if not converged and max_iter is None:

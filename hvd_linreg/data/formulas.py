@@ -67,15 +67,10 @@ class Design:
         return matrix.drop(columns=[INTERCEPT], errors="ignore").to_numpy(np.float64)
 
     def target_of(self, data) -> np.ndarray:
-        """New rows' target: the left side on them (evaluate)."""
+        """New rows' target: the left side on them (evaluate; its caller has refused rows
+        without the columns it reads, naming them: formula_files.formula_columns)."""
         from formulaic import ModelSpec
 
-        missing = [c for c in self.target if c not in data.columns]
-        if missing:
-            raise UsageError(
-                f"the rows have no column {', '.join(missing)}, the target of the formula "
-                f"{self.formula!r}"
-            )
         spec = ModelSpec(formula=f"{self.lhs} - 1")  # a right side's intercept left out
         matrix = _materialize(lambda: spec.get_model_matrix(data, na_action="raise"))
         return matrix.iloc[:, 0].to_numpy(np.float64)
@@ -265,13 +260,12 @@ def _agreed_levels(job, data, formula: str, max_levels: int) -> dict:
 
 def _as_levels(data, levels: dict):
     """data with each column of levels a pandas categorical of those levels, so that formulaic
-    codes every one of them (words and booleans as the text of their levels)."""
+    codes every one of them (words and booleans as the text of their levels). Every column
+    of levels is in data: the fit's rows hold them, and new_rows refuses rows without them."""
     import pandas as pd
 
     out = data.copy()
     for name, chosen in levels.items():
-        if name not in out.columns:
-            raise UsageError(f"the rows have no column {name!r}, which the formula uses")
         cells = out[name]
         if frames.kind(cells) == "words":
             cells = cells.map(frames.text_of)

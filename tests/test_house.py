@@ -74,6 +74,28 @@ def test_the_package_has_no_import_circle():
     assert circles(graph) == []
 
 
+def room(name: str) -> str:
+    """A module's room: the folder it is in under the package (hvd_linreg.solvers for
+    hvd_linreg.solvers.irls), or the module itself at the package's top."""
+    parts = name.split(".")
+    folder = ".".join(parts[:2])
+    return folder if len(parts) > 2 or (folder != name and folder in MODULES) else name
+
+
+def test_the_folders_have_no_import_circle():
+    """Each folder taken as one room: its modules import others' and are imported by them,
+    but never in a loop of folders (solvers -> scoring -> solvers would be one)."""
+    graph: dict[str, set[str]] = {}
+    for name in MODULES:
+        graph.setdefault(room(name), set()).update(
+            room(m) for m in imports_of(name) if room(m) != room(name)
+        )
+    for targets in list(graph.values()):
+        for t in targets:
+            graph.setdefault(t, set())
+    assert circles(graph) == []
+
+
 def test_an_import_circle_is_found():
     """The check itself: a circle of three and a module on its own."""
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}

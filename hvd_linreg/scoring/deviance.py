@@ -1,7 +1,6 @@
 """The scores of a GLM on some rows, for the validation rows and `evaluate`: the mean deviance,
 D² (the share of the intercept-only model's deviance explained, scikit-learn's
-d2_tweedie_score and the GLM regressors' score) and the RMSE of the mean; and the mean loss of
-every family of one linear predictor over the whole dataset."""
+d2_tweedie_score and the GLM regressors' score) and the RMSE of the mean."""
 
 from __future__ import annotations
 
@@ -62,15 +61,3 @@ def deviance_scores(job, family, theta: np.ndarray, blocks: Blocks) -> DevianceS
     null = float(summed(job, blocks(), null_sums, 1, "null_scores")[0])
     d2 = 1.0 - deviance / null if null > 0 else math.nan
     return DevianceScores(int(count), deviance / weight, d2, math.sqrt(squares / weight))
-
-
-def mean_loss(job, shard, family, theta: np.ndarray) -> float:
-    """The mean of the family's loss_terms at [w..., b] over the whole dataset, each row's
-    times its weight (over the rows of weight > 0): float64 sums, allreduced."""
-
-    def sums(rows):
-        terms = family.loss_terms(rows.y.astype(np.float64), predictor(theta, rows))
-        return rows.weights() @ terms, len(rows.y)
-
-    total, count = summed(job, shard.blocks(), sums, 2, f"{family.NAME}_loss")
-    return float(total / count) if count else math.nan

@@ -16,6 +16,7 @@ by the same Newton's method on the intercepts alone, and the full fit starts fro
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -267,3 +268,15 @@ def _summed(job, value: float, gradient: np.ndarray, blocks: np.ndarray, pairs: 
     information[upper] = sums[1 + p * k1 :]
     information = information + np.triu(information, 1).T
     return value, gradient, information
+
+
+def mean_log_loss(job, shard, B: np.ndarray) -> float:
+    """The mean log-loss of B over every rank's rows, each row's times its weight."""
+
+    def sums(rows):
+        w, y = rows.weights(), rows.y.astype(np.int64)
+        logp = log_probabilities(rows.X.astype(np.float64, copy=False), B)
+        return -(w @ logp[np.arange(len(y)), y]), w.sum()
+
+    total, weight = summed(job, shard.blocks(), sums, 2, "multinomial_loss")
+    return float(total / weight) if weight else math.nan

@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hvd_linreg import scoring
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
 from hvd_linreg.families.gaussian import Gaussian
 from hvd_linreg.ranks import Job
 from hvd_linreg.solvers import path_passes
 from hvd_linreg.solvers.coordinate_descent import minimise
+from hvd_linreg.solvers.loss import mean_loss
 from hvd_linreg.solvers.moments import Moments
 from hvd_linreg.solvers.path_passes import HELD_DEVIANCE, HELD_WEIGHT, OUTSIDE, TRAIN_DEVIANCE
 from hvd_linreg.solvers.path_settings import PathSettings
@@ -176,7 +176,7 @@ class _Path:
         if self.gaussian:  # the mean loss from the moments: no pass
             loss = 0.5 * self.family.LOSS_SCALE * dev / count
         else:
-            loss = scoring.loss(self.job, self.shard, self.family, theta)
+            loss = mean_loss(self.job, self.shard, self.family, theta)
         return PathFit(
             params=theta,
             loss=loss,

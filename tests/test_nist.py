@@ -1,13 +1,14 @@
 """The exact solver is as accurate as the best single-machine libraries, at any rank count:
 on NIST's certified linear least-squares datasets and on designs of our own solved in rational
 arithmetic, its worst coefficient has at least the correct digits (LRE) of the best of
-scikit-learn, statsmodels (QR) and SciPy on the same rows, less one (BEST_SLACK), and its worst
-standard error those of
-statsmodels (the only one with standard errors), less one.
+scikit-learn, statsmodels (QR) and SciPy on the same rows, and its worst standard error those
+of statsmodels (the only one with standard errors), less one. No solver of the float64 rows is
+owed more digits than the rows' own exact least squares has (ROWS_TIE says how a library above
+that is counted).
 
-The libraries' own LRE on Wampler4 and 5 moves by up to 1.4 digits with the OpenBLAS kernel the
-CPU gets (OPENBLAS_CORETYPE), and so did the tool's before its refinement step: that the tool
-holds the best under every kernel is what the refinement is for (of w, where R is
+The libraries' own LRE on Filip, Longley and Wampler2 to 5 moves by up to 1.7 digits with the
+OpenBLAS kernel the CPU gets (OPENBLAS_CORETYPE), and so did the tool's unrefined solve: that
+the tool holds the best under every kernel is what the refinement is for (of w, where R is
 ill-conditioned; of b, where large means leave it to cancellation). So that a machine whose
 kernel is kind to the triangular solve still notices a refinement that stopped working, the fit
 is also held to the exact least squares of the float64 rows it was given (ROWS_DIGITS)."""
@@ -25,10 +26,15 @@ from conftest import launch
 # solve clears this with a digit to spare on every problem at 1 to 3 ranks, the triangular solve
 # alone does not on Wampler5 and Filip (docs/statistics.md, Exact least squares).
 ROWS_DIGITS = 8
-# At 1 rank the tool meets or beats the best library on every problem (ties at the rows' own
-# limit, Wampler's 9.858 digits); at 3 ranks Longley lands at 13.35 against scikit-learn's 13.61
-# (the ranks' R factors are rounded differently): held to the best less one.
-BEST_SLACK = 1.0
+# No solver of the float64 rows is owed more digits than the rows' own exact least squares has
+# against NIST's certified values: Filip's has 7.610 (its powers x to x¹⁰ rounded to float64 are
+# another problem). A library above that is so by its rounding's luck, away from the rows'
+# solution: statsmodels' 8.02 on Filip under OpenBLAS's Sandybridge kernel (7.52 under SkylakeX).
+# There the tool is held to the rows' own digits less ROWS_TIE, for its distance to the rows'
+# solution (10.7 digits or more on Filip, where it lands at 7.6098), and so where a library ties
+# it at that limit (Norris, Pontius, Wampler1 and 3, whose b is capped where float64 ends).
+# Everywhere else the tool has at least the best library's digits.
+ROWS_TIE = 0.01
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +57,7 @@ def test_the_typed_datasets_are_nists():
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["horovodrun-mpi", "horovodrun-gloo"])
 @pytest.mark.parametrize("size", [1, 2, 3])
-def test_every_fit_has_the_best_librarys_digits_less_one(cases, tmp_path, launcher, size):
+def test_every_fit_has_the_best_librarys_digits(cases, tmp_path, launcher, size):
     directory, found, scores = cases
     fits = fit_with_the_tool(launcher, size, directory, tmp_path)
     assert (fits["size"], fits["controller"]) == (size, "Gloo" if "gloo" in launcher else "MPI")
@@ -62,7 +68,9 @@ def test_every_fit_has_the_best_librarys_digits_less_one(cases, tmp_path, launch
         coefficients, errors = tool_lre(fit, p)
         best = max(c for c, _ in scores[name].values())
         best_errors = max(e for _, e in scores[name].values() if e is not None)
-        assert coefficients >= best - BEST_SLACK, (name, coefficients, scores[name])
+        ceiling = lre(p.rows_estimates, p.estimates, p.digits)
+        target = min(best, ceiling - ROWS_TIE)
+        assert coefficients >= target, (name, coefficients, ceiling, scores[name])
         assert errors >= best_errors - 1, (name, errors, scores[name])
         digits = rows_lre(fit, p)
         assert digits >= ROWS_DIGITS, (name, digits)

@@ -50,9 +50,12 @@ MAX_FEATURES = 4096
 # The mean's rounding leaves a constant column at up to about 1e-14 of its norm after centring
 _CONSTANT = 1e-12
 
-# Refine a solution whose error bound leaves fewer digits than this: well-conditioned designs
-# keep their digits through the triangular solve and need no second pass.
-_REFINE_ABOVE = 1e-12
+# Refine a solution whose error bound leaves it fewer than 13 digits: a backward-stable float64
+# solve (a library's, or this one unrefined) loses as many, and only the refined fit is sure to
+# hold the best of them (Longley's bound is 2.1e-13, Wampler1-2's 3.6e-13: unrefined, they tie
+# the libraries' digits by the luck of the kernel's rounding). Well-conditioned designs keep
+# their digits through the triangular solve and take no second pass.
+_REFINE_ABOVE = 1e-13
 
 # ... and a bias whose float64 cancellation (bias_bound) may cost it two digits of float64's:
 # the refinement's pass sums the residual in extended precision, and b takes its mean

@@ -1,8 +1,8 @@
 """NIST's Statistical Reference Datasets for linear least squares (www.itl.nist.gov/div898/strd/
 lls), public domain: the data and the certified estimates and standard deviations, which NIST
-computed in 500-digit arithmetic. Each model has an intercept; the polynomial ones are fitted on
-the powers x, x², ... of their one predictor. NoInt1 and NoInt2 are left out: their models have
-no intercept, and hvd-linreg always fits one.
+computed in 500-digit arithmetic. Each model has an intercept but NoInt1's and NoInt2's, lines
+through the origin (the tool's --no_intercept); the polynomial ones are fitted on the powers x,
+x², ... of their one predictor.
 
 tests/test_nist.py checks that the least squares of these rows, solved in rational arithmetic,
 is the certified estimate to at least 13 digits: a mistyped value would miss it."""
@@ -21,8 +21,9 @@ class Dataset:
     x: tuple[str, ...]  # the predictor rows as NIST prints them: one value, or several (spaces)
     y: tuple[str, ...]
     degree: int  # the polynomial's degree for one predictor; 0: the columns are the features
-    estimates: tuple[str, ...]  # certified: intercept first
+    estimates: tuple[str, ...]  # certified: intercept first (where the model has one)
     std_errors: tuple[str, ...]
+    intercept: bool = True  # False: the model is through the origin, no b
 
     def columns(self, exact: bool = False) -> tuple[list[list], list]:
         """The features (rows of columns, the powers for a polynomial) and the target, as
@@ -39,10 +40,12 @@ class Dataset:
 
     @property
     def certified(self) -> tuple[np.ndarray, np.ndarray]:
-        """The certified [w..., b] and their standard errors, in the tool's order (b last)."""
+        """The certified [w..., b] and their standard errors, in the tool's order (b last);
+        [w...] alone for a model without an intercept."""
 
         def tool_order(values: tuple[str, ...]) -> np.ndarray:
-            return np.array([*values[1:], values[0]], dtype=np.float64)
+            ordered = [*values[1:], values[0]] if self.intercept else values
+            return np.array(ordered, dtype=np.float64)
 
         return tool_order(self.estimates), tool_order(self.std_errors)
 
@@ -209,15 +212,38 @@ WAMPLER = (
     ),
 )
 
-DATASETS = (NORRIS, PONTIUS, FILIP, LONGLEY, *WAMPLER)
+# Lines through the origin, y = B1·x: NoInt2's B1 is 8/11, NoInt1's 251/121.
+NO_INTERCEPT = (
+    Dataset(
+        "NoInt1",
+        tuple(str(x) for x in range(60, 71)),
+        tuple(str(y) for y in range(130, 141)),
+        1,
+        ("2.07438016528926",),
+        ("1.65289256198347E-02",),
+        intercept=False,
+    ),
+    Dataset(
+        "NoInt2",
+        ("4", "5", "6"),
+        ("3", "4", "4"),
+        1,
+        ("0.727272727272727",),
+        ("4.20827318078432E-02",),
+        intercept=False,
+    ),
+)
+
+DATASETS = (NORRIS, PONTIUS, FILIP, LONGLEY, *WAMPLER, *NO_INTERCEPT)
 BY_NAME = {d.name: d for d in DATASETS}
 
 
 def rational_fit(dataset: Dataset) -> tuple[np.ndarray, np.ndarray]:
-    """The least squares [w..., b] of the dataset's printed decimals and their standard errors,
-    solved exactly (Fractions; only the standard errors' square roots are rounded)."""
+    """The least squares [w..., b] ([w...] without an intercept) of the dataset's printed
+    decimals and their standard errors, solved exactly (Fractions; only the standard errors'
+    square roots are rounded)."""
     rows, y = dataset.columns(exact=True)
-    design = [[*row, Fraction(1)] for row in rows]
+    design = [[*row, Fraction(1)] if dataset.intercept else row for row in rows]
     return rational_least_squares(design, y)
 
 

@@ -1,8 +1,10 @@
 """The exact solver is as accurate as the best single-machine libraries, at any rank count:
 on NIST's certified linear least-squares datasets and on designs of our own solved in rational
-arithmetic, its worst coefficient has at least the correct digits (LRE) of the best of
+arithmetic (NoInt1 and NoInt2 fitted through the origin, by the tool and the libraries alike),
+its worst coefficient has at least the correct digits (LRE) of the best of
 scikit-learn, statsmodels (QR) and SciPy on the same rows, and its worst standard error those
-of statsmodels (the only one with standard errors), less one. No solver of the float64 rows is
+of statsmodels (the only one with standard errors), less one (11 where the tool takes the Gram
+matrix, NoInt1 and NoInt2: GRAM). No solver of the float64 rows is
 owed more digits than the rows' own exact least squares has (ROWS_TIE says how a library above
 that is counted).
 
@@ -33,8 +35,20 @@ ROWS_DIGITS = 8
 # There the tool is held to the rows' own digits less ROWS_TIE, for its distance to the rows'
 # solution (10.7 digits or more on Filip, where it lands at 7.6098), and so where a library ties
 # it at that limit (Norris, Pontius, Wampler1 and 3, whose b is capped where float64 ends).
+# A coefficient's limit is the same: NoInt1's exact B1 = 251/121 rounded to float64 has 14.715
+# digits against NIST's 15-digit rounding, 2.07438016528926, as have the tool at 1 to 3 ranks
+# and scikit-learn and SciPy; statsmodels' 14.77 under SkylakeX (14.72 under Haswell) is one
+# bit off the rows' solution, towards the printed decimal by luck. NoInt2's B1 = 8/11 has 15.
 # Everywhere else the tool has at least the best library's digits.
 ROWS_TIE = 0.01
+# NoInt1 and NoInt2, one well-conditioned column through the origin, take the Gram matrix's
+# Cholesky factor, not the QR (docs/statistics.md, Exact least squares, 1.): it is taken where
+# the residual sum of squares keeps 11 digits, and the uncentred Σy² - (Σxy)²/Σx² cancels 3 of
+# NoInt1's 16 (Σy² = 1.98e5, RSS = 127.3). Their standard errors are held to that, not to
+# statsmodels' (a QR of the rows) less one: the tool has 13.0 and 13.7 at 1 to 3 ranks,
+# statsmodels 15.0 and 14.9. Their coefficients are held to the rule above.
+GRAM = {"NoInt1", "NoInt2"}
+GRAM_ERRORS = 11
 
 
 @pytest.fixture(scope="module")
@@ -65,13 +79,15 @@ def test_every_fit_has_the_best_librarys_digits(cases, tmp_path, launcher, size)
     for name, p in found.items():
         fit = fits[name]
         assert fit["dependent"] == [], name
+        assert p.intercept or fit["params"][-1] == 0.0, name  # through the origin: b is 0
         coefficients, errors = tool_lre(fit, p)
         best = max(c for c, _ in scores[name].values())
         best_errors = max(e for _, e in scores[name].values() if e is not None)
         ceiling = lre(p.rows_estimates, p.estimates, p.digits)
         target = min(best, ceiling - ROWS_TIE)
         assert coefficients >= target, (name, coefficients, ceiling, scores[name])
-        assert errors >= best_errors - 1, (name, errors, scores[name])
+        floor = GRAM_ERRORS if name in GRAM else best_errors - 1
+        assert errors >= floor, (name, errors, scores[name])
         digits = rows_lre(fit, p)
         assert digits >= ROWS_DIGITS, (name, digits)
     assert min(tool_lre(fits["Filip"], found["Filip"])) >= 7

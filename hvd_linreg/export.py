@@ -24,10 +24,9 @@ from hvd_linreg.families import FAMILIES
 # TensorFlow Serving's place for files of the model that are not TensorFlow's own.
 METADATA = Path("assets.extra") / "hvd_linreg.json"
 FORMAT = "hvd_linreg linear model"
-# The serving signature's output, by family: the mean, unless named here
-SERVING_OUTPUTS = dict.fromkeys(["linear", "gaussian"], "prediction") | dict.fromkeys(
-    ["logistic", "binomial"], "probability"
-)
+# The serving signature's output, by family: a binary family's probability; else the mean,
+# unless named here
+SERVING_OUTPUTS = dict.fromkeys(["linear", "gaussian"], "prediction")
 
 
 @dataclass(frozen=True)
@@ -135,7 +134,9 @@ def _save_model(family, directory: Path, theta: np.ndarray, dtype: str) -> None:
     from hvd_linreg.families.model import Model, save_serving
 
     save_serving(
-        directory, Model(theta, dtype, 0.0, family), SERVING_OUTPUTS.get(family.NAME, "mean")
+        directory,
+        Model(theta, dtype, 0.0, family),
+        "probability" if family.BINARY else SERVING_OUTPUTS.get(family.NAME, "mean"),
     )
 
 

@@ -13,8 +13,8 @@ import numpy as np
 from hvd_linreg.atomic import atomic_write
 from hvd_linreg.report import Report, loss_name
 
-# What the fitted curve's label calls the mean (E[y] unless named here)
-MEAN_LABELS = {"linear": "y", "logistic": "P(y=1)", "binomial": "P(y=1)"}
+# What the fitted curve's label calls the mean: P(y=1) for a binary family, E[y] unless named here
+MEAN_LABELS = {"linear": "y"}
 
 _POINTS = 400  # data points drawn from rank 0's shard
 
@@ -108,9 +108,8 @@ def curve(family, theta: np.ndarray, xs: np.ndarray) -> tuple[np.ndarray, str]:
     eta, link = f"{w:.4g}x + {b:.4g}", family.link.name
     if link != "identity":
         eta = f"{'σ' if link == 'logit' else f'{link}⁻¹'}({eta})"
-    return family.predict(
-        theta[[0, -1]], xs[:, None]
-    ), f"fitted: {MEAN_LABELS.get(family.NAME, 'E[y]')} = {eta}"
+    mean = "P(y=1)" if family.BINARY else MEAN_LABELS.get(family.NAME, "E[y]")
+    return family.predict(theta[[0, -1]], xs[:, None]), f"fitted: {mean} = {eta}"
 
 
 def _fit_panel(ax, report: Report) -> None:

@@ -23,10 +23,9 @@ from hvd_linreg.statistics.table import SHOWN_COEFFICIENTS
 from hvd_linreg.statistics.table import SHOWN_WEIGHTS as _SHOWN_WEIGHTS
 
 # What the summary and the plot call a family's loss (UI text: a family is its distribution and
-# link): the mean half unit deviance, named by the distribution, unless a loss is named here.
-LOSS_NAMES = dict.fromkeys(["linear", "gaussian"], "mean squared error") | dict.fromkeys(
-    ["logistic", "binomial", "multinomial"], "mean log-loss"
-)
+# link): a model of classes' (binary or K) is the mean log-loss; else the mean half unit
+# deviance, named by the distribution, unless a loss is named here.
+LOSS_NAMES = dict.fromkeys(["linear", "gaussian"], "mean squared error")
 DISTRIBUTION_NAMES = {
     "poisson": "Poisson",
     "gamma": "Gamma",
@@ -39,6 +38,8 @@ def loss_name(family) -> str:
     """ "mean squared error", "mean log-loss" or "mean half <distribution> deviance"."""
     if family.NAME in LOSS_NAMES:
         return LOSS_NAMES[family.NAME]
+    if family.BINARY or family.SCORES == "classes":
+        return "mean log-loss"
     distribution = DISTRIBUTION_NAMES.get(family.NAME, family.NAME.replace("_", " "))
     return f"mean half {distribution} deviance"
 

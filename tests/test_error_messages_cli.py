@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from test_logistic import quasi_separated
 
 from conftest import refused
 from hvd_linreg.cli import main
@@ -217,13 +218,7 @@ def test_a_logistic_optimum_that_quasi_separation_fakes(tmp_path, capsys):
     """tests/test_logistic.py's quasi-separated rows: at the default --tol IRLS runs out of
     iterations; at --tol 0.1 its steps settle, and the check of the information at that point
     refuses it (the message alone, with no 'did not converge' before it)."""
-    rng = np.random.default_rng(4)
-    X = rng.standard_normal((200, 2))
-    X[:20, 0] = 0.0
-    y = np.where(X[:, 0] > 0, 1.0, 0.0)
-    y[:10] = 1.0
-    np.savez(tmp_path / "quasi.npz", X=X, y=y)
-    argv = ["--data", str(tmp_path / "quasi.npz"), "--model", "logistic", "--solver", "exact"]
+    argv = ["--data", quasi_separated(tmp_path)[0], "--model", "logistic", "--solver", "exact"]
     assert re.fullmatch(
         r"\d+ of 200 rows have fitted probabilities of 0 or 1 while the coefficients keep "
         r"growing: the classes are \(quasi-\)separated, and the likelihood has no finite "

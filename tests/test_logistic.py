@@ -187,18 +187,25 @@ def test_complete_separation_is_refused_with_a_clear_message(solver, tmp_path):
     assert "Traceback" not in run.output
 
 
-@pytest.mark.multiprocess
-def test_quasi_separation_is_refused_and_l2_fits_it(tmp_path):
-    """y = 1 where x₀ > 0 and y = 0 where x₀ < 0; rows with x₀ = 0 are of both classes. No
-    hyperplane separates every row, but w₀ still grows without bound. With --l2 the penalised
-    objective has its finite minimum."""
+def quasi_separated(tmp_path) -> tuple[str, np.ndarray, np.ndarray]:
+    """200 rows of two features, written as quasi.npz (its path, X, y): y = 1 where x₀ > 0 and
+    y = 0 where x₀ < 0; the 20 rows with x₀ = 0 are of both classes."""
     rng = np.random.default_rng(4)
     X = rng.standard_normal((200, 2))
     X[:20, 0] = 0.0
     y = np.where(X[:, 0] > 0, 1.0, 0.0)
     y[:10] = 1.0
     np.savez(tmp_path / "quasi.npz", X=X, y=y)
-    args = ["--model", "logistic", "--data", str(tmp_path / "quasi.npz"), "--solver", "exact"]
+    return str(tmp_path / "quasi.npz"), X, y
+
+
+@pytest.mark.multiprocess
+def test_quasi_separation_is_refused_and_l2_fits_it(tmp_path):
+    """y = 1 where x₀ > 0 and y = 0 where x₀ < 0; rows with x₀ = 0 are of both classes. No
+    hyperplane separates every row, but w₀ still grows without bound. With --l2 the penalised
+    objective has its finite minimum."""
+    path, X, y = quasi_separated(tmp_path)
+    args = ["--model", "logistic", "--data", path, "--solver", "exact"]
     run = launch("mpirun", 2, args, tmp_path, metrics=False)
     assert run.returncode == 2, run.output
     assert "(quasi-)separated" in run.stderr and "no finite maximum" in run.stderr

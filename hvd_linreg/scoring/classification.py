@@ -23,22 +23,13 @@ class ClassificationScores(Scores):
     accuracy: float  # at the threshold 0.5
     auc: float  # nan when the rows hold one class only
 
-    def values(self) -> dict[str, float]:
-        """Each score by name, as TensorBoard and the metrics JSON name them."""
-        return {"log_loss": self.log_loss, "accuracy": self.accuracy, "auc": self.auc}
-
-    def line(self) -> str:
-        """The scores as the log lines and the summary show them."""
-        return f"log-loss {self.log_loss:.6g}, accuracy {self.accuracy:.6g}, AUC {self.auc:.6g}"
-
-    def table(self) -> list[str]:
-        """The scores one per line, as `evaluate` prints them."""
-        auc = "undefined (the rows hold one class only)" if math.isnan(self.auc) else self.auc
-        return [
-            f"  log-loss: {self.log_loss:.6g}",
-            f"  accuracy: {self.accuracy:.6g} (threshold 0.5)",
-            f"  ROC AUC:  {auc if isinstance(auc, str) else format(auc, '.6g')}",
-        ]
+    SHOWN = (
+        ("log_loss", "log-loss", "log-loss"),
+        ("accuracy", "accuracy", "accuracy"),
+        ("auc", "AUC", "ROC AUC"),
+    )
+    UNDEFINED = {"auc": "the rows hold one class only"}
+    NOTES = {"accuracy": " (threshold 0.5)"}
 
 
 def scores(job, family, theta: np.ndarray, blocks: Blocks) -> ClassificationScores:

@@ -21,22 +21,12 @@ class DevianceScores(Scores):
     d2: float  # nan when the targets are constant
     rmse: float
 
-    def values(self) -> dict[str, float]:
-        """Each score by name, as TensorBoard and the metrics JSON name them."""
-        return {"mean_deviance": self.mean_deviance, "d2": self.d2, "rmse": self.rmse}
-
-    def line(self) -> str:
-        """The scores as the log lines and the summary show them."""
-        return f"mean deviance {self.mean_deviance:.6g}, D² {self.d2:.6g}, RMSE {self.rmse:.6g}"
-
-    def table(self) -> list[str]:
-        """The scores one per line, as `evaluate` prints them."""
-        d2 = "undefined (the targets are constant)" if math.isnan(self.d2) else f"{self.d2:.6g}"
-        return [
-            f"  mean deviance: {self.mean_deviance:.6g}",
-            f"  D²:            {d2}",
-            f"  RMSE:          {self.rmse:.6g}",
-        ]
+    SHOWN = (
+        ("mean_deviance", "mean deviance", "mean deviance"),
+        ("d2", "D²", "D²"),
+        ("rmse", "RMSE", "RMSE"),
+    )
+    UNDEFINED = {"d2": "the targets are constant"}
 
 
 def deviance_scores(job, family, theta: np.ndarray, blocks: Blocks) -> DevianceScores:

@@ -24,23 +24,13 @@ class RegressionScores(Scores):
     mae: float
     r2: float  # nan when the targets are constant
 
-    def values(self) -> dict[str, float]:
-        """Each score by name, as TensorBoard and the metrics JSON name them."""
-        return {"mse": self.mse, "rmse": self.rmse, "mae": self.mae, "r2": self.r2}
-
-    def line(self) -> str:
-        """The scores as the log lines and the summary show them."""
-        return f"MSE {self.mse:.6g}, RMSE {self.rmse:.6g}, MAE {self.mae:.6g}, R² {self.r2:.6g}"
-
-    def table(self) -> list[str]:
-        """The scores one per line, as `evaluate` prints them."""
-        r2 = "undefined (the targets are constant)" if math.isnan(self.r2) else f"{self.r2:.6g}"
-        return [
-            f"  MSE:  {self.mse:.6g}",
-            f"  RMSE: {self.rmse:.6g}",
-            f"  MAE:  {self.mae:.6g}",
-            f"  R²:   {r2}",
-        ]
+    SHOWN = (
+        ("mse", "MSE", "MSE"),
+        ("rmse", "RMSE", "RMSE"),
+        ("mae", "MAE", "MAE"),
+        ("r2", "R²", "R²"),
+    )
+    UNDEFINED = {"r2": "the targets are constant"}
 
 
 def scores(job, theta: np.ndarray, blocks: Blocks) -> RegressionScores:

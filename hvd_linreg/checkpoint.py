@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from hvd_linreg.atomic import atomic_write
+from hvd_linreg.coefficients import matrix
 from hvd_linreg.data.frames import plain
 from hvd_linreg.errors import UsageError
 
@@ -30,7 +31,7 @@ FORMAT = 1
 @dataclass
 class Checkpoint:
     step: int
-    params: np.ndarray  # float32, [w..., b]; (F + 1) x (K - 1) for K classes
+    params: np.ndarray  # float32, (F + 1) x K′ (coefficients.py); older files [w..., b]
     optimizer: list[np.ndarray]  # the optimizer's variables, in its own order
     global_batch_size: int  # another one changes the trajectory: restore warns
     initial_params: list[float]  # the run's start: metrics of a resumed run report it
@@ -183,7 +184,8 @@ def _check_intercept(ckpt: Checkpoint, where: str, no_intercept: bool) -> None:
     """A model with an intercept trained its b (and the optimizer's state of it); one without
     held b at 0. Neither continues as the other. (Checkpoints written before --no_intercept
     reached SGD have an intercept.)"""
-    b = float(ckpt.params[-1]) if ckpt.params.ndim == 1 else float(np.abs(ckpt.params[-1]).max())
+    intercepts = matrix(ckpt.params)[-1]  # one per column; [w..., b] in an older file
+    b = float(intercepts[0]) if len(intercepts) == 1 else float(np.abs(intercepts).max())
     if no_intercept and (not ckpt.config.get("no_intercept", False) or b != 0.0):
         raise UsageError(
             f"the checkpoint in {where} is of a model with an intercept (b = {b:.6g}), this "

@@ -15,6 +15,7 @@ import numpy as np
 
 from hvd_linreg import __version__
 from hvd_linreg.atomic import atomic_directory
+from hvd_linreg.coefficients import matrix
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
@@ -34,7 +35,7 @@ class ExportedModel:
     """What predict and evaluate need of an exported model: its family's parameters."""
 
     path: str
-    theta: np.ndarray  # [w..., b], float64
+    theta: np.ndarray  # the coefficients, (F + 1) x K′ float64 (coefficients.py)
     dtype: str  # the training precision, that of the serving signature
     feature_names: tuple[str, ...] | None
     target_name: str | None
@@ -52,8 +53,8 @@ class ExportedModel:
     # --formula's, fit(formula, data=)'s: what builds the features from the data's columns
     # (data/formulas.py's Design.stored())
     formula: dict | None = None
-    # a model of classes (--model multinomial): its classes, the first the reference; theta is
-    # then (F + 1) x (K - 1), a column per class but the first
+    # a model of classes (--model multinomial): its classes, the first the reference, theta's
+    # K′ = K - 1 columns those of the others
     classes: list | None = None
 
     @property
@@ -89,8 +90,11 @@ def save(
     theta: np.ndarray,
     metrics: dict[str, Any],
 ) -> None:
-    """Rank 0 writes the model to --export, whole or not at all (atomic_directory)."""
-    check_target(cfg.export)  # again: something may have appeared there while training ran
+    """Rank 0 writes the model (theta: its coefficients, coefficients.py) to --export, whole or
+    not at all (atomic_directory). The file keeps one predictor's as w and b, a list and a
+    number."""
+    check_target(cfg.export)
+    theta = matrix(theta)  # again: something may have appeared there while training ran
     metadata = {
         "format": FORMAT,
         "model": family.NAME,
@@ -98,8 +102,8 @@ def save(
         "hvd_linreg": __version__,
         "num_features": len(theta) - 1,
         "dtype": shard.dtype,
-        "w": [float(v) for v in theta[:-1]],
-        "b": float(theta[-1]),
+        "w": theta[:-1, 0].tolist(),
+        "b": float(theta[-1, 0]),
         "feature_names": None if shard.feature_names is None else list(shard.feature_names),
         "target_name": shard.target_name,
         "columns": None if shard.columns is None else list(shard.columns),
@@ -186,13 +190,14 @@ def load(path: str) -> ExportedModel:
 
 
 def _theta(meta: dict) -> np.ndarray:
-    """[w..., b]; a model of classes' (F + 1) x (K - 1) matrix, from w by class and b."""
+    """The coefficients (coefficients.py): (F + 1) x 1 from w and b; a model of classes'
+    (F + 1) x (K - 1), from w by class and b."""
     if meta.get("classes") is not None:
         return np.vstack([np.array(meta["w"], np.float64).T, np.array(meta["b"], np.float64)])
     theta = np.array([*meta["w"], meta["b"]], np.float64)
     if theta.ndim != 1:
         raise ValueError("w is not a list of numbers")
-    return theta
+    return matrix(theta)
 
 
 def _formula(stored) -> dict | None:

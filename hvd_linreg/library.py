@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from hvd_linreg.coefficients import vec
 from hvd_linreg.config import MISSING, Config
 from hvd_linreg.constraints import one_of
 from hvd_linreg.errors import UsageError, agreed
@@ -245,8 +246,9 @@ class FitResult:
 
     @property
     def params(self) -> np.ndarray:
-        """[w..., b]: the features' coefficients, then the intercept."""
-        return np.array(self.report.result.params, np.float64)
+        """[w..., b]: the features' coefficients, then the intercept (the coefficients'
+        one column, as statsmodels' params)."""
+        return vec(self.report.result.params).astype(np.float64)
 
     @property
     def names(self) -> tuple[str, ...]:

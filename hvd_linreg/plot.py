@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from hvd_linreg.atomic import atomic_write
+from hvd_linreg.coefficients import matrix
 from hvd_linreg.report import Report, loss_name
 
 # What the fitted curve's label calls the mean: P(y=1) for a binary family, E[y] unless named here
@@ -103,13 +104,15 @@ def _loss_panel(ax, report: Report) -> None:
 
 def curve(family, theta: np.ndarray, xs: np.ndarray) -> tuple[np.ndarray, str]:
     """The family's fitted mean over one feature's values, and its label: "fitted: E[y] =
-    log⁻¹(wx + b)" (σ for the logit link; the line alone for the identity link)."""
-    w, b = theta[0], theta[-1]
+    log⁻¹(wx + b)" (σ for the logit link; the line alone for the identity link). theta: the
+    coefficients (coefficients.py), or [w, b]."""
+    B = matrix(theta)
+    w, b = B[0, 0], B[-1, 0]
     eta, link = f"{w:.4g}x + {b:.4g}", family.link.name
     if link != "identity":
         eta = f"{'σ' if link == 'logit' else f'{link}⁻¹'}({eta})"
     mean = "P(y=1)" if family.BINARY else MEAN_LABELS.get(family.NAME, "E[y]")
-    return family.predict(theta[[0, -1]], xs[:, None]), f"fitted: {mean} = {eta}"
+    return family.predict(B[[0, -1]], xs[:, None]), f"fitted: {mean} = {eta}"
 
 
 def _fit_panel(ax, report: Report) -> None:

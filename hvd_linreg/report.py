@@ -14,6 +14,7 @@ import numpy as np
 
 from hvd_linreg import __version__
 from hvd_linreg.atomic import atomic_write
+from hvd_linreg.coefficients import matrix, vec
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard, global_batch_size
 from hvd_linreg.errors import UsageError
@@ -56,8 +57,10 @@ def solver_words(family) -> tuple[str, str]:
 
 @dataclass
 class TrainingResult:
-    initial_params: np.ndarray | None  # [w..., b] as broadcast from rank 0; None: exact solver
-    params: np.ndarray  # [w..., b] after training
+    # the coefficients (coefficients.py), (F + 1) x 1 here: as broadcast from rank 0 (None: an
+    # exact solver's), and after training
+    initial_params: np.ndarray | None
+    params: np.ndarray
     loss: float  # the family's loss over the whole dataset (all ranks) at the final params
     steps: int  # the step training ended at
     first_step: int  # the step it started from: 0, or the checkpoint's when resuming
@@ -200,7 +203,7 @@ class Report:
     def metrics(self) -> dict[str, Any]:
         """The metrics JSON: every value a plain number, string, list or null."""
         cfg, shard, result = self.cfg, self.shard, self.result
-        initial = result.initial_params
+        initial = None if result.initial_params is None else matrix(result.initial_params)
         return {
             "size": self.job.size,
             "controller": self.job.controller,
@@ -218,10 +221,10 @@ class Report:
             "dtype": shard.dtype,
             "seed": cfg.seed,
             "data": shard.source,
-            "initial_w": None if initial is None else [float(v) for v in initial[:-1]],
-            "initial_b": None if initial is None else float(initial[-1]),
-            "w": [float(v) for v in result.params[:-1]],
-            "b": float(result.params[-1]),
+            "initial_w": None if initial is None else vec(initial[:-1]).tolist(),
+            "initial_b": None if initial is None else float(initial[-1, 0]),
+            "w": vec(result.params[:-1]).tolist(),
+            "b": float(result.params[-1, 0]),
             "w_true": shard.w_true,
             "b_true": shard.b_true,
             "loss": result.loss,
@@ -263,7 +266,7 @@ class Report:
     def summary_lines(self, limit: int | None = SHOWN_COEFFICIENTS) -> list[str]:
         """The run's summary; its table lists every coefficient up to limit (None: all)."""
 
-        def vec(values) -> str:
+        def listed(values) -> str:
             shown = ", ".join(f"{v:.6g}" for v in values[:_SHOWN_WEIGHTS])
             more = f", ... ({len(values)} in all)" if len(values) > _SHOWN_WEIGHTS else ""
             return f"[{shown}{more}]"
@@ -272,12 +275,12 @@ class Report:
         gap = "optimality gap" + (
             f" (of the objective with --l2 {self.cfg.l2:g})" * (self.cfg.l2 > 0)
         )
-        true_w = f"  (true {vec(shard.w_true)})" if shard.w_true is not None else ""
+        true_w = f"  (true {listed(shard.w_true)})" if shard.w_true is not None else ""
         true_b = f"  (true {shard.b_true:.6g})" if shard.b_true is not None else ""
         return [
             "Summary:",
-            f"  w: {vec(result.params[:-1])}{true_w}",
-            f"  b: {result.params[-1]:.6g}{true_b}",
+            f"  w: {listed(vec(result.params[:-1]))}{true_w}",
+            f"  b: {result.params[-1, 0]:.6g}{true_b}",
             f"  final loss: {result.loss:.6g} ({'weighted ' * shard.weighted}"
             f"{loss_name(self.family)}{', Σ w x loss / rows,' * shard.weighted} over all "
             f"{shard.num_samples}{' training' * bool(shard.num_validation)} samples)",

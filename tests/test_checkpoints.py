@@ -61,7 +61,8 @@ def test_divergence_stops_every_rank_at_the_step_with_a_clear_message(tmp_path, 
     newest = _checkpoints(ckpt)[-1]
     assert newest.name == f"ckpt-{step - 1:010d}.npz"
     with np.load(newest) as z:
-        theta = z["params"].astype(np.float32)
+        assert z["params"].shape == (4, 1)  # the coefficients' matrix: one column
+        theta = z["params"][:, 0].astype(np.float32)
     shard0, shard1 = shards(X, y, 2, 10)
     with np.errstate(all="ignore"):
         grads = [gradient(theta, *batch(*s, step - 1, 10)) for s in (shard0, shard1)]
@@ -186,6 +187,28 @@ def test_a_checkpoint_that_does_not_record_its_rows_in_batches_loads_with_a_warn
         "wrote it); this run's use the first 1000: the result may differ from an uninterrupted "
         "run"
     ) in err
+
+
+def test_a_checkpoint_of_w_and_b_as_a_vector_resumes_as_an_uninterrupted_run(tmp_path):
+    """Checkpoints hold the coefficients' (F + 1) x 1 matrix; one an earlier version wrote holds
+    [w..., b] as a vector, and resumes to the same bytes."""
+    ckpt, out = tmp_path / "ckpt", [tmp_path / f"{name}.json" for name in ("straight", "resumed")]
+    assert main(["--num_steps", "30", "--metrics_json", str(out[0])]) == 0
+    assert main(["--num_steps", "20", "--checkpoint_dir", str(ckpt)]) == 0
+    path = _checkpoints(ckpt)[-1]
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    assert arrays["params"].shape == (2, 1)  # the seed's one feature: [w, b] as a column
+    header = json.loads(str(arrays["header"]))
+    header["initial_params"] = np.ravel(header["initial_params"]).tolist()
+    vector = arrays["params"][:, 0]
+    np.savez(path, **{**arrays, "params": vector, "header": json.dumps(header)})
+    resume = ["--num_steps", "30", "--checkpoint_dir", str(ckpt), "--metrics_json", str(out[1])]
+    assert main(resume) == 0
+    straight, resumed = (read_metrics(p) for p in out)
+    assert resumed["first_step"] == 20
+    np.testing.assert_array_equal(params_of(resumed), params_of(straight))
+    assert resumed["initial_w"] == straight["initial_w"]
 
 
 @pytest.mark.parametrize("optimizer", ["momentum", "adam"])

@@ -39,18 +39,20 @@ def test_a_ridge_by_coefficient_is_the_optimum_of_its_objective(counts):
     X, y, w = counts
     penalty = Penalty(np.zeros(3), np.array([0.0, 0.05, 0.4]))
     fit = _fit(counts, penalty, limits=irls.Limits(tol=1e-13))
-    beta, b = fit.params[:-1], fit.params[-1]
+    assert fit.params.shape == (4, 1)  # the coefficients' matrix, one column
+    beta, b = fit.params[:-1, 0], fit.params[-1, 0]
     residual = w * (np.exp(X @ beta + b) - y) / len(y)
     gradient = np.r_[X.T @ residual + penalty.l2 * beta, residual.sum()]
     assert np.abs(gradient).max() < 1e-12
     assert fit.converged and fit.penalty is penalty
     free = _fit(counts, Penalty.ridge(0.0, 3)).params
-    assert abs(fit.params[0] - free[0]) < abs(fit.params[2] - free[2])  # P2 shrinks by its own
+    # P2 shrinks by its own
+    assert abs(fit.params[0, 0] - free[0, 0]) < abs(fit.params[2, 0] - free[2, 0])
 
 
 def test_l2_as_a_penalty_is_fits_l2(counts):
     X, y, w = counts
-    ours = _fit(counts, Penalty.ridge(0.01, 3)).params
+    ours = _fit(counts, Penalty.ridge(0.01, 3)).params[:, 0]
     result = hvd_linreg.fit(X, y, model="poisson", solver="exact", l2=0.01, weights=w)
     np.testing.assert_allclose(ours, result.params, rtol=1e-12, atol=1e-14)
 
@@ -89,7 +91,8 @@ def test_least_squares_takes_a_ridge_by_coefficient():
     A, n = np.c_[X, np.ones(300)], len(y)
     lhs = 2.0 / n * (A.T * w) @ A + np.diag(np.append(penalty.l2, 0.0))
     expected = np.linalg.solve(lhs, 2.0 / n * (A.T * w) @ y)
-    np.testing.assert_allclose(fit.params, expected, rtol=1e-10)
+    assert fit.params.shape == (4, 1)
+    np.testing.assert_allclose(fit.params[:, 0], expected, rtol=1e-10)
     assert fit.objective == pytest.approx(fit.loss + penalty.value(fit.params[:-1]), rel=1e-15)
     with pytest.raises(ValueError, match="no L1 penalty"):
         least_squares.optimum(job, shard, Penalty(np.full(3, 0.1), np.zeros(3)))

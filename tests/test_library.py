@@ -168,7 +168,8 @@ def test_a_saved_fit_is_a_model_predict_reads(tmp_path):
     result = hvd_linreg.fit(X, data["y"], solver="exact")
     result.save(tmp_path / "model")
     model = hvd_linreg.load(tmp_path / "model")
-    np.testing.assert_array_equal(model.theta, result.params)
+    assert model.theta.shape == (4, 1)  # the coefficients' matrix: one column, [w..., b]
+    np.testing.assert_array_equal(model.theta[:, 0], result.params)
     assert model.feature_names == ("x1", "x2", "x3")
     X.to_csv(tmp_path / "new.csv", index=False, float_format="%.17g")
     from hvd_linreg.cli import main

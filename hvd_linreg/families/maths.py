@@ -1,7 +1,7 @@
 """The maths every family and solver shares: the linear predictor, the deviances' x log y and
 log Γ, and the namespace a family's maths is written in (NumPy's functions, or TensorFlow's
-for SGD's loss). A leaf of families/: it imports only NumPy and the rows' record (and
-tf_maths.py where handed a tensor)."""
+for SGD's loss). A leaf of families/: it imports only NumPy, the coefficients' layout and the
+rows' record (and tf_maths.py where handed a tensor)."""
 
 from __future__ import annotations
 
@@ -10,25 +10,33 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from hvd_linreg.coefficients import matrix, predictors
 from hvd_linreg.data.rows import Rows
 
 
 def linear_predictor(theta: np.ndarray, X: np.ndarray) -> np.ndarray:
     """η = x·w + b in float64, summed term by term: a BLAS product's order of summation depends
-    on how many rows it is given, and a row's value must not depend on the rank count."""
-    out = np.full(len(X), theta[-1], np.float64)
-    for j, w_j in enumerate(theta[:-1]):
-        out += X[:, j] * w_j
-    return out
+    on how many rows it is given, and a row's value must not depend on the rank count. theta:
+    the coefficients (coefficients.py), η a value per row (K′ = 1) or a row of K′ per row."""
+    B = matrix(theta)
+    out = np.empty((len(X), B.shape[1]), np.float64)
+    out[:] = B[-1]
+    for j, w_j in enumerate(B[:-1]):
+        out += X[:, j, None] * w_j
+    return predictors(B, out)
 
 
 def predictor(theta: np.ndarray, rows: Rows) -> np.ndarray:
     """The rows' η = x·w + b + offset in float64, for the passes of the solvers and the scores:
     by BLAS's product, many times faster than linear_predictor's columns one by one, its
     rounding free to differ in the last bit with the rows a rank holds (predict's values
-    come from linear_predictor, the same bytes at any rank count)."""
-    eta = np.asarray(rows.X, np.float64) @ theta[:-1] + theta[-1]
-    return eta if rows.offset is None else eta + rows.offset
+    come from linear_predictor, the same bytes at any rank count). A model of classes adds
+    the offset to every column."""
+    B = matrix(theta)
+    eta = predictors(B, np.asarray(rows.X, np.float64) @ B[:-1] + B[-1])
+    if rows.offset is None:
+        return eta
+    return eta + (rows.offset if eta.ndim == 1 else rows.offset[:, None])
 
 
 def xlogy(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -58,13 +58,13 @@ class Model(tf.Module):
         return loss
 
     def numpy_params(self) -> np.ndarray:
-        """[w..., b] in float64; (F + 1) x (K - 1) for a model of classes."""
+        """The coefficients (coefficients.py) in float64: (F + 1) x 1, or (F + 1) x (K - 1) for
+        a model of classes."""
         return self.stored().astype(np.float64)
 
     def stored(self) -> np.ndarray:
-        """The variable's values in its own dtype, in numpy_params' shape."""
-        values = self.params.numpy()
-        return values.reshape(-1) if self.columns == 1 else values
+        """The variable's values in its own dtype, (F + 1) x K′."""
+        return self.params.numpy()
 
 
 def save_serving(directory: Path, model: Model, output: str) -> None:

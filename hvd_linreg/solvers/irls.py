@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from hvd_linreg.coefficients import matrix
 from hvd_linreg.data.passes import block_rows, summed
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
@@ -64,7 +65,7 @@ class Fit:
     STATISTICS = "likelihood"  # its statistics' module (statistics.describe)
     dependent = ()  # a singular design ends IRLS with an error instead
 
-    params: np.ndarray  # [w..., b]
+    params: np.ndarray  # (F + 1) x 1 (coefficients.py): a column [w..., b]
     loss: float  # the mean loss there
     objective: float  # loss + penalty
     penalty: Penalty
@@ -132,10 +133,10 @@ def optimum(
     start=None,
     inner: InnerSolve = ridge_step,
 ) -> Fit:
-    """IRLS from start ([w..., b]; by default the intercept-only model, without an intercept
-    η = 0), each step solved by inner; a UsageError where the fit has no finite optimum (the
-    family says why) or the design is singular. A fit that reaches limits.iterations
-    unconverged is its last iterate's, converged False."""
+    """IRLS from start ((F + 1) x 1, or [w..., b]; by default the intercept-only model,
+    without an intercept η = 0), each step solved by inner; a UsageError where the fit has no
+    finite optimum (the family says why) or the design is singular. A fit that reaches
+    limits.iterations unconverged is its last iterate's, converged False."""
     if penalty.l1.any() and inner is ridge_step:
         raise ValueError("an L1 penalty needs an inner solver other than least squares")
     # A step may leave the family's domain for some rows: the passes count those and the step
@@ -213,7 +214,8 @@ def _start(job: Job, shard, family: Family, intercept: bool, start):
     y_sum, weight, rows, in_target = _target_sums(job, shard, family)
     y_mean = y_sum / weight if weight else 0.0
     if start is not None:
-        theta = given_start(start, (F + 1,), f"[w..., b], {F + 1} numbers for {_features(F)}")
+        shape = f"[w..., b], {F + 1} numbers for {_features(F)}"  # or as a column
+        theta = given_start(start, (F + 1, 1), shape)[:, 0]
         if not intercept:
             theta[-1] = 0.0  # b is held at 0
         return theta, rows, in_target, y_mean
@@ -255,7 +257,7 @@ def _fit(
     if profiled is not None:
         more[0] = profiled
     return Fit(
-        params=theta,
+        params=matrix(theta),
         loss=sums["loss"] / rows if rows else math.nan,
         objective=value,
         penalty=penalty,

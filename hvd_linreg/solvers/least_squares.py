@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from hvd_linreg.coefficients import matrix
 from hvd_linreg.data import Shard
 from hvd_linreg.data.passes import FACTOR_BLOCK_BYTES, block_rows
 from hvd_linreg.ranks import Job
@@ -228,7 +229,7 @@ class Optimum:
     converged = True  # one factorisation: nothing to stop early
     iterations = 1  # one pass (the QR's)
 
-    params: np.ndarray  # [w..., b]
+    params: np.ndarray  # (F + 1) x 1 (coefficients.py): a column [w..., b]
     loss: float  # mean squared error over all rows at params (weighted: Σ w r² / rows)
     factor: Factor
     penalty: Penalty  # what it was solved with: a ridge (no L1) or none
@@ -277,4 +278,4 @@ def optimum(
         gradient = residual_gradient(job, shard, factor, solution.params[:-1])
         solution = refine(factor, solution, gradient, ridge)
     loss = factor.rss(solution.params[:-1]) / factor.count
-    return Optimum(solution.params, loss, factor, penalty, solution.dependent)
+    return Optimum(matrix(solution.params), loss, factor, penalty, solution.dependent)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hvd_linreg.coefficients import matrix
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
 from hvd_linreg.families.gaussian import Gaussian
@@ -77,7 +78,7 @@ class PathFit:
     converged = True  # a strength that does not converge ends the run
     dependent = ()
 
-    params: np.ndarray  # the chosen model's [w..., b]
+    params: np.ndarray  # the chosen model's, (F + 1) x 1 (coefficients.py)
     loss: float  # the family's mean loss there, as an unpenalized fit reports it
     objective: float  # the penalized objective there
     index: int  # the chosen strength's place on the path
@@ -178,7 +179,7 @@ class _Path:
         else:
             loss = mean_loss(self.job, self.shard, self.family, theta)
         return PathFit(
-            params=theta,
+            params=matrix(theta),
             loss=loss,
             objective=dev / (2 * whole.weight) + penalty.value(theta[:-1]),
             index=index,

@@ -42,8 +42,9 @@ class Penalty:
         return bool(self.l1.any() or self.l2.any())
 
     def value(self, beta: np.ndarray) -> float:
-        """The penalty at the coefficients β (no intercept)."""
-        return float(self.l1 @ np.abs(beta) + 0.5 * (self.l2 @ (beta * beta)))
+        """The penalty at the coefficients β (no intercept): a vector, or F x K′ with each
+        column penalized alike."""
+        return float(np.sum(self.l1 @ np.abs(beta)) + 0.5 * np.sum(self.l2 @ (beta * beta)))
 
     def scaled(self, factor: float) -> Penalty:
         """The penalty times factor: the objective times Σw is the sums' own scale."""

@@ -1,6 +1,6 @@
 """A fit's given starting point (warm start: fit()'s start=, the estimators' warm_start), as the
-solvers take it: finite numbers of the coefficients' shape, [w..., b] for one linear predictor,
-(F + 1) x (K - 1) for a model of K classes."""
+solvers take it: finite numbers of the coefficients' shape (coefficients.py), (F + 1) x 1 or
+its column [w..., b] for one linear predictor, (F + 1) x (K - 1) for a model of K classes."""
 
 from __future__ import annotations
 
@@ -16,8 +16,11 @@ def given_start(start, shape: tuple[int, ...], what: str) -> np.ndarray:
         theta = np.array(start, dtype=np.float64)
     except (TypeError, ValueError):
         raise UsageError(f"start= must be numbers, {what}") from None
+    given = theta.shape
+    if theta.ndim == 1 and shape[1:] == (1,):  # [w..., b]: a matrix's one column
+        theta = theta[:, None]
     if theta.shape != shape:
-        raise UsageError(f"start= must be {what}, got shape {theta.shape}")
+        raise UsageError(f"start= must be {what}, got shape {given}")
     if not np.isfinite(theta).all():
         raise UsageError("start= must be finite numbers")
     return theta

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hvd_linreg.coefficients import vec
 from hvd_linreg.solvers.least_squares import Optimum, design_rank
 from hvd_linreg.statistics.table import (
     NO_INTERCEPT,
@@ -92,7 +93,7 @@ class Statistics:
 def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> Statistics:
     """The statistics of the exact optimum, from its R factor and its loss; each w is named by
     its column where the data names them, else w[j]."""
-    factor, params = optimum.factor, optimum.params
+    factor, params = optimum.factor, vec(optimum.params)
     # k: the features and the bias, where the model has one (without: R² uncentred, b 0)
     n, k = factor.count, len(params) - (not factor.centred)
     rss, rmse = optimum.loss * n, float(np.sqrt(optimum.loss))
@@ -211,7 +212,7 @@ def _f_test(optimum: Optimum, rss: float, dof: int, undefined: dict) -> dict:
     coefficients), as statsmodels; p from F(r, dof) (cluster: dof G - 1)."""
     from scipy.special import fdtrc
 
-    w, factor = optimum.params[:-1], optimum.factor
+    w, factor = vec(optimum.params[:-1]), optimum.factor
     F = len(w) - factor.implicit_constant  # the constant, implicit in the columns, not tested
     if factor.implicit_constant and optimum.robust is not None:
         undefined["f_value"] = undefined["f_p"] = (

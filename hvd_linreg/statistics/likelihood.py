@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hvd_linreg.coefficients import vec
 from hvd_linreg.solvers.irls import Fit
 from hvd_linreg.statistics.table import (
     NO_INTERCEPT,
@@ -102,7 +103,7 @@ class Statistics:
 def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statistics:
     """The statistics of the IRLS optimum; each w is named by its column where the data names
     them, else w[j]."""
-    n, k, params = fit.count, len(fit.params) - (not fit.factor.centred), fit.params
+    n, k, params = fit.count, len(fit.params) - (not fit.factor.centred), vec(fit.params)
     names = [*(feature_names or (f"w[{j}]" for j in range(len(params) - 1))), "b"]
     undefined: dict[str, str] = {} if fit.factor.centred else {"b": NO_INTERCEPT}
     ll, null = fit.log_likelihood, fit.null_log_likelihood

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hvd_linreg.coefficients import vec
 from hvd_linreg.solvers.path import PathFit
 
 NO_ERRORS = (
@@ -33,7 +34,7 @@ class PathStatistics:
             **chosen_json(fit),
             "coefficients": [
                 {"name": name, "estimate": float(value)}
-                for name, value in zip(self.names, fit.params)
+                for name, value in zip(self.names, vec(fit.params))
             ],
             "undefined": {"std_error": NO_ERRORS},
         }
@@ -64,7 +65,7 @@ class PathStatistics:
         lines += [
             f"  chosen: alpha {fit.alpha:.6g}, {self.chosen}",
             f"  {'coefficient':<{width}}{'estimate':>14}",
-            *(f"  {name:<{width}}{value:>14.6g}" for name, value in zip(self.names, fit.params)),
+            *(f"  {name:<{width}}{v:>14.6g}" for name, v in zip(self.names, vec(fit.params))),
             f"  {NO_ERRORS}",
         ]
         return lines

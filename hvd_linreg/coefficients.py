@@ -33,3 +33,24 @@ def predictors(B: np.ndarray, eta: np.ndarray) -> np.ndarray:
     """η, rows x K′, as the family takes it: a value per row for one linear predictor (K′ = 1),
     else a row of K′ per row."""
     return eta[:, 0] if B.shape[1] == 1 else eta
+
+
+def stored(B: np.ndarray) -> tuple[list, float | list]:
+    """w and b as a model file and the metrics JSON keep them: for one column a list of F
+    numbers and a number; else a list of F numbers per class but the first, and a list of
+    their intercepts."""
+    B = matrix(B)
+    if B.shape[1] == 1:
+        return B[:-1, 0].tolist(), float(B[-1, 0])
+    return B[:-1].T.tolist(), B[-1].tolist()
+
+
+def from_stored(w, b, classes: bool = False) -> np.ndarray:
+    """stored()'s inverse: the (F + 1) x K′ matrix of a file's w and b (classes: a model of
+    classes'); ValueError where they are not numbers of those shapes."""
+    if classes:
+        return np.vstack([np.array(w, np.float64).T, np.array(b, np.float64)])
+    theta = np.array([*w, b], np.float64)
+    if theta.ndim != 1:
+        raise ValueError("w is not a list of numbers")
+    return matrix(theta)

@@ -15,7 +15,7 @@ import numpy as np
 
 from hvd_linreg import __version__
 from hvd_linreg.atomic import atomic_directory
-from hvd_linreg.coefficients import matrix
+from hvd_linreg.coefficients import from_stored, matrix, stored
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
@@ -93,8 +93,9 @@ def save(
     """Rank 0 writes the model (theta: its coefficients, coefficients.py) to --export, whole or
     not at all (atomic_directory). The file keeps one predictor's as w and b, a list and a
     number."""
-    check_target(cfg.export)
-    theta = matrix(theta)  # again: something may have appeared there while training ran
+    check_target(cfg.export)  # again: something may have appeared there while training ran
+    theta = matrix(theta)
+    w, b = stored(theta)
     metadata = {
         "format": FORMAT,
         "model": family.NAME,
@@ -102,8 +103,8 @@ def save(
         "hvd_linreg": __version__,
         "num_features": len(theta) - 1,
         "dtype": shard.dtype,
-        "w": theta[:-1, 0].tolist(),
-        "b": float(theta[-1, 0]),
+        "w": w,
+        "b": b,
         "feature_names": None if shard.feature_names is None else list(shard.feature_names),
         "target_name": shard.target_name,
         "columns": None if shard.columns is None else list(shard.columns),
@@ -192,12 +193,7 @@ def load(path: str) -> ExportedModel:
 def _theta(meta: dict) -> np.ndarray:
     """The coefficients (coefficients.py): (F + 1) x 1 from w and b; a model of classes'
     (F + 1) x (K - 1), from w by class and b."""
-    if meta.get("classes") is not None:
-        return np.vstack([np.array(meta["w"], np.float64).T, np.array(meta["b"], np.float64)])
-    theta = np.array([*meta["w"], meta["b"]], np.float64)
-    if theta.ndim != 1:
-        raise ValueError("w is not a list of numbers")
-    return matrix(theta)
+    return from_stored(meta["w"], meta["b"], classes=meta.get("classes") is not None)
 
 
 def _formula(stored) -> dict | None:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from hvd_linreg import scoring
+from hvd_linreg.coefficients import stored
 from hvd_linreg.data.frames import plain
 from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
 
@@ -323,7 +324,7 @@ class MultinomialResult:
         """The metrics JSON that --metrics_json writes."""
         from hvd_linreg.report import versions
 
-        shard, B = self.shard, self.params
+        shard, (w, b) = self.shard, stored(self.params)
         return {
             "model": "multinomial",
             "solver": self.cfg.solver,
@@ -333,8 +334,8 @@ class MultinomialResult:
             "features": list(self.names[:-1]),
             "classes": [plain(c) for c in self.classes],
             "reference_class": plain(self.classes[0]),
-            "w": B[:-1].T.tolist(),
-            "b": B[-1].tolist(),
+            "w": w,
+            "b": b,
             **self._sgd_json(),
             "statistics": None if self.statistics is None else self.statistics.as_json(),
             **({} if self.path is None else self.statistics.sections()),
@@ -350,10 +351,10 @@ class MultinomialResult:
         """An SGD run's own keys: its start, steps, loss, gap and loss history."""
         if self.sgd is None:
             return {}
-        sgd, start = self.sgd, np.asarray(self.sgd.initial_params)
+        sgd, (w, b) = self.sgd, stored(self.sgd.initial_params)
         return {
-            "initial_w": start[:-1].T.tolist(),
-            "initial_b": start[-1].tolist(),
+            "initial_w": w,
+            "initial_b": b,
             "size": self.size,
             "steps": sgd.steps,
             "first_step": sgd.first_step,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hvd_linreg.coefficients import stored
 from hvd_linreg.data.frames import plain
 from hvd_linreg.data.rows import Rows
 from hvd_linreg.errors import UsageError, agreed
@@ -27,6 +28,7 @@ def save(cfg, result) -> None:
 
     export.check_target(cfg.export)
     shard, B = result.shard, result.params
+    w, b = stored(B)
     metadata = {
         "format": export.FORMAT,
         "model": "multinomial",
@@ -34,8 +36,8 @@ def save(cfg, result) -> None:
         "num_features": B.shape[0] - 1,
         "dtype": shard.dtype,
         "classes": [plain(c) for c in result.classes],
-        "w": B[:-1].T.tolist(),
-        "b": B[-1].tolist(),
+        "w": w,
+        "b": b,
         "feature_names": None if shard.feature_names is None else list(shard.feature_names),
         "target_name": shard.target_name,
         "columns": None if shard.columns is None else list(shard.columns),

@@ -14,7 +14,7 @@ import numpy as np
 
 from hvd_linreg import __version__
 from hvd_linreg.atomic import atomic_write
-from hvd_linreg.coefficients import matrix, vec
+from hvd_linreg.coefficients import stored, vec
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard, global_batch_size
 from hvd_linreg.errors import UsageError
@@ -203,7 +203,8 @@ class Report:
     def metrics(self) -> dict[str, Any]:
         """The metrics JSON: every value a plain number, string, list or null."""
         cfg, shard, result = self.cfg, self.shard, self.result
-        initial = None if result.initial_params is None else matrix(result.initial_params)
+        initial = (None, None) if result.initial_params is None else stored(result.initial_params)
+        w, b = stored(result.params)
         return {
             "size": self.job.size,
             "controller": self.job.controller,
@@ -221,10 +222,10 @@ class Report:
             "dtype": shard.dtype,
             "seed": cfg.seed,
             "data": shard.source,
-            "initial_w": None if initial is None else vec(initial[:-1]).tolist(),
-            "initial_b": None if initial is None else float(initial[-1, 0]),
-            "w": vec(result.params[:-1]).tolist(),
-            "b": float(result.params[-1, 0]),
+            "initial_w": initial[0],
+            "initial_b": initial[1],
+            "w": w,
+            "b": b,
             "w_true": shard.w_true,
             "b_true": shard.b_true,
             "loss": result.loss,

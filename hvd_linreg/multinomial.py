@@ -256,6 +256,23 @@ class MultinomialResult:
         return self.statistics.std_errors
 
     @property
+    def iterations(self) -> int:
+        """Newton's iterations (the elastic net's: its passes over the rows), as fit()'s other
+        results count them; 0 where the exact optimum was not solved."""
+        if self.path is not None:
+            return int(self.path.passes)
+        return 0 if self.statistics is None else int(self.statistics.iterations)
+
+    @property
+    def converged(self) -> bool | None:
+        """Whether Newton's method converged: False where it stopped at max_iter (the fit is
+        its last iterate's); True for the elastic net, whose unconverged strengths are
+        refused; None where the exact optimum was not solved."""
+        if self.path is not None:
+            return True
+        return None if self.statistics is None else bool(self.statistics.converged)
+
+    @property
     def symmetric_params(self) -> np.ndarray:
         """The coefficients in scikit-learn's symmetric form, (F + 1) x K, a column per class:
         each row centred over the classes (the first class's column of B being 0), as

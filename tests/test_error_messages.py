@@ -356,3 +356,50 @@ def test_ranks_passing_fit_or_an_estimator_rows_that_do_not_agree(tmp_path):
         "ValueError: under a launcher, cv is a number of folds (KFold over all the rows)",
     ]
     assert json.loads(out.read_text()) == [expected, expected]  # each on every rank: no hang
+
+
+def test_keep_columns_from_a_file_gone_since_it_was_opened(tmp_path):
+    """predict opens the data first and reads the kept columns after predicting: a file that
+    is gone by then (moved, or its disk unmounted) is a clear error, not a traceback."""
+    from hvd_linreg.errors import UsageError
+    from hvd_linreg.predict import open_data, read_kept
+
+    data = open_data(_csv(tmp_path / "t.csv", TABLE))
+    (tmp_path / "t.csv").unlink()
+    with pytest.raises(UsageError, match=r"cannot read --keep_columns from .*t\.csv: .*No such"):
+        read_kept(data, ["a"], 40)
+
+
+def test_coordinate_descent_that_does_not_settle(monkeypatch):
+    """The sweeps' limit (10,000 in use) reached: the message says what to change. Two sweeps
+    cannot settle a nearly collinear pair at a weak penalty."""
+    from hvd_linreg.errors import UsageError
+    from hvd_linreg.solvers import coordinate_descent
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=200)
+    X = np.c_[x, x + 1e-3 * rng.normal(size=200), rng.normal(size=200)]
+    y = X @ [1.0, 1.0, 0.5] + rng.normal(size=200)
+    monkeypatch.setattr(coordinate_descent, "MAX_SWEEPS", 2)
+    with pytest.raises(UsageError, match="coordinate descent did not settle in 2 sweeps: the "):
+        hvd_linreg.fit(X, y, solver="exact", alpha=1e-4, l1_ratio=0.5)
+
+
+def test_newton_for_classes_that_does_not_converge(monkeypatch):
+    """Without --max_iter, Newton's method for K classes that runs out of iterations (100 in
+    use) names the classes' separation as the likely cause."""
+    from hvd_linreg.errors import UsageError
+    from hvd_linreg.solvers import multinomial
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(300, 2))
+    y = np.array(["a", "b", "c"])[np.argmax(X @ [[1.0, -1.0, 0.2], [0.5, 0.3, -1.0]], axis=1)]
+    y[:30] = rng.choice(["a", "b", "c"], 30)  # not separated: a finite optimum, 7 iterations
+    monkeypatch.setattr(multinomial, "MAX_ITERATIONS", 1)
+    with pytest.raises(UsageError, match="Newton's method did not converge in 1 iterations: "):
+        hvd_linreg.fit(X, y, model="multinomial", solver="exact")
+    monkeypatch.undo()
+    result = hvd_linreg.fit(X, y, model="multinomial", solver="exact")
+    assert result.iterations > 1 and result.converged is True
+    limited = hvd_linreg.fit(X, y, model="multinomial", solver="exact", max_iter=1)
+    assert limited.iterations == 1 and limited.converged is False

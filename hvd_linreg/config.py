@@ -210,6 +210,13 @@ class Config:
         "N",
         check=optional(positive_int),
     )
+    start: str | None = setting(
+        None,
+        "an exported model (--export, fit().save) to start --solver exact's IRLS or Newton's "
+        "method from, instead of the intercept-only model: the same optimum in fewer "
+        "iterations. Its link, features (and classes) must be this run's; rank 0 reads it",
+        "MODEL",
+    )
     no_intercept: bool = setting(
         False,
         "fit the model without an intercept (b = 0), as R's y ~ x - 1; its statistics are "

@@ -170,7 +170,17 @@ def check_penalty(cfg: Any) -> None:
 
 
 def check_iterations(cfg: Any) -> None:
-    """--tol and --max_iter stop the exact solver's iterations: SGD runs --num_steps."""
+    """--tol and --max_iter stop the exact solver's iterations, --start is where they begin:
+    SGD runs --num_steps from its seed's draw, the elastic net's path from its null model."""
+    if cfg.start is not None and (cfg.solver != "exact" or cfg.penalized):
+        raise UsageError(
+            "--start is where --solver exact's IRLS or Newton's method begins: "
+            + (
+                "the elastic net's path starts from its largest strength's null model"
+                if cfg.penalized
+                else "SGD starts from its seed's draw, or resumes from --checkpoint_dir"
+            )
+        )
     if cfg.solver != "exact":
         for flag, value in (("--tol", cfg.tol), ("--max_iter", cfg.max_iter)):
             if value is not None:

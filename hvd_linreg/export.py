@@ -145,16 +145,17 @@ def _save_model(family, directory: Path, theta: np.ndarray, dtype: str) -> None:
     )
 
 
-def load(path: str) -> ExportedModel:
-    """The model at --model path; UsageError when it is not one hvd_linreg exported."""
+def load(path: str, flag: str = "--model") -> ExportedModel:
+    """The model at path (flag: the option that named it, for the messages); UsageError when it
+    is not one hvd_linreg exported."""
     p = Path(path)
     if not p.exists():
-        raise UsageError(f"--model {path} does not exist")
+        raise UsageError(f"{flag} {path} does not exist")
     if not p.is_dir():
-        raise UsageError(f"--model {path} is not a directory; hvd-linreg --export writes one")
+        raise UsageError(f"{flag} {path} is not a directory; hvd-linreg --export writes one")
     if not (p / METADATA).is_file() or not (p / "saved_model.pb").is_file():
         raise UsageError(
-            f"--model {path} is not a model hvd-linreg exported (it has no saved_model.pb and "
+            f"{flag} {path} is not a model hvd-linreg exported (it has no saved_model.pb and "
             f"{METADATA}); write one with hvd-linreg --export {path}"
         )
     try:
@@ -185,9 +186,54 @@ def load(path: str) -> ExportedModel:
             meta.get("classes"),
         )
     except KeyError as e:
-        raise UsageError(f"cannot read --model {path}'s metadata ({METADATA}): no {e}") from None
+        raise UsageError(f"cannot read {flag} {path}'s metadata ({METADATA}): no {e}") from None
     except (OSError, ValueError, TypeError, AttributeError) as e:
-        raise UsageError(f"cannot read --model {path}'s metadata ({METADATA}): {e}") from None
+        raise UsageError(f"cannot read {flag} {path}'s metadata ({METADATA}): {e}") from None
+
+
+def read_start(path: str, family) -> ExportedModel:
+    """--start's model, for a run of family: one hvd_linreg exported, a model of classes where
+    the run's is one, else of the run's link (its coefficients are on the link's scale: the
+    family and its parameter may differ, a start is only a start)."""
+    from hvd_linreg.families import get
+
+    model = load(path, "--start")
+    if (model.classes is not None) != (family.SOLVER == "multinomial"):
+        theirs = "a model of classes" if model.classes is not None else "a model of one mean"
+        raise UsageError(
+            f"--start {path} is {theirs} (--model {model.family}), this run's --model "
+            f"{family.NAME} is not: start from a model of the same kind"
+        )
+    link = model.link or get(model.family).link.name
+    if model.classes is None and link != family.link.name:
+        raise UsageError(
+            f"--start {path} has the {link} link, this run the {family.link.name} link: a "
+            "start's coefficients are on its link's scale"
+        )
+    return model
+
+
+def start_for(model: ExportedModel, shard: Shard, classes: list | None = None) -> np.ndarray:
+    """The coefficients --start's model gives the run of these rows (and classes): its
+    features, and classes, must be the run's, in the same order."""
+    where = f"--start {model.path}"
+    if model.num_features != shard.num_features:
+        raise UsageError(
+            f"{where} has {model.num_features} features, this run's data "
+            f"{shard.num_features}: a start's coefficients are of the run's features"
+        )
+    mine, theirs = shard.feature_names, model.feature_names
+    if mine is not None and theirs is not None and tuple(mine) != tuple(theirs):
+        raise UsageError(
+            f"{where}'s features are {', '.join(theirs)}; this run's are {', '.join(mine)}: a "
+            "start's coefficients are of the same features, in the same order"
+        )
+    if classes is not None and [str(c) for c in model.classes] != [str(c) for c in classes]:
+        raise UsageError(
+            f"{where}'s classes are {', '.join(map(str, model.classes))}; this run's are "
+            f"{', '.join(map(str, classes))}: a start's columns are of the same classes"
+        )
+    return model.theta
 
 
 def _theta(meta: dict) -> np.ndarray:

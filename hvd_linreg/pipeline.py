@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from hvd_linreg import checkpoint, export, families, ranks, scoring, solvers
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard, load_shard, targets
-from hvd_linreg.errors import ConvergenceWarning, UsageError
+from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
 from hvd_linreg.hosts import keepalive_warning
 from hvd_linreg.plot import save_plot
 from hvd_linreg.ranks import Job
@@ -34,14 +34,22 @@ def run(cfg: Config) -> int:
     job = ranks.init(verbose=cfg.verbose, horovod=needs_horovod(cfg))
     cfg = with_formula(cfg)
     family = family_for(cfg)
+    model = start_model(cfg, family, job)
     if family.SOLVER == "multinomial":  # K classes: its own recipe
         from hvd_linreg import multinomial
         from hvd_linreg.data import classes
 
-        multinomial.run(cfg, job, family, lambda: classes.file_shard(cfg, job))
+        def load():
+            shard, labels = classes.file_shard(cfg, job)
+            if model is not None:  # the same on every rank: the model, names and classes are
+                export.start_for(model, shard, labels)
+            return shard, labels
+
+        multinomial.run(cfg, job, family, load, None if model is None else model.theta)
         return 0
     shard, ckpt_dir = prepare(cfg, family, job)
-    result, optimum = fit(cfg, family, job, shard, ckpt_dir)
+    start = None if model is None else export.start_for(model, shard)
+    result, optimum = fit(cfg, family, job, shard, ckpt_dir, start)
     finish(cfg, family, job, shard, result, optimum)
     return 0
 
@@ -53,6 +61,23 @@ def with_formula(cfg: Config) -> Config:
     from hvd_linreg.data import formulas
 
     return formulas.settings(cfg, cfg.formula, formulas.has_intercept(cfg.formula))
+
+
+def start_model(cfg: Config, family, job: Job):
+    """--start's model (None without it), read by rank 0 before any row, as --export's is
+    written, and handed to every rank: its file needs to be on rank 0's host alone."""
+    if cfg.start is None:
+        return None
+    if family.SOLVER == "least_squares":
+        raise UsageError(
+            "--start is where IRLS or Newton's method begins: --model linear's least squares "
+            "is one factorisation, with nothing to start"
+        )
+
+    def read():
+        return export.read_start(cfg.start, family) if job.is_root else None
+
+    return job.broadcast(agreed(job, read))
 
 
 def family_for(cfg: Config):
@@ -107,7 +132,7 @@ def announce(cfg: Config, family, job: Job, shard: Shard) -> None:
 
 def fit(cfg: Config, family, job: Job, shard: Shard, ckpt_dir: Path | None, start=None):
     """Announce the run, then fit: (TrainingResult, the exact optimum or None); start: IRLS's
-    first [w..., b] (fit()'s start=)."""
+    first coefficients (fit()'s start=, --start's model's)."""
     announce(cfg, family, job, shard)
     if cfg.solver == "exact":
         return solve(cfg, family, job, shard, start)

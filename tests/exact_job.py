@@ -31,7 +31,7 @@ def main(directory: str, out: str) -> None:
         shard = load_shard(config, job.rank, job.size, job)
         optimum = least_squares.optimum(job, shard, intercept=intercept)
         fits[path.stem] = {
-            "params": optimum.params.tolist(),
+            "params": optimum.params[:, 0].tolist(),  # the matrix's one column, [w..., b]
             "std_errors": [c.std_error for c in describe(optimum).coefficients],
             "dependent": list(optimum.dependent),
         }

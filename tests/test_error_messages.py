@@ -403,3 +403,22 @@ def test_newton_for_classes_that_does_not_converge(monkeypatch):
     assert result.iterations > 1 and result.converged is True
     limited = hvd_linreg.fit(X, y, model="multinomial", solver="exact", max_iter=1)
     assert limited.iterations == 1 and limited.converged is False
+
+
+def test_a_singular_hessian_says_why_by_the_rows_it_saturated():
+    """IRLS ends on a singular design with the family's words: for logistic regression with
+    saturated rows, their count and the separation they mark; else the collinear features.
+    No fit was found that reaches the first (the steps saturate rows for 100 iterations before
+    their weights leave a singular design), so the family's words are checked directly."""
+    from hvd_linreg.families import get
+
+    logistic = get("logistic")
+    counts = {"misclassified": 2.0, "saturated": 19.0, "rows": 28}
+    assert logistic.singular(counts, penalized=False) == (
+        "the Hessian became singular: 19 of 28 rows have fitted probabilities of 0 or 1 while "
+        "the coefficients keep growing: the classes are (quasi-)separated, and the likelihood "
+        "has no finite maximum. Drop the feature(s) that separate them, or fit with --l2 > 0"
+    )
+    collinear = "the Hessian of the log-loss is singular: features are collinear or constant"
+    assert logistic.singular(counts, penalized=True).startswith(collinear)
+    assert logistic.singular({**counts, "saturated": 0.0}, penalized=False).startswith(collinear)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hvd_linreg.coefficients import unvec, vec
 from hvd_linreg.data.passes import block_rows, summed
 from hvd_linreg.errors import UsageError
 from hvd_linreg.solvers.start import given_start
@@ -154,7 +155,7 @@ def _fit(best, null, weight, rows, class_weights, converged=True) -> Multinomial
 
 def _newton_step(information: np.ndarray, gradient: np.ndarray, K: int) -> np.ndarray:
     """I⁻¹ g as B's shape, by Cholesky on the information scaled to unit diagonal."""
-    g = gradient.T.ravel()
+    g = vec(gradient)  # class-major, as the information is
     d = np.sqrt(np.diag(information))
     if not (d > 0).all():
         raise UsageError(_singular())
@@ -163,7 +164,7 @@ def _newton_step(information: np.ndarray, gradient: np.ndarray, K: int) -> np.nd
     except np.linalg.LinAlgError:
         raise UsageError(_singular()) from None
     step = np.linalg.solve(factor.T, np.linalg.solve(factor, g / d)) / d
-    return step.reshape(K - 1, -1).T
+    return unvec(step, K - 1)
 
 
 def _singular() -> str:

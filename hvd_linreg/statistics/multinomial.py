@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hvd_linreg.coefficients import unvec
 from hvd_linreg.data.frames import plain
 from hvd_linreg.data.passes import summed
 from hvd_linreg.solvers.multinomial import MultinomialFit, log_probabilities
@@ -108,7 +109,7 @@ def describe(
     cluster, else the inverse information's."""
     F1, K1 = fit.params.shape
     covariance = np.linalg.inv(fit.information) if robust is None else robust[0]
-    std_errors = np.sqrt(np.diag(covariance)).reshape(K1, F1).T
+    std_errors = unvec(np.sqrt(np.diag(covariance)), K1)
     k = F1 * K1
     aic = -2.0 * fit.log_likelihood + 2.0 * k
     bic = -2.0 * fit.log_likelihood + k * np.log(fit.weight)

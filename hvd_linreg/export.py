@@ -15,7 +15,7 @@ import numpy as np
 
 from hvd_linreg import __version__
 from hvd_linreg.atomic import atomic_directory
-from hvd_linreg.coefficients import from_stored, matrix, stored
+from hvd_linreg.coefficients import from_stored, stored
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
@@ -94,7 +94,6 @@ def save(
     not at all (atomic_directory). The file keeps one predictor's as w and b, a list and a
     number."""
     check_target(cfg.export)  # again: something may have appeared there while training ran
-    theta = matrix(theta)
     w, b = stored(theta)
     metadata = {
         "format": FORMAT,
@@ -213,9 +212,9 @@ def read_start(path: str, family) -> ExportedModel:
     return model
 
 
-def start_for(model: ExportedModel, shard: Shard, classes: list | None = None) -> np.ndarray:
-    """The coefficients --start's model gives the run of these rows (and classes): its
-    features, and classes, must be the run's, in the same order."""
+def check_start(model: ExportedModel, shard: Shard, classes: list | None = None) -> None:
+    """Refuse --start's model for the run of these rows (and classes) unless its features,
+    and classes, are the run's, in the same order."""
     where = f"--start {model.path}"
     if model.num_features != shard.num_features:
         raise UsageError(
@@ -233,7 +232,6 @@ def start_for(model: ExportedModel, shard: Shard, classes: list | None = None) -
             f"{where}'s classes are {', '.join(map(str, model.classes))}; this run's are "
             f"{', '.join(map(str, classes))}: a start's columns are of the same classes"
         )
-    return model.theta
 
 
 def _theta(meta: dict) -> np.ndarray:

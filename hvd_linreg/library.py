@@ -196,9 +196,9 @@ def _start(job, cfg: Config, start):
     if start is None:
         return None
     from hvd_linreg import families
+    from hvd_linreg.solvers.start import iterates
 
-    iterative = families.for_config(cfg).SOLVER in ("irls", "multinomial")
-    if cfg.solver != "exact" or not iterative or cfg.penalized:
+    if cfg.solver != "exact" or not iterates(families.for_config(cfg)) or cfg.penalized:
         raise UsageError(
             "start= is where IRLS or Newton's method begins: it needs solver='exact' and a "
             "model they fit (every model but linear), without the elastic net's alpha= or cv="

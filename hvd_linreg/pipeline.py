@@ -24,6 +24,7 @@ from hvd_linreg.report import Report, TrainingResult, check_writable, header_lin
 from hvd_linreg.solvers import irls, path
 from hvd_linreg.solvers.path_settings import settings_for
 from hvd_linreg.solvers.penalty import Penalty
+from hvd_linreg.solvers.start import iterates
 
 if TYPE_CHECKING:
     from hvd_linreg.trainer import Trainer
@@ -41,14 +42,16 @@ def run(cfg: Config) -> int:
 
         def load():
             shard, labels = classes.file_shard(cfg, job)
-            if model is not None:  # the same on every rank: the model, names and classes are
-                export.start_for(model, shard, labels)
+            if model is not None:  # every rank has the same model, names and classes
+                export.check_start(model, shard, labels)
             return shard, labels
 
         multinomial.run(cfg, job, family, load, None if model is None else model.theta)
         return 0
     shard, ckpt_dir = prepare(cfg, family, job)
-    start = None if model is None else export.start_for(model, shard)
+    if model is not None:
+        export.check_start(model, shard)
+    start = None if model is None else model.theta
     result, optimum = fit(cfg, family, job, shard, ckpt_dir, start)
     finish(cfg, family, job, shard, result, optimum)
     return 0
@@ -68,7 +71,7 @@ def start_model(cfg: Config, family, job: Job):
     written, and handed to every rank: its file needs to be on rank 0's host alone."""
     if cfg.start is None:
         return None
-    if family.SOLVER == "least_squares":
+    if not iterates(family):
         raise UsageError(
             "--start is where IRLS or Newton's method begins: --model linear's least squares "
             "is one factorisation, with nothing to start"

@@ -214,8 +214,8 @@ def _start(job: Job, shard, family: Family, intercept: bool, start):
     y_sum, weight, rows, in_target = _target_sums(job, shard, family)
     y_mean = y_sum / weight if weight else 0.0
     if start is not None:
-        shape = f"[w..., b], {F + 1} numbers for {_features(F)}"  # or as a column
-        theta = given_start(start, (F + 1, 1), shape)[:, 0]
+        what = f"[w..., b], {F + 1} numbers for {_features(F)}"  # or as a column
+        theta = given_start(start, (F + 1, 1), what)[:, 0]
         if not intercept:
             theta[-1] = 0.0  # b is held at 0
         return theta, rows, in_target, y_mean

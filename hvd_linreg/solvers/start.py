@@ -8,6 +8,14 @@ import numpy as np
 
 from hvd_linreg.errors import UsageError
 
+# The exact solvers that iterate, and so begin somewhere: least squares is one factorisation
+ITERATIVE = ("irls", "multinomial")
+
+
+def iterates(family) -> bool:
+    """Whether the family's exact solver iterates: a start is where it begins."""
+    return family.SOLVER in ITERATIVE
+
 
 def given_start(start, shape: tuple[int, ...], what: str) -> np.ndarray:
     """start as float64 of this shape (what: how the shape is said, "[w..., b], 4 numbers for

@@ -53,7 +53,7 @@ version_of() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/de
 no_stack() {
   die "$1
        The stack here (TensorFlow $(sed -n 's/^tensorflow-cpu==//p' "$stack_file")) is for Python $supported.
-       Python 3.14 needs TensorFlow 2.22, not yet released; Python 3.9 and older are past their
+       Python 3.14 needs TensorFlow 2.22, not yet released; Python 3.10 and older are past their
        end of life. Get a supported one, e.g. 'apt-get install python3' (Debian 12 and 13,
        Ubuntu 22.04 to 25.10), 'uv python install 3.13' or pyenv, then run again with
        PYTHON=/path/to/python3.13."

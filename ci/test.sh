@@ -8,7 +8,7 @@
 # In CI (CI set, as root) the suite runs where users' would: in clean Debian 13 and Debian 12
 # roots (ci/cleanroot.sh runs set-up, `make run` and the tests there with the root's own
 # python3, 3.13 and 3.11). This machine runs what only it can (SLURM, the namespaced hosts) and
-# the multi-process core on Python 3.10 and 3.12. The roots compute while this machine's stage
+# the multi-process core on Python 3.12. The roots compute while this machine's stage
 # mostly waits (stall limits, elastic resets, sbatch), so they run beside it, niced, in a lane of
 # their own whose lines start with "[roots]". Outside CI the suite runs here, and each CI stage
 # can be asked for:
@@ -168,11 +168,11 @@ else
 fi
 
 if $set_up && wanted HVD_LINREG_PYTHONS; then
-  # The supported Pythons that neither this venv nor a clean root covers (those run 3.11 and
-  # 3.13): each gets its own venv on the same stack and runs the multi-process core. Found on
-  # PATH, else where pyenv keeps them (this CI machine has them there; the tool itself never
+  # The supported Python that neither this venv nor a clean root covers (those run 3.11 and
+  # 3.13): it gets its own venv on the same stack and runs the multi-process core. Found on
+  # PATH, else where pyenv keeps it (this CI machine has it there; the tool itself never
   # looks for pyenv).
-  for version in 3.10 3.12; do
+  for version in 3.12; do
     python=
     for candidate in "python$version" "$HOME"/.pyenv/versions/"$version".*/bin/"python$version"; do
       if "$candidate" -c "import sys; assert '%d.%d' % sys.version_info[:2] == '$version'" 2>/dev/null; then

@@ -32,13 +32,14 @@ SCORINGS = (None, "accuracy", "neg_log_loss")
 
 
 class LogisticRegression(ClassifierMixin, _Exact):
-    """Binary logistic regression, as sklearn.linear_model.LogisticRegression: minimises
-    C·Σ sw·logloss + ‖w‖²/2 (penalty="l2"), which is the tool's --model logistic objective
-    times C·n with l2 = 1 / (2·C·n); penalty=None is l2 = 0. penalty="l1" and "elasticnet"
-    (with l1_ratio), scikit-learn's C·Σ sw·logloss + l1_ratio·‖w‖₁ + (1 - l1_ratio)/2·‖w‖², are
-    the elastic net (docs/elastic-net.md) at alpha = 1 / (C·Σsw), unstandardized. The classes
+    """Binary logistic regression, as scikit-learn 1.9's sklearn.linear_model.LogisticRegression:
+    minimises C·Σ sw·logloss + ‖w‖²/2 (l1_ratio=0, the default), which is the tool's --model
+    logistic objective times C·n with l2 = 1 / (2·C·n); C=np.inf is l2 = 0. l1_ratio above 0,
+    scikit-learn's C·Σ sw·logloss + l1_ratio·‖w‖₁ + (1 - l1_ratio)/2·‖w‖², is the elastic net
+    (docs/elastic-net.md) at alpha = 1 / (C·Σsw), unstandardized. penalty= ("l2", "l1",
+    "elasticnet", None), deprecated by scikit-learn 1.8, still names the penalty. The classes
     are the union of every rank's. With K > 2 classes it is the multinomial model (--model
-    multinomial, l2 = 1 / (2·C·Σsw), penalty "l2" or None), coef_ (K x F) and intercept_ (K)
+    multinomial, l2 = 1 / (2·C·Σsw), l1_ratio 0 or C=np.inf), coef_ (K x F) and intercept_ (K)
     in scikit-learn's symmetric form."""
 
     _model = "logistic"
@@ -46,14 +47,14 @@ class LogisticRegression(ClassifierMixin, _Exact):
 
     def __init__(
         self,
-        penalty="l2",
+        penalty="deprecated",
         *,
         C=1.0,
+        l1_ratio=0.0,
         fit_intercept=True,
         tol=None,
         max_iter=100,
         warm_start=False,
-        l1_ratio=None,
     ):
         self.penalty = penalty
         self.C = C
@@ -63,30 +64,41 @@ class LogisticRegression(ClassifierMixin, _Exact):
         self.max_iter = max_iter
         self.warm_start = warm_start
 
+    def _penalty(self) -> str | None:
+        """The penalty as scikit-learn 1.9 reads it: l1_ratio 0 is "l2", 1 is "l1", between
+        them "elasticnet", and C=np.inf none; the deprecated penalty= names it instead."""
+        if self.penalty != "deprecated":
+            return self.penalty
+        if self.C == np.inf:
+            return None
+        return {0: "l2", 1: "l1"}.get(self.l1_ratio, "elasticnet")
+
     def _l2(self, weight_sum, rows):
-        if self.penalty is None:
+        if self._penalty() is None:
             return 0.0
         return 1.0 / (2.0 * self.C * rows)
 
     def _elastic(self) -> bool:
-        return self.penalty in ("l1", "elasticnet")
+        return self._penalty() in ("l1", "elasticnet")
 
     def _fit_settings(self, job, weight_sum, rows, local_rows):
-        if self.penalty not in ("l1", "elasticnet"):
+        if not self._elastic():
             return super()._fit_settings(job, weight_sum, rows, local_rows)
-        ratio = 1.0 if self.penalty == "l1" else float(self.l1_ratio)
+        ratio = 1.0 if self._penalty() == "l1" else float(self.l1_ratio)
         return {"alpha": 1.0 / (self.C * weight_sum), "l1_ratio": ratio, "standardize": False}
 
     def _check_params(self):
-        if self.penalty not in ("l2", None, "l1", "elasticnet"):
+        if self.penalty not in ("deprecated", "l2", None, "l1", "elasticnet"):
             raise ValueError(
-                f"penalty={self.penalty!r} is not supported: use 'l2', 'l1', 'elasticnet' or None"
+                f"penalty={self.penalty!r} is not supported: leave it (deprecated in "
+                "scikit-learn 1.8) and set l1_ratio and C, or use 'l2', 'l1', 'elasticnet' "
+                "or None"
             )
-        if self.penalty == "elasticnet":
-            ratio = self.l1_ratio
-            if not isinstance(ratio, (int, float, np.number)) or not 0 <= ratio <= 1:
-                raise ValueError(f"l1_ratio must be between 0 and 1; got (l1_ratio={ratio!r})")
-        _positive("C", self.C)
+        ratio = self.l1_ratio
+        if not isinstance(ratio, (int, float, np.number)) or not 0 <= ratio <= 1:
+            raise ValueError(f"l1_ratio must be between 0 and 1; got (l1_ratio={ratio!r})")
+        if self.C != np.inf or self.penalty not in ("deprecated", None):
+            _positive("C", self.C)
         _check_iterations(self)
 
     def _check_target(self, y):
@@ -133,7 +145,7 @@ class LogisticRegression(ClassifierMixin, _Exact):
             return super()._fit_rows(job, X, y, sample_weight, weight_sum, rows, start)
         from hvd_linreg.estimator_base import fit_warning_of_sklearn
 
-        l2 = 0.0 if self.penalty is None else 1.0 / (2.0 * self.C * weight_sum)
+        l2 = 0.0 if self._penalty() is None else 1.0 / (2.0 * self.C * weight_sum)
         result = fit_warning_of_sklearn(
             X,
             y,
@@ -190,25 +202,28 @@ class LogisticRegression(ClassifierMixin, _Exact):
 
 
 class LogisticRegressionCV(LogisticRegression):
-    """Binary logistic regression with C chosen by cross-validation, as
+    """Binary logistic regression with C chosen by cross-validation, as scikit-learn 1.9's
     sklearn.linear_model.LogisticRegressionCV: Cs (a count, log-spaced from 1e-4 to 1e4, or the
-    values), penalty "l2", "l1" or "elasticnet" (over l1_ratios), scoring None (accuracy) or
-    "neg_log_loss"; C_, Cs_, l1_ratio_, scores_ and coefs_paths_ as scikit-learn's."""
+    values), l1_ratios (None: the ridge; each value 0 to 1, chosen over by cross-validation
+    too; the deprecated penalty= still names the penalty), scoring None (accuracy) or
+    "neg_log_loss"; C_, Cs_, l1_ratio_, scores_ and coefs_paths_ as scikit-learn's legacy
+    attributes (use_legacy_attributes=True)."""
 
     def __init__(
         self,
         *,
         Cs=10,
+        l1_ratios=None,
         fit_intercept=True,
         cv=None,
-        penalty="l2",
+        penalty="deprecated",
         scoring=None,
         tol=None,
         max_iter=100,
         refit=True,
-        l1_ratios=None,
     ):
         self.Cs = Cs
+        self.l1_ratios = l1_ratios
         self.fit_intercept = fit_intercept
         self.cv = cv
         self.penalty = penalty
@@ -216,16 +231,24 @@ class LogisticRegressionCV(LogisticRegression):
         self.tol = tol
         self.max_iter = max_iter
         self.refit = refit
-        self.l1_ratios = l1_ratios
+
+    def _penalty(self) -> str:
+        """scikit-learn 1.9's: l1_ratios None or all 0 is "l2", all 1 "l1", else
+        "elasticnet"; the deprecated penalty= names it instead."""
+        if self.penalty != "deprecated":
+            return self.penalty
+        ratios = np.asarray(self.l1_ratios if self.l1_ratios is not None else [0.0], float)
+        return "l2" if (ratios == 0).all() else "l1" if (ratios == 1).all() else "elasticnet"
 
     def _check_params(self):
-        if self.penalty not in ("l2", "l1", "elasticnet"):
+        if self.penalty not in ("deprecated", "l2", "l1", "elasticnet"):
             raise ValueError(
-                f"penalty={self.penalty!r} is not supported: use 'l2', 'l1' or 'elasticnet'"
+                f"penalty={self.penalty!r} is not supported: leave it (deprecated in "
+                "scikit-learn 1.8) and set l1_ratios, or use 'l2', 'l1' or 'elasticnet'"
             )
-        if self.penalty == "elasticnet":
+        if self.l1_ratios is not None or self.penalty == "elasticnet":
             if not isinstance(self.l1_ratios, (list, tuple, np.ndarray)) or not len(self.l1_ratios):
-                raise ValueError("l1_ratios must be a list of numbers in [0, 1] for elasticnet")
+                raise ValueError("l1_ratios must be a list of numbers in [0, 1]")
             for ratio in self.l1_ratios:
                 _check_ratio(ratio)
         if self.scoring not in SCORINGS:
@@ -252,9 +275,9 @@ class LogisticRegressionCV(LogisticRegression):
         return values
 
     def _ratios(self) -> list:
-        if self.penalty == "elasticnet":
-            return [float(r) for r in self.l1_ratios]
-        return [None]
+        if self.l1_ratios is None:
+            return [None]
+        return [float(r) for r in self.l1_ratios]
 
     def _fit_rows(self, job, X, y, sample_weight, weight_sum, rows, start=None):
         Cs = self._Cs()
@@ -265,7 +288,8 @@ class LogisticRegressionCV(LogisticRegression):
         coded = None  # X as the path's features: its words coded once, by the first fit's levels
         scores, paths, fulls, passes, summaries = [], [], [], [], []
         for ratio in self._ratios():
-            l1 = 1.0 if self.penalty == "l1" else 0.0 if self.penalty == "l2" else ratio
+            penalty = self._penalty()
+            l1 = 1.0 if penalty == "l1" else 0.0 if penalty == "l2" else ratio
             result = fit(
                 X,
                 y,
@@ -335,7 +359,8 @@ class LogisticRegressionCV(LogisticRegression):
             w = np.mean([paths[i, b] for i, b in enumerate(best)], axis=0)
             self.C_ = np.array([np.mean(Cs[best % count])])
             chosen = [ratios[b // count] for b in best]
-            self.l1_ratio_ = np.array([None if None in chosen else np.mean(chosen)])
+            elastic = self._penalty() == "elasticnet"
+            self.l1_ratio_ = np.array([np.mean(chosen) if elastic else 0.0])
         self.coef_ = w[None, :-1]
         self.intercept_ = np.array([w[-1]])
         if self.l1_ratios is not None:  # an axis for the l1_ratios: (folds, Cs, l1_ratios, ...)

@@ -175,10 +175,8 @@ def parse_config(argv: list[str] | None = None) -> Config:
 
 def read_config_file(path: str) -> dict:
     """A TOML file's keys, checked against the flags' names (dashes allowed)."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:
-        import tomli as tomllib  # the same parser, before it joined the standard library
+    import tomllib
+
     try:
         with open(path, "rb") as f:
             table = tomllib.load(f)

@@ -71,8 +71,13 @@ class _Exact(BaseEstimator):
                     f"warm_start=True starts from the previous fit, of {previous['features']} "
                     f"features, but X has {self.n_features_in_}: fit with warm_start=False"
                 )
+            # A rank's rows may all weigh 0 where another rank's do not: checked over all ranks
             sample_weight = _check_sample_weight(
-                sample_weight, X, dtype=np.float64, ensure_non_negative=True
+                sample_weight,
+                X,
+                dtype=np.float64,
+                ensure_non_negative=True,
+                allow_all_zero_weights=True,
             )
             self._check_target(y)
         except (TypeError, ValueError) as e:
@@ -86,7 +91,7 @@ class _Exact(BaseEstimator):
             [sample_weight.sum(), np.count_nonzero(sample_weight)], "estimator_rows"
         )
         if rows == 0:
-            raise ValueError("every sample_weight is 0: there are no rows to fit")
+            raise ValueError("every sample_weight is zero: there are no rows to fit")
         names = getattr(self, "feature_names_in_", None)
         if frame is not None:
             X = frame

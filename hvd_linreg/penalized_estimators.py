@@ -111,16 +111,17 @@ class _CrossValidated(_Exact):
 
 
 class ElasticNetCV(RegressorMixin, _CrossValidated):
-    """ElasticNet with its strength chosen by K-fold cross-validation, as
-    sklearn.linear_model.ElasticNetCV: n_alphas strengths from the least that zeroes every
-    coefficient down to eps times it; mse_path_ (strengths x folds)."""
+    """ElasticNet with its strength chosen by K-fold cross-validation, as scikit-learn 1.9's
+    sklearn.linear_model.ElasticNetCV: alphas a count of strengths from the least that zeroes
+    every coefficient down to eps times it, or the strengths themselves; mse_path_ (strengths x
+    folds)."""
 
     def __init__(
         self,
         *,
         l1_ratio=0.5,
         eps=1e-3,
-        n_alphas=100,
+        alphas=100,
         fit_intercept=True,
         cv=None,
         tol=None,
@@ -128,7 +129,7 @@ class ElasticNetCV(RegressorMixin, _CrossValidated):
     ):
         self.l1_ratio = l1_ratio
         self.eps = eps
-        self.n_alphas = n_alphas
+        self.alphas = alphas
         self.fit_intercept = fit_intercept
         self.cv = cv
         self.tol = tol
@@ -137,11 +138,14 @@ class ElasticNetCV(RegressorMixin, _CrossValidated):
     def _check_params(self):
         _check_ratio(self._ratio())
         _check_eps(self.eps)
-        _check_count("n_alphas", self.n_alphas)
+        _strengths(self.alphas)
         _check_iterations(self)
 
     def _path_settings(self, rows):
-        return {"n_alphas": int(self.n_alphas), "alpha_min_ratio": self.eps, "standardize": False}
+        given = _strengths(self.alphas)
+        if isinstance(given, int):
+            return {"n_alphas": given, "alpha_min_ratio": self.eps, "standardize": False}
+        return {"alpha": given, "standardize": False}
 
     def _store_path(self, raw):
         self.mse_path_ = raw.T
@@ -155,10 +159,10 @@ class LassoCV(ElasticNetCV):
     sklearn.linear_model.LassoCV: ElasticNetCV at l1_ratio 1."""
 
     def __init__(
-        self, *, eps=1e-3, n_alphas=100, fit_intercept=True, cv=None, tol=None, max_iter=1000
+        self, *, eps=1e-3, alphas=100, fit_intercept=True, cv=None, tol=None, max_iter=1000
     ):
         self.eps = eps
-        self.n_alphas = n_alphas
+        self.alphas = alphas
         self.fit_intercept = fit_intercept
         self.cv = cv
         self.tol = tol
@@ -374,6 +378,23 @@ def _check_eps(value) -> None:
     _positive("eps", value)
     if not value < 1:
         raise ValueError(f"eps must be below 1, got {value!r}")
+
+
+def _strengths(alphas) -> int | list[float]:
+    """scikit-learn 1.9's alphas: a count of strengths on the path, or the strengths, each
+    >= 0, largest first as the path runs; ValueError otherwise."""
+    if isinstance(alphas, numbers.Integral) and not isinstance(alphas, bool):
+        _check_count("alphas", alphas)
+        return int(alphas)
+    try:
+        values = np.asarray(alphas, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        values = np.array([])
+    if not len(values) or isinstance(alphas, (str, bool)):
+        raise ValueError(f"alphas must be a count >= 1 or a list of strengths, got {alphas!r}")
+    for value in values:
+        _non_negative("each of alphas", value)
+    return sorted(values.tolist(), reverse=True)
 
 
 def _check_count(name: str, value) -> None:

@@ -406,17 +406,16 @@ def test_the_elastic_net_estimators_equal_scikit_learns():
         np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=0, atol=1e-8)
 
 
-@pytest.mark.parametrize("penalty", ["l1", "elasticnet"])
-def test_penalized_logistic_regression_equals_scikit_learns_saga(penalty):
+@pytest.mark.parametrize("ratio", [1.0, 0.4], ids=["l1", "elasticnet"])
+def test_penalized_logistic_regression_equals_scikit_learns_saga(ratio):
     import sklearn.linear_model as sk
 
     from hvd_linreg import estimators
 
     X, y, w = _small("logistic", 300)
-    ratio = {"l1_ratio": 0.4} if penalty == "elasticnet" else {}
-    ours = estimators.LogisticRegression(penalty=penalty, C=0.1, **ratio).fit(X, y, w)
+    ours = estimators.LogisticRegression(l1_ratio=ratio, C=0.1).fit(X, y, w)
     theirs = sk.LogisticRegression(
-        penalty=penalty, C=0.1, solver="saga", tol=1e-12, max_iter=1_000_000, **ratio
+        l1_ratio=ratio, C=0.1, solver="saga", tol=1e-12, max_iter=1_000_000
     ).fit(X, y, w)
     np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=0, atol=1e-6)
     assert ours.intercept_ == pytest.approx(theirs.intercept_, abs=1e-6)
@@ -425,12 +424,13 @@ def test_penalized_logistic_regression_equals_scikit_learns_saga(penalty):
 @pytest.mark.parametrize(
     "settings",
     [
-        {},
+        {"scoring": "accuracy"},
         {"scoring": "neg_log_loss", "refit": False},
-        {"penalty": "l1", "Cs": [0.3, 0.01, 3.0, 0.05]},
-        {"penalty": "elasticnet", "l1_ratios": [0.2, 0.8], "Cs": 6},
+        {"l1_ratios": [1.0], "Cs": [0.3, 0.01, 3.0, 0.05], "scoring": "accuracy"},
+        {"l1_ratios": [0.2, 0.8], "Cs": 6, "scoring": "accuracy"},
+        {"penalty": "l1", "Cs": [0.3, 0.01, 3.0, 0.05], "scoring": "accuracy"},
     ],
-    ids=["l2-accuracy", "l2-log-loss-no-refit", "l1-given-Cs", "elasticnet"],
+    ids=["l2-accuracy", "l2-log-loss-no-refit", "l1-given-Cs", "elasticnet", "deprecated-penalty"],
 )
 def test_logistic_regression_cv_equals_scikit_learns(settings):
     """Every fold's fit at every C comes from the path's shared passes, each fold at
@@ -445,11 +445,18 @@ def test_logistic_regression_cv_equals_scikit_learns(settings):
 
     X, y, w = _small("logistic", 300)
     ours = estimators.LogisticRegressionCV(cv=4, **settings).fit(X, y, w)
-    solver = "lbfgs" if settings.get("penalty", "l2") == "l2" else "saga"
+    ridge = settings.get("penalty", "l2") == "l2" and settings.get("l1_ratios") is None
+    solver = "lbfgs" if ridge else "saga"
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # saga's ConvergenceWarning at the strongest C
+        # saga's ConvergenceWarning at the strongest C; the deprecated penalty=
+        warnings.simplefilter("ignore")
         theirs = sk.LogisticRegressionCV(
-            cv=4, solver=solver, tol=1e-12, max_iter=1_000_000, **settings
+            cv=4,
+            solver=solver,
+            tol=1e-12,
+            max_iter=1_000_000,
+            use_legacy_attributes=True,
+            **{"l1_ratios": None, **settings},
         ).fit(X, y, w)
     label = theirs.classes_[1]
     paths, their_paths = ours.coefs_paths_[label], theirs.coefs_paths_[label]
@@ -479,6 +486,7 @@ def test_logistic_regression_cv_refuses_what_it_cannot_score_or_fit():
     for settings, says in [
         ({"scoring": "roc_auc"}, "scoring='roc_auc' is not supported"),
         ({"penalty": "elasticnet"}, "l1_ratios must be a list"),
+        ({"l1_ratios": [0.5, 1.5]}, "l1_ratio must be between 0 and 1; got (l1_ratio=1.5)"),
         ({"Cs": [1.0, -1.0]}, "each of Cs must be a number > 0"),
         ({"cv": 1}, "cv must be at least 2 folds"),
     ]:

@@ -215,7 +215,7 @@ def test_log_and_checkpoint_intervals_must_be_multiples_of_the_backward_passes()
         parse_config(["--backward_passes_per_step", "3", "--checkpoint_every", "100"])
 
 
-@pytest.mark.core  # the TOML reader differs by Python: tomli on 3.10, tomllib from 3.11
+@pytest.mark.core  # the TOML reader is the standard library's: each Python's own
 def test_config_file_values_and_command_line_override(tmp_path):
     path = tmp_path / "run.toml"
     path.write_text('num_steps = 70\nlearning-rate = 0.5\noptimizer = "adam"\n')

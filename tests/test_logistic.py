@@ -117,7 +117,7 @@ def statsmodels_logit(X, y):
 def sklearn_fit(X, y, C=None):
     from sklearn.linear_model import LogisticRegression
 
-    penalty = {"penalty": None} if C is None else {"C": C}
+    penalty = {"C": np.inf if C is None else C}
     fit = LogisticRegression(solver="newton-cholesky", tol=1e-12, max_iter=1000, **penalty)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # newton-cholesky on unscaled data: not our concern

@@ -1,6 +1,6 @@
 """--model multinomial with the elastic net: glmnet's family = "multinomial" (ungrouped) path,
 strength by strength, with prior weights, and cv.glmnet's cross-validation over a fold column,
-at 1, 2 and 3 ranks; scikit-learn's multinomial LogisticRegression(penalty="elasticnet") at its
+at 1, 2 and 3 ranks; scikit-learn's multinomial LogisticRegression(l1_ratio=0.5) at its
 C; fit()'s result."""
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def test_path_and_cross_validation_equal_glmnets(iris, tmp_path, size):
 
 @pytest.mark.parametrize("size", SIZES[:2])
 def test_one_strength_is_scikit_learns_elastic_net(tmp_path, size):
-    """LogisticRegression(penalty="elasticnet", l1_ratio=0.5, C) minimises C Σ loss + its
+    """LogisticRegression(l1_ratio=0.5, C) minimises C Σ loss + its
     penalty: --alpha 1/(C n) with the features as they are; saga at tol 1e-12, to 1e-6."""
     from sklearn.datasets import load_iris
     from sklearn.linear_model import LogisticRegression
@@ -130,9 +130,7 @@ def test_one_strength_is_scikit_learns_elastic_net(tmp_path, size):
     args = ["--data", str(path), "--model", "multinomial", "--solver", "exact"]
     args += ["--l1_ratio", "0.5", "--alpha", repr(1 / (C * len(y))), "--no-standardize"]
     m = run_metrics(tmp_path, size, args)
-    reference = LogisticRegression(
-        penalty="elasticnet", solver="saga", l1_ratio=0.5, C=C, tol=1e-12, max_iter=10**6
-    )
+    reference = LogisticRegression(solver="saga", l1_ratio=0.5, C=C, tol=1e-12, max_iter=10**6)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         reference.fit(X, y)

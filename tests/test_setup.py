@@ -84,15 +84,16 @@ def _python(version: str) -> str | None:
     return None
 
 
-def test_python_39_is_refused_with_the_pythons_that_work(tmp_path):
-    python = _python("3.9")
+def test_python_310_is_refused_with_the_pythons_that_work(tmp_path):
+    python = _python("3.10")
     if python is None:
-        pytest.skip("no Python 3.9 on this machine")
+        pytest.skip("no Python 3.10 on this machine")
     venv = tmp_path / "venv"
     proc = run_setup(launcher_env({"PYTHON": python, "VENV": str(venv)}))
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert f"setup: error: PYTHON={python} is Python 3.9." in proc.stderr
-    assert "(TensorFlow 2.21.0) is for Python 3.10, 3.11, 3.12, 3.13." in proc.stderr
+    assert f"setup: error: PYTHON={python} is Python 3.10." in proc.stderr
+    assert "(TensorFlow 2.21.0) is for Python 3.11, 3.12, 3.13." in proc.stderr
+    assert "Python 3.10 and older are past their" in proc.stderr
     assert "Python 3.14 needs TensorFlow 2.22" in proc.stderr
     assert not venv.exists()
 

@@ -31,6 +31,13 @@ from hvd_linreg.data.categorical import (
 from hvd_linreg.errors import UsageError
 
 
+def _text_dtype(cells) -> bool:
+    """Whether a column holds objects or text: object, or pandas' string dtypes (pandas 3 reads
+    text as its "str" dtype)."""
+    dtype = cells.dtype
+    return getattr(dtype, "kind", "") == "O" or getattr(dtype, "name", "") in ("string", "str")
+
+
 def kind(cells) -> str | None:
     """ "category", "words" (words or booleans) or None (numbers) for a DataFrame's column."""
     dtype = cells.dtype
@@ -38,7 +45,7 @@ def kind(cells) -> str | None:
         return "category"
     if getattr(dtype, "kind", "") == "b" or getattr(dtype, "name", "") == "boolean":
         return "words"
-    if getattr(dtype, "kind", "") == "O" or getattr(dtype, "name", "") in ("string", "str"):
+    if _text_dtype(cells):
         texts = (c for c in cells if isinstance(c, str))
         return "words" if any(not reads_as_number(t) for t in texts) else None
     return None
@@ -161,7 +168,7 @@ def mixed_text_column(frame) -> UsageError | None:
     None where there is no such column."""
     for column in frame.columns:
         cells = frame[column]
-        if cells.dtype != object:
+        if not _text_dtype(cells):
             continue
         texts = [str(c).strip() if isinstance(c, str) else c for c in cells]
         numbers = (

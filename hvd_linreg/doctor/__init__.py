@@ -40,12 +40,12 @@ def rebuild_horovod(missing: str) -> str:
 
 def check_python() -> Check:
     version = ".".join(map(str, sys.version_info[:3]))
-    if (3, 10) <= sys.version_info[:2] <= (3, 13):
+    if (3, 11) <= sys.version_info[:2] <= (3, 13):
         return Check(f"Python {version}", True, sys.executable)
     return Check(
         f"Python {version}",
         False,
-        f"{sys.executable}; the stack ci/setup.sh installs (TensorFlow 2.21) is for Python 3.10 "
+        f"{sys.executable}; the stack ci/setup.sh installs (TensorFlow 2.21) is for Python 3.11 "
         "to 3.13 (3.14 needs TensorFlow 2.22)",
         "PYTHON=/path/to/python3.13 make clean setup",
     )

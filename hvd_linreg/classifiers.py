@@ -19,6 +19,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+from scipy import sparse
 from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
@@ -319,7 +320,7 @@ class LogisticRegressionCV(LogisticRegression):
     def _scores(self, job, X, y, weight, fold, paths) -> np.ndarray:
         """Each fold's score (K, Cs) at each C: its held-out rows' weighted accuracy or
         negative log-loss, summed over every rank's rows."""
-        X = np.asarray(X, dtype=np.float64)
+        X = sparse.csr_matrix(X) if sparse.issparse(X) else np.asarray(X, dtype=np.float64)
         K, count = paths.shape[:2]
         sums = np.zeros((2, K, count))
         for k in range(K):

@@ -12,6 +12,10 @@ from hvd_linreg.data.frames import mixed_text_column
 from hvd_linreg.errors import UsageError
 from hvd_linreg.library import fit, start_job
 
+# SciPy's sparse formats the estimators take (scikit-learn's accept_sparse): fit() holds each
+# rank's rows as CSR (matrix/sparse.py), the exact solvers never densify them
+SPARSE = ("csr", "csc", "coo")
+
 
 class _Exact(BaseEstimator):
     """What every estimator here shares: validation, the fit through hvd_linreg.fit, the
@@ -19,6 +23,11 @@ class _Exact(BaseEstimator):
 
     _model = "linear"
     _classifier = False
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # SPARSE's formats: fit() keeps them sparse
+        return tags
 
     # --- what each estimator says -------------------------------------------------------
     def _settings(self) -> dict:
@@ -63,8 +72,10 @@ class _Exact(BaseEstimator):
                 raise mixed
             frame = X if _has_levels(X) else None  # words, categories: fit() codes them
             dtype = object if frame is not None else np.float64
-            X, y = validate_data(self, X, y, dtype=dtype, y_numeric=not self._classifier)
-            if len(X) < 2:
+            X, y = validate_data(
+                self, X, y, dtype=dtype, y_numeric=not self._classifier, accept_sparse=SPARSE
+            )
+            if X.shape[0] < 2:
                 raise ValueError(f"{type(self).__name__} needs at least 2 samples, got 1 sample")
             if previous is not None and previous["features"] != self.n_features_in_:
                 raise ValueError(
@@ -165,7 +176,7 @@ class _Exact(BaseEstimator):
             validate_data(self, X, dtype=object, reset=False)
             columns = tuple(str(c) for c in self.feature_names_in_)
             return frames.new_rows(X, columns, levels).to_numpy(np.float64)
-        return validate_data(self, X, dtype=np.float64, reset=False)
+        return validate_data(self, X, dtype=np.float64, reset=False, accept_sparse=SPARSE)
 
     def _linear_predictor(self, X) -> np.ndarray:
         return self._features(X) @ np.ravel(self.coef_) + np.ravel(self.intercept_)[0]

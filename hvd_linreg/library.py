@@ -301,14 +301,15 @@ class FitResult:
         """The model's mean for each row of X (with each row's offset), in float64."""
         from hvd_linreg.data.memory import features_of
 
-        shard = self.report.shard
+        shard, levels = self.report.shard, None
         if self.design is not None:  # the formula's columns, from the new rows
             X = self.design.new_rows(X)
-        elif shard.levels:  # columns of words or categories: coded with the fit's levels
+        elif shard.levels:  # columns of words or categories: their codes by the fit's levels
             from hvd_linreg.data import frames
 
-            X = frames.new_rows(X, shard.columns, shard.levels)
-        X = features_of(X, self.report.result.params.shape[0] - 1)
+            X = frames.coded(frames.columns_of(X, shard.columns, shard.levels), shard.levels)
+            levels = {j: shard.levels[c] for j, c in enumerate(shard.columns) if c in shard.levels}
+        X = features_of(X, self.report.result.params.shape[0] - 1, levels)
         return self.report.family.predict(self.params, X, offset)
 
     def save(self, path: str) -> None:

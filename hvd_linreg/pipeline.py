@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from hvd_linreg import checkpoint, export, families, ranks, scoring, solvers
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard, load_shard, targets
+from hvd_linreg.data.shard import DENSE_MAX_COLUMNS
 from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
 from hvd_linreg.hosts import keepalive_warning
 from hvd_linreg.plot import save_plot
@@ -107,12 +108,35 @@ def prepare(cfg: Config, family, job: Job, load=None) -> tuple[Shard, Path | Non
     except UsageError as e:
         error = e
     job.agree(error)
+    if shard.structured:  # every rank has the same columns: every rank decides the same
+        check_wide(cfg, shard)
     # The target against the family's domain: refused on every rank where it is out, or the
     # shard with the target as the family reads it (a binary family's two values as 0 and 1).
     shard = targets.checked(job, shard, family)
     for warning in shard.warnings(cfg):
         job.warn(warning)
     return shard, ckpt_dir
+
+
+def check_wide(cfg: Config, shard: Shard) -> None:
+    """A wide design (categorical columns of many levels, or sparse ones: matrix/) is fitted by
+    the exact solvers, which never form its dense rows; what would is refused first."""
+    wide = f"a design of {shard.num_features} columns"
+    if cfg.solver == "sgd":
+        raise UsageError(
+            f"{wide} (categorical or sparse columns, more than {DENSE_MAX_COLUMNS} in all) is "
+            "fitted by --solver exact: SGD's batches would be its dense rows"
+        )
+    if cfg.cov_type != "nonrobust":
+        raise UsageError(
+            f"--cov_type {cfg.cov_type} takes a design of at most {DENSE_MAX_COLUMNS} "
+            f"columns; this is {wide}: use the default nonrobust errors"
+        )
+    if cfg.penalized:
+        raise UsageError(
+            f"the elastic net's path takes a design of at most {DENSE_MAX_COLUMNS} columns; "
+            f"this is {wide}: fit a ridge (--l2) by --solver exact"
+        )
 
 
 def _loader(cfg: Config, family, job: Job):
@@ -174,7 +198,7 @@ def optimum(cfg: Config, family, job: Job, shard: Shard, start=None):
     """The exact optimum (of --l2's ridge objective) over the whole dataset, the same on every
     rank; None above the family's feature limit, or for an SGD run that does not want it
     (Report.exact_skipped says why). IRLS stopped by --max_iter: rank 0 warns."""
-    too_wide = shard.num_features > family.MAX_EXACT_FEATURES
+    too_wide = not shard.structured and shard.num_features > family.MAX_EXACT_FEATURES
     if family.SOLVER is None or too_wide or not solvers.wants_optimum(cfg, shard):
         return None
     if cfg.penalized:

@@ -45,11 +45,13 @@ def loss_name(family) -> str:
     return f"mean half {distribution} deviance"
 
 
-def solver_words(family) -> tuple[str, str]:
+def solver_words(family, wide: bool = False) -> tuple[str, str]:
     """What the header line calls the family's exact solver, and what the summary says it
-    costs. IRLS under the canonical link is Newton's method; under another, Fisher scoring."""
+    costs (wide: a design solved by blocks, solvers/blocks.py). IRLS under the canonical link
+    is Newton's method; under another, Fisher scoring."""
     if family.SOLVER == "least_squares":
-        return "exact least squares", "the distributed QR"
+        how = "the normal equations by blocks, refined" if wide else "the distributed QR"
+        return "exact least squares", how
     method = "Newton's method" if family.canonical else "IRLS, Fisher scoring"
     per = "Newton" if family.canonical else "IRLS"
     return f"exact maximum likelihood ({method})", f"a pass and an allreduce per {per} iteration"
@@ -305,7 +307,8 @@ class Report:
                 f"{'es' * (self.optimum.passes > 1)} over the data, coordinate descent on "
                 "their Gram matrices)"
                 if self.penalized
-                else f"  wall time: {result.wall_s:.3f} s ({solver_words(self.family)[1]})"
+                else f"  wall time: {result.wall_s:.3f} s "
+                f"({solver_words(self.family, self.shard.structured)[1]})"
                 if self.cfg.solver == "exact"
                 else f"  wall time: {result.wall_s:.3f} s, {result.steps_per_s:.1f} steps/s, "
                 f"{self.samples_per_s:.4g} samples/s"

@@ -21,6 +21,7 @@ import numpy as np
 from hvd_linreg.buffers import aligned_empty
 from hvd_linreg.data.columns import column_list
 from hvd_linreg.errors import UsageError
+from hvd_linreg.matrix import CategoricalMatrix, DenseMatrix, SplitMatrix
 
 Level = str | float
 # Levels: a categorical column's index among the data's columns -> its levels, sorted
@@ -193,9 +194,13 @@ def agree_levels(
     The run ends, on every rank, for a column `inferred` (categorical by its words, not by the
     user's choice) that holds a number: a typo is not a category (refuse names it); for a
     column with more levels than half of its `rows`: an ID or free text, not a category; and
-    for a column with more than max_levels."""
+    for an inferred column with more than max_levels. A column the user named categorical takes
+    any number of levels (its block is never dense: matrix/categorical.py)."""
     mine = {
-        j: (sorted(v) if len(v) <= max_levels else len(v), Mixed.of(v) if j in inferred else None)
+        j: (
+            sorted(v) if j not in inferred or len(v) <= max_levels else len(v),
+            Mixed.of(v) if j in inferred else None,
+        )
         for j, v in local.items()
     }
     every = job.allgather(mine) if job is not None and job.size > 1 else [mine]
@@ -213,7 +218,7 @@ def agree_levels(
         at_least = bool(counts) and len(parts) > 1
         if count > rows / 2:
             raise not_a_category(names[j], count, rows, at_least)
-        if count > max_levels:
+        if count > max_levels and j in inferred:
             raise too_many_levels(names[j], count, max_levels, at_least)
         levels[j] = sorted_levels(union)
     return levels
@@ -228,12 +233,17 @@ def not_a_category(name: str, count: int, rows: int, at_least: bool = False) -> 
     )
 
 
-def too_many_levels(name: str, count: int, max_levels: int, at_least: bool = False):
-    """The error of a column with more than --max_levels levels."""
+# The way on from an inferred column of too many levels that is a category all the same
+NAME_IT = "name it in --categorical (which takes any number of levels)"
+
+
+def too_many_levels(
+    name: str, count: int, max_levels: int, at_least: bool = False, instead: str = NAME_IT
+):
+    """The error of a column inferred categorical with more than --max_levels levels."""
     return UsageError(
         f"column {name!r} has {'at least ' * at_least}{count} levels, more than --max_levels "
-        f"{max_levels}: is it an ID or free text? Leave it out of --features, or raise "
-        "--max_levels"
+        f"{max_levels}: is it an ID or free text? Leave it out of --features, or {instead}"
     )
 
 
@@ -322,3 +332,22 @@ class CodedFeatures:
         out = aligned_empty((len(part), self.shape[1]), self.dtype)
         expand(part, range(part.shape[1]), self.levels, out)
         return out if features == slice(None) else out[:, features]
+
+    def design(self, rows: slice) -> SplitMatrix:
+        """The rows' features as a design matrix (matrix/): the numeric columns one dense part,
+        each categorical column a categorical part of its codes, at their dummies' places."""
+        part = self.codes[rows]
+        numeric, parts, columns, at = [], [], [], 0
+        for j in range(part.shape[1]):
+            k = width(j, self.levels)
+            if j in self.levels:
+                parts.append(CategoricalMatrix(part[:, j].astype(np.intp), k + 1))
+                columns.append(np.arange(at, at + k))
+            else:
+                numeric.append((j, at))
+            at += k
+        if numeric:
+            values = part[:, [j for j, _ in numeric]].astype(self.dtype)
+            parts.insert(0, DenseMatrix(values))
+            columns.insert(0, np.array([a for _, a in numeric]))
+        return SplitMatrix(parts, columns)

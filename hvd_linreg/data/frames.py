@@ -30,6 +30,9 @@ from hvd_linreg.data.categorical import (
 )
 from hvd_linreg.errors import UsageError
 
+# fit()'s way to a column of words of more levels than max_levels (a pandas category takes any)
+AS_CATEGORY = "give it pandas' category dtype (X[c].astype('category')), which takes any number"
+
 
 def _text_dtype(cells) -> bool:
     """Whether a column holds objects or text: object, or pandas' string dtypes (pandas 3 reads
@@ -113,10 +116,23 @@ def agree(job, frame, max_levels: int, check=None) -> dict[str, list]:
             chosen = sorted_levels(set().union(*(part[1] for part in parts)))
         if len(chosen) > rows / 2:
             raise not_a_category(name, len(chosen), rows)
-        if len(chosen) > max_levels:
-            raise too_many_levels(name, len(chosen), max_levels)
+        if len(chosen) > max_levels and what != "category":  # a category: the user's choice
+            raise too_many_levels(name, len(chosen), max_levels, instead=AS_CATEGORY)
         levels[name] = chosen
     return levels
+
+
+def coded(frame, levels: dict[str, list]):
+    """frame with each column of levels replaced by its codes, each cell's index among the
+    levels (float64), as a file's categorical columns are held; UsageError naming a cell whose
+    value is not one of its column's levels."""
+    import pandas as pd
+
+    parts = {}
+    for column in frame.columns:
+        name = str(column)
+        parts[name] = frame[column] if name not in levels else _codes(frame[column], levels[name])
+    return pd.DataFrame(parts, index=frame.index)
 
 
 def dummies(frame, levels: dict[str, list]):
@@ -130,25 +146,37 @@ def dummies(frame, levels: dict[str, list]):
         if name not in levels:
             parts[name] = frame[column]
             continue
-        cells = frame[column]
-        texts = cells.map(plain if kind(cells) == "category" else text_of)
-        at = {level: i for i, level in enumerate(levels[name])}
-        codes = texts.map(at).to_numpy(dtype=np.float64, na_value=-1.0)
-        bad = np.flatnonzero(codes < 0)
-        if len(bad):
-            shown = ", ".join(map(str, levels[name][:10]))
-            raise UsageError(
-                f"row {bad[0]} of the rows given has {texts.iloc[bad[0]]!r} in column {name!r}, "
-                f"not one of the model's levels ({shown}{', ...' * (len(levels[name]) > 10)})"
-            )
+        codes = _codes(frame[column], levels[name])
         for i, dummy in enumerate(dummy_names(name, levels[name]), start=1):
             parts[dummy] = (codes == i).astype(np.float64)
     return pd.DataFrame(parts, index=frame.index)
 
 
+def _codes(cells, levels: list) -> np.ndarray:
+    """A column's cells as their indices among its levels (float64)."""
+    name = str(cells.name)
+    texts = cells.map(plain if kind(cells) == "category" else text_of)
+    at = {level: i for i, level in enumerate(levels)}
+    codes = texts.map(at).to_numpy(dtype=np.float64, na_value=-1.0)
+    bad = np.flatnonzero(codes < 0)
+    if len(bad):
+        shown = ", ".join(map(str, levels[:10]))
+        raise UsageError(
+            f"row {bad[0]} of the rows given has {texts.iloc[bad[0]]!r} in column {name!r}, "
+            f"not one of the model's levels ({shown}{', ...' * (len(levels) > 10)})"
+        )
+    return codes
+
+
 def new_rows(frame, columns: tuple[str, ...], levels: dict[str, list]):
     """New rows for a model fitted with levels: a DataFrame with the fit's columns (any more
     are passed over), coded as the fit's rows were."""
+    return dummies(columns_of(frame, columns, levels), levels)
+
+
+def columns_of(frame, columns: tuple[str, ...], levels: dict[str, list]):
+    """New rows' columns that a model fitted with levels reads, in its order (any more are
+    passed over); UsageError where X is not a DataFrame or lacks one."""
     if not hasattr(frame, "columns"):
         raise UsageError(
             f"the model codes the column {', '.join(levels)} as levels: pass a DataFrame with "
@@ -159,7 +187,7 @@ def new_rows(frame, columns: tuple[str, ...], levels: dict[str, list]):
         raise UsageError(
             f"X has no column {', '.join(missing)}; the model's are {', '.join(columns)}"
         )
-    return dummies(frame[list(columns)], levels)
+    return frame[list(columns)]
 
 
 def mixed_text_column(frame) -> UsageError | None:

@@ -8,15 +8,18 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 
 from hvd_linreg.buffers import aligned_empty
 from hvd_linreg.config import Config
 from hvd_linreg.data import frames
+from hvd_linreg.data.categorical import CodedFeatures, expanded_names
 from hvd_linreg.data.holdout import Holdout, to_owners
 from hvd_linreg.data.layout import layout_for
 from hvd_linreg.data.rows import Carried
 from hvd_linreg.data.shard import RowNames, Shard, with_validation
 from hvd_linreg.errors import UsageError
+from hvd_linreg.matrix import SparseMatrix
 from hvd_linreg.ranks import Job
 
 SOURCE = "the rows passed to fit()"
@@ -42,7 +45,11 @@ def memory_shard(
     """This rank's shard of the dataset that the ranks' rows X, y (and each row's weight,
     offset, exposure, cross-validation fold and cluster) make in rank order; names: those
     columns' names where a file gives them (--formula). Each rank checks its own rows first;
-    the ranks agree on the first problem before any rows move."""
+    the ranks agree on the first problem before any rows move. A SciPy sparse X (CSR, CSC,
+    COO) stays on the rank that passes it (sparse_shard)."""
+    if sparse.issparse(X):
+        given = dict(weights=weights, offset=offset, exposure=exposure, fold=fold, groups=groups)
+        return sparse_shard(cfg, job, X, y, _carried(**given, names=names), given, source)
     X, levels, columns = _coded(cfg, job, X)
     carried = _carried(weights, offset, exposure, fold, groups, names)
     given = [weights, offset, exposure, fold, groups]
@@ -64,11 +71,14 @@ def memory_shard(
     table, validation = to_owners(rows, sum(counts[: job.rank]), holdout, layout, job)
     dtype = cfg.dtype or _own_dtype(X)
     p = len(names)
+    held = {j: levels[name] for j, name in enumerate(names) if name in levels}
+    X_rows, y_rows = _split(table, p, dtype)
     shard = Shard(
-        *_split(table, p, dtype),
+        CodedFeatures(X_rows, held, np.dtype(dtype)) if held else X_rows,
+        y_rows,
         layout,
         source,
-        feature_names=names if _named(X) else None,
+        feature_names=tuple(expanded_names(names, range(p), held)) if _named(X) else None,
         target_name=target,
         carried=table[:, p:-1] if len(carried) else None,
         carried_columns=carried,
@@ -76,13 +86,91 @@ def memory_shard(
         columns=columns,
     )
     if holdout.held_out:
-        where = RowNames([source], None, [*_labels(names, carried), target or "y"], carried)
-        X_held, y_held = _split(validation, p, dtype)
-        C = validation[:, p:-1] if len(carried) else None
-        shard = with_validation(
-            shard, holdout, holdout.piece(job.rank, job.size), X_held, y_held, where, C
-        )
+        shard = _held_out(job, shard, holdout, validation, names, held, target)
     return shard
+
+
+def _held_out(job: Job, shard: Shard, holdout, validation, names, held, target) -> Shard:
+    """The shard with this rank's validation rows (held: the categorical columns' levels by
+    index among names)."""
+    p, dtype, carried = len(names), shard.dtype, shard.carried_columns
+    features = expanded_names(names, range(p), held)
+    where = RowNames([shard.source], None, [*_labels(features, carried), target or "y"], carried)
+    X_held, y_held = _split(validation, p, dtype)
+    if held:  # few rows: their dummies, as a file's held-out rows have them
+        X_held = CodedFeatures(X_held, held, np.dtype(dtype))[:]
+    C = validation[:, p:-1] if len(carried) else None
+    piece = holdout.piece(job.rank, job.size)
+    return with_validation(shard, holdout, piece, X_held, y_held, where, C)
+
+
+def sparse_shard(
+    cfg: Config, job: Job, X, y, carried: Carried, given: dict, source: str = SOURCE
+) -> Shard:
+    """The shard of a SciPy sparse X: each rank keeps the rows it passes (no alltoall of its
+    columns: only the exact solvers take it, and they take no batches), as a CSR design matrix
+    (matrix/sparse.py). Every rank's X must have the dataset's columns; each rank passes some
+    rows."""
+    if cfg.solver == "sgd":
+        raise UsageError(
+            "a sparse X is fitted by solver='exact': SGD's batches would be its dense rows"
+        )
+    if cfg.validation_fraction:
+        raise UsageError(
+            "validation_fraction does not take a sparse X (its rows stay where they are given): "
+            "hold out rows yourself and score them with the result's predict()"
+        )
+    error, rows = None, None
+    try:
+        X = _finite_sparse(X)
+        values = [v for v in given.values() if v is not None]
+        _, target, rows = _own_rows(np.zeros((X.shape[0], 0)), y, carried, values)
+    except UsageError as e:
+        error = e
+    job.agree(error)
+    every = job.allgather((X.shape[0], X.shape[1]), name="fit_sparse_rows")
+    for rank, (_, width) in enumerate(every):
+        if width != every[0][1]:
+            raise UsageError(
+                f"X has {every[0][1]} columns on rank 0 but {width} on rank {rank}: every "
+                "rank's sparse X has the dataset's columns (give each its shape=)"
+            )
+    counts = [n for n, _ in every]
+    if min(counts) == 0:
+        raise UsageError(
+            f"rank {counts.index(0)} passed no rows: with a sparse X every rank passes some"
+        )
+    layout = layout_for(
+        sum(counts), job.rank, job.size, cfg.batch_size, batched=False, counts=counts
+    )
+    dtype = cfg.dtype or ("float32" if X.dtype == np.float32 else "float64")
+    y_rows = aligned_empty((len(rows),), dtype)
+    y_rows[...] = rows[:, -1]
+    return Shard(
+        SparseMatrix(X.astype(dtype)),
+        y_rows,
+        layout,
+        source,
+        target_name=target,
+        carried=rows[:, :-1] if len(carried) else None,
+        carried_columns=carried,
+    )
+
+
+def _finite_sparse(X):
+    """X as CSR, its stored values all finite numbers; UsageError naming the first row that
+    holds NaN or inf."""
+    X = sparse.csr_matrix(X)
+    if X.dtype.kind not in "biuf":
+        raise UsageError(f"X holds {X.dtype} values, not numbers")
+    X = X.astype(np.float64) if X.dtype.kind != "f" else X
+    bad = ~np.isfinite(X.data)
+    if bad.any():
+        row = int(np.searchsorted(X.indptr, np.argmax(bad), side="right")) - 1
+        raise UsageError(
+            f"row {row} of this rank's rows holds NaN or inf in X; fill or drop such rows"
+        )
+    return X
 
 
 def _counts(job: Job, count: int, names) -> list[int]:
@@ -98,15 +186,15 @@ def _counts(job: Job, count: int, names) -> list[int]:
 
 
 def _coded(cfg: Config, job: Job, X) -> tuple[Any, dict[str, list], tuple[str, ...] | None]:
-    """A DataFrame's columns of words, categories and booleans as their dummies (frames.py):
-    X so coded, each such column's levels (agreed by every rank), and X's own columns; X as it
-    is where it has none."""
+    """A DataFrame's columns of words, categories and booleans as their codes (frames.py), as
+    a file's categorical columns are held (CodedFeatures): X so coded, each such column's
+    levels (agreed by every rank), and X's own columns; X as it is where it has none."""
     if not _named(X):
         return X, {}, None
     levels = frames.agree(job, X, cfg.max_levels, check=frames.refuse_mixed)
     if not levels:
         return X, {}, None
-    return frames.dummies(X, levels), levels, tuple(str(c) for c in X.columns)
+    return frames.coded(X, levels), levels, tuple(str(c) for c in X.columns)
 
 
 def _carried(weights, offset, exposure, fold, groups, names: Carried | None) -> Carried:
@@ -200,8 +288,18 @@ def _own_dtype(X) -> str:
     return own if own in ("float32", "float64") else "float64"
 
 
-def features_of(X, num_features: int) -> np.ndarray:
-    """New rows' features for a fitted model of num_features, as float64."""
+def features_of(X, num_features: int, levels: dict | None = None):
+    """New rows' features for a fitted model of num_features, as float64; a sparse X as a
+    design matrix, and with levels (a column's index among X's -> its levels: X's categorical
+    columns as their codes) a design matrix of them (no dummies)."""
+    if sparse.issparse(X):
+        X = _finite_sparse(X)
+        if X.shape[1] != num_features:
+            raise UsageError(f"X has {X.shape[1]} features; the model has {num_features}")
+        return SparseMatrix(X)
+    if levels:
+        codes = _numbers("X", X, 2)
+        return CodedFeatures(codes, levels, np.dtype(np.float64)).design(slice(None))
     array = _numbers("X", X, 2)
     if array.shape[1] != num_features:
         raise UsageError(f"X has {array.shape[1]} features; the model has {num_features}")

@@ -12,9 +12,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from hvd_linreg.matrix import DesignMatrix
+
 
 class Rows(NamedTuple):
-    X: np.ndarray  # (rows, features), float32 or float64
+    # (rows, features), float32 or float64; a wide or sparse design's a DesignMatrix (matrix/)
+    X: np.ndarray | DesignMatrix
     y: np.ndarray  # (rows,), the dtype of X
     weight: np.ndarray | None = None  # each row's prior weight; None: 1
     offset: np.ndarray | None = None  # added to each row's linear predictor; None: 0
@@ -24,6 +27,13 @@ class Rows(NamedTuple):
         if self.weight is None:
             return np.ones(len(self.y))
         return self.weight.astype(np.float64, copy=False)
+
+    def times(self, B: np.ndarray) -> np.ndarray:
+        """X B in float64, whatever kind of matrix X is (a dense array, or a design matrix's
+        product)."""
+        if isinstance(self.X, DesignMatrix):
+            return self.X.matvec(B)
+        return np.asarray(self.X, np.float64) @ B
 
     def counted(self) -> Rows:
         """The rows whose weight is above 0: a row of weight 0 counts for nothing, in the fit,

@@ -16,9 +16,16 @@ from hvd_linreg.data.passes import block_rows
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried, Rows
 from hvd_linreg.data.table import Table
 from hvd_linreg.errors import UsageError
+from hvd_linreg.matrix import DesignMatrix
 
 if TYPE_CHECKING:
     from hvd_linreg.data.holdout import Holdout
+
+# A design wider than this many features, with categorical columns, reaches the passes as
+# design matrices (matrix/), a categorical block as its codes: a block of its dense rows would
+# be as wide as its levels. Narrower ones, the same dummies as dense rows (the exact solvers'
+# QR, SGD's tensors).
+DENSE_MAX_COLUMNS = 512
 
 
 @dataclass
@@ -26,8 +33,9 @@ class Shard:
     """This rank's rows of the dataset, by its Layout, and what is known of their source."""
 
     # (rows, num_features) float32 or float64: the rows of Layout.rows(); or, with categorical
-    # columns, CodedFeatures, their dummies written as slices of rows are read
-    X: np.ndarray | CodedFeatures
+    # columns, CodedFeatures, their dummies written as slices of rows are read; or a sparse
+    # design matrix (fit()'s sparse X, a libsvm file's rows)
+    X: np.ndarray | CodedFeatures | DesignMatrix
     y: np.ndarray  # (rows,), the dtype of X
     layout: Layout
     source: str  # "synthetic" or the data file's path
@@ -64,6 +72,20 @@ class Shard:
     def num_features(self) -> int:
         """Features per row."""
         return self.X.shape[1]
+
+    @property
+    def structured(self) -> bool:
+        """Whether the passes take this shard's rows as design matrices (matrix/): categorical
+        or sparse columns, more than DENSE_MAX_COLUMNS in all. A narrower one's blocks are its
+        dense rows, as an array's."""
+        kinds = (CodedFeatures, DesignMatrix)
+        return isinstance(self.X, kinds) and self.num_features > DENSE_MAX_COLUMNS
+
+    def design_template(self) -> DesignMatrix:
+        """A design matrix of no rows with the parts of this (structured) shard's blocks."""
+        if isinstance(self.X, CodedFeatures):
+            return self.X.design(slice(0, 0))
+        return self.X.rows(slice(0, 0))
 
     @property
     def num_dropped(self) -> int:
@@ -118,11 +140,14 @@ class Shard:
             tail = n + layout.num_wrap  # after the copy of the first rows
             C = self.carried
             X = self.X.codes if coded and isinstance(self.X, CodedFeatures) else self.X
+            design = self.structured and not coded and isinstance(X, CodedFeatures)
+            dense = not self.structured and isinstance(X, DesignMatrix)  # a narrow sparse X
             for rows in (range(0, n), range(tail, len(self.y))):
                 for start in range(rows.start, rows.stop, max_rows):
                     stop = min(start + max_rows, rows.stop)
                     carried = None if C is None else C[start:stop]
-                    yield X[start:stop], self.y[start:stop], carried
+                    part = X.design(slice(start, stop)) if design else X[start:stop]
+                    yield part.toarray() if dense else part, self.y[start:stop], carried
             return
         step = max(1, max_rows // layout.run_length) * layout.run_length
         k = len(self.carried_columns)

@@ -161,7 +161,7 @@ class Family:
         self, theta: np.ndarray, X: np.ndarray, offset: np.ndarray | None = None
     ) -> np.ndarray:
         """μ per row, in float64 (offset: each row's --offset/--exposure term)."""
-        eta = linear_predictor(theta, X.astype(np.float64, copy=False))
+        eta = linear_predictor(theta, X)
         return self.link.inverse(eta if offset is None else eta + offset)
 
     def objective(self, loss: float, params: np.ndarray, l2: float) -> float:

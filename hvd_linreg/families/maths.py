@@ -12,13 +12,18 @@ import numpy as np
 
 from hvd_linreg.coefficients import matrix, predictors
 from hvd_linreg.data.rows import Rows
+from hvd_linreg.matrix import DesignMatrix
 
 
-def linear_predictor(theta: np.ndarray, X: np.ndarray) -> np.ndarray:
+def linear_predictor(theta: np.ndarray, X: np.ndarray | DesignMatrix) -> np.ndarray:
     """η = x·w + b in float64, summed term by term: a BLAS product's order of summation depends
     on how many rows it is given, and a row's value must not depend on the rank count. theta:
-    the coefficients (coefficients.py), η a value per row (K′ = 1) or a row of K′ per row."""
+    the coefficients (coefficients.py), η a value per row (K′ = 1) or a row of K′ per row. A
+    design matrix's rows (matrix/) by its own product, which sums each row's terms alone."""
     B = matrix(theta)
+    if isinstance(X, DesignMatrix):
+        return predictors(B, X.matvec(B[:-1], ordered=True) + B[-1])
+    X = X.astype(np.float64, copy=False)
     out = np.empty((len(X), B.shape[1]), np.float64)
     out[:] = B[-1]
     for j, w_j in enumerate(B[:-1]):
@@ -33,7 +38,7 @@ def predictor(theta: np.ndarray, rows: Rows) -> np.ndarray:
     come from linear_predictor, the same bytes at any rank count). A model of classes adds
     the offset to every column."""
     B = matrix(theta)
-    eta = predictors(B, np.asarray(rows.X, np.float64) @ B[:-1] + B[-1])
+    eta = predictors(B, rows.times(B[:-1]) + B[-1])
     if rows.offset is None:
         return eta
     return eta + (rows.offset if eta.ndim == 1 else rows.offset[:, None])

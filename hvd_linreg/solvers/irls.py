@@ -40,7 +40,9 @@ from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
 from hvd_linreg.families.maths import predictor
 from hvd_linreg.ranks import Job
+from hvd_linreg.solvers import blocks as blocks_module
 from hvd_linreg.solvers import separation
+from hvd_linreg.solvers.blocks import BlockGram
 from hvd_linreg.solvers.least_squares import Solution, solve
 from hvd_linreg.solvers.penalty import Penalty
 from hvd_linreg.solvers.qr import Factor, factorise_blocks
@@ -118,8 +120,12 @@ class Limits:
 InnerSolve = Callable[[Factor, np.ndarray, np.ndarray], Solution]
 
 
-def ridge_step(factor: Factor, ridge: np.ndarray, centre: np.ndarray) -> Solution:
-    """The least squares of the working residuals with a ridge row per coefficient."""
+def ridge_step(factor: Factor | BlockGram, ridge: np.ndarray, centre: np.ndarray) -> Solution:
+    """The least squares of the working residuals with a ridge row per coefficient: on the
+    factor's R, or a wide design's Gram by blocks."""
+    if isinstance(factor, BlockGram):
+        step, dependent = factor.step(ridge, centre)
+        return Solution(step, dependent, np.zeros((0, 0)))
     return solve(factor, lambda _: None, ridge, None, centre)
 
 
@@ -336,50 +342,63 @@ def _null_bias(job: Job, shard, family: Family, start: float) -> float:
     return b
 
 
+def _working(family: Family, block, theta: np.ndarray):
+    """A block's (rows of weight > 0) working weights W and residuals r at theta, and its
+    sums: _SUMS, then the family's iteration counts."""
+    y, prior = block.y.astype(np.float64), block.weights()
+    eta = predictor(theta, block)
+    mu = family.link.inverse(eta)
+    valid = family.valid_mean(mu)
+    variance, slope = family.variance_and_slope(mu)  # off the domain's edge
+    weight = prior / (variance * slope * slope)
+    deviation = y - mu
+    residual = deviation * slope
+    loss = family.loss_terms_in_mean(y, eta, mu)
+    pearson = deviation * deviation / variance
+    outside = len(y) - int(np.count_nonzero(valid))
+    if outside:  # a step off the domain, which IRLS halves: those rows count for nothing
+        weight, residual, loss, pearson = (
+            np.where(valid, a, 0.0) for a in (weight, residual, loss, pearson)
+        )
+    sums = [prior @ loss, prior @ pearson, outside, prior @ y, prior.sum()]
+    return weight, residual, sums, family.iteration_counts(y, eta)
+
+
 def _pass(job: Job, shard, family: Family, theta: np.ndarray, centre: bool = True):
     """The weighted design's factor at theta (centre False: uncentred, no intercept), the
     named sums, and the loss's gradient -Σ W r [x 1] (unpenalised, unscaled): one pass over
-    this rank's rows, one allreduce."""
-    k, link = len(theta), family.link
+    this rank's rows, one allreduce. A wide design's factor is its Gram by blocks (blocks.py)."""
+    k = len(theta)
     names = (*_SUMS, *family.COUNTS)
-    rows = block_rows(k + 1)
+    structured = shard.structured
 
     def blocks():
+        rows = block_rows(k + 1) if not structured else blocks_module.BLOCK_ROWS
         for block in shard.blocks(rows):
             block = block.counted()
-            y, prior = block.y.astype(np.float64), block.weights()
-            # [X r] in float64, X copied once into it (the factor's rows)
-            A = np.empty((len(y), k))
-            A[:, :-1] = block.X
-            eta = predictor(theta, block)
-            mu = link.inverse(eta)
-            valid = family.valid_mean(mu)
-            variance, slope = family.variance_and_slope(mu)  # off the domain's edge
-            weight = prior / (variance * slope * slope)
-            deviation = y - mu
-            residual = deviation * slope
-            loss = family.loss_terms_in_mean(y, eta, mu)
-            pearson = deviation * deviation / variance
-            outside = len(y) - int(np.count_nonzero(valid))
-            if outside:  # a step off the domain, which IRLS halves: those rows count for nothing
-                weight, residual, loss, pearson = (
-                    np.where(valid, a, 0.0) for a in (weight, residual, loss, pearson)
-                )
+            weight, residual, sums, counts = _working(family, block, theta)
             scored = weight * residual  # w (y - μ) / (V g'): the score's terms
-            more = [
-                float(prior @ loss),
-                float(prior @ pearson),
-                float(outside),
-                float(prior @ y),
-                float(prior.sum()),
-                *(-(A[:, :-1].T @ scored)),
-                -float(scored.sum()),
-                *family.iteration_counts(y, eta),
-            ]
+            if structured:
+                gradient = -block.X.transpose_matvec(scored)
+                yield block.X, weight, np.r_[sums, gradient, -scored.sum(), counts]
+                continue
+            # [X r] in float64, X copied once into it (the factor's rows)
+            A = np.empty((len(residual), k))
+            A[:, :-1] = block.X
+            more = np.r_[sums, -(A[:, :-1].T @ scored), -scored.sum(), counts]
             A[:, -1] = residual
-            yield A, weight, np.asarray(more)
+            yield A, weight, more
 
-    factor, extra = factorise_blocks(job, blocks, k, len(names) + k, reference=theta, centre=centre)
+    if structured:  # its right-hand side AᵀW r, the score: minus the gradient
+        plan = blocks_module.Plan.of(shard.design_template())
+        gram, extra = blocks_module.summed_gram(
+            job, blocks, plan, len(names) + k, "irls_gram", centre
+        )
+        factor = replace(gram, target=-extra[len(_SUMS) : len(_SUMS) + k])
+    else:
+        factor, extra = factorise_blocks(
+            job, blocks, k, len(names) + k, reference=theta, centre=centre
+        )
     sums = dict(zip(names, extra[: len(_SUMS)].tolist()))
     sums.update(zip(family.COUNTS, extra[len(_SUMS) + k :].tolist()))
     sums["rows"] = factor.count

@@ -41,6 +41,7 @@ from hvd_linreg.coefficients import matrix
 from hvd_linreg.data import Shard
 from hvd_linreg.data.passes import FACTOR_BLOCK_BYTES, block_rows
 from hvd_linreg.ranks import Job
+from hvd_linreg.solvers import wide_least_squares as wide
 from hvd_linreg.solvers.penalty import Penalty
 from hvd_linreg.solvers.qr import Factor, factorise, triangle
 
@@ -264,6 +265,8 @@ def optimum(
     penalty = penalty or Penalty.ridge(0.0, shard.num_features)
     if penalty.l1.any():
         raise ValueError("least squares takes no L1 penalty: the elastic net's path fits it")
+    if shard.structured:
+        return wide.optimum(job, shard, penalty, names, intercept, Optimum)
     factor = factorise(job, shard, centre=intercept)
     # The mean squared error is twice the half deviance the penalty is stated against: the
     # rows' sum of squares takes count x P2 / 2 per coefficient.

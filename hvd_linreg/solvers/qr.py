@@ -86,6 +86,30 @@ class Factor:
         xx = upper.T @ upper + np.outer(wx, self.x_mean)
         return np.block([[xx, wx[:, None]], [wx[None, :], np.array([[self.weight]])]])
 
+    def condition_number(self) -> tuple[float | None, str]:
+        """√(λmax / λmin) of AᵀWA, A = [X 1] (X alone without an intercept), as statsmodels
+        reports it, or None and why. From a triangle T with TᵀT = AᵀWA, R of the centred
+        design and [√W x̄, √W] below it: its singular values are the square roots of AᵀWA's
+        eigenvalues, without squaring the condition number (statsmodels' eigenvalues of AᵀWA
+        lose a design such as NIST's Filip)."""
+        F = len(self.x_mean)
+        upper = self.r[:F, :F]
+        if self.centred:
+            root = np.sqrt(self.weight)
+            corner = np.array([[root]])
+            upper = np.block([[upper, np.zeros((F, 1))], [root * self.x_mean[None, :], corner]])
+        singular = np.linalg.svd(upper, compute_uv=False)
+        if singular[-1] > 0:
+            return float(singular[0] / singular[-1]), ""
+        return None, "the design is singular"
+
+    def inverse_diagonal(self) -> np.ndarray:
+        """diag((AᵀWA)⁻¹) over [w..., b] for A = [X 1] (b's 1/Σw where uncentred, which has
+        no b): what each coefficient's variance scales."""
+        variance = self.variances()
+        variance[-1] += 1.0 / self.weight  # Σ w: the rows, unweighted
+        return variance
+
     def variances(self) -> np.ndarray:
         """diag((Xcᵀ Xc)⁻¹) = the squared row norms of R⁻¹, and then x̄ᵀ (Xcᵀ Xc)⁻¹ x̄: what
         the standard errors of w and b scale (Var(b) = σ² (1/N + x̄ᵀ (Xcᵀ Xc)⁻¹ x̄))."""

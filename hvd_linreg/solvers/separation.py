@@ -12,6 +12,7 @@ import numpy as np
 
 from hvd_linreg.data.passes import summed
 from hvd_linreg.errors import UsageError
+from hvd_linreg.solvers.blocks import BLOCK_ROWS, BlockGram
 
 # A direction whose information is below this fraction of the data's spread along it has
 # lost it to rows whose probabilities saturated: the mark of quasi-separation.
@@ -25,6 +26,9 @@ def check(job, shard, family, counts: dict[str, float], factor, penalized: bool)
     if penalized or not counts.get("saturated"):
         return
     k = shard.num_features + 1
+    if isinstance(factor, BlockGram):  # a wide design: coefficient by coefficient
+        _check_diagonal(job, shard, family, counts, factor)
+        return
 
     def spread(rows):
         A = np.c_[rows.X.astype(np.float64), np.ones(len(rows.X))]
@@ -38,4 +42,19 @@ def check(job, shard, family, counts: dict[str, float], factor, penalized: bool)
         return  # collinear features: the step's solve refuses those
     inverse = np.linalg.inv(factor_l)
     if np.linalg.eigvalsh(inverse @ factor.information() @ inverse.T).min() < INFORMATION:
+        raise UsageError(family.quasi_separated(counts))
+
+
+def _check_diagonal(job, shard, family, counts: dict[str, float], gram: BlockGram) -> None:
+    """The same test on each coefficient's own direction, for a design by blocks (its whole
+    information is not formed): a categorical level whose rows all saturated is the case."""
+
+    def spread(rows):
+        weight = rows.weights()
+        return np.append(rows.X.diagonal(weight), weight.sum())
+
+    k = shard.num_features + 1
+    total = summed(job, shard.blocks(BLOCK_ROWS), spread, k, "newton_spread") / 4.0
+    held = total > 0
+    if np.any(gram.diagonal()[held] < INFORMATION * total[held]):
         raise UsageError(family.quasi_separated(counts))

@@ -19,6 +19,7 @@ from hvd_linreg.statistics.table import (
     cell,
     coefficient_lines,
     robust_errors,
+    too_many_for_errors,
     two_sided_p,
 )
 
@@ -105,7 +106,7 @@ def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> 
     r2 = 1.0 - rss / y_ss if y_ss > 0 else None
     if r2 is None:
         undefined["r2"] = undefined["adjusted_r2"] = "the target is constant"
-    why = _no_errors(optimum, n, k)
+    variance, why = _variance(optimum, n, k)
     whole = _whole_table(optimum, rss, undefined)
     if why is not None:
         for name in ("std_error", "t", "p", "adjusted_r2", "dof", "f_value", "f_p"):
@@ -120,8 +121,6 @@ def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> 
     if optimum.robust is not None:  # --cov_type HC0/HC1/cluster: the sandwich's
         std_error = np.sqrt(np.diag(optimum.robust))[: len(fitted)]
     else:
-        variance = factor.variances()
-        variance[-1] += 1.0 / factor.weight  # Σ w: the rows, unweighted
         std_error = np.sqrt(sigma2 * variance[: len(fitted)])
     inference = dof if optimum.clusters is None else optimum.clusters - 1  # Stata's, and
     # statsmodels' with use_t: a cluster-robust t has G - 1 degrees of freedom
@@ -152,15 +151,19 @@ def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> 
     )
 
 
-def _no_errors(optimum: Optimum, n: int, k: int) -> str | None:
-    """Why the fit has no standard errors, or None where it has them."""
+def _variance(optimum: Optimum, n: int, k: int) -> tuple[np.ndarray | None, str | None]:
+    """diag((AᵀWA)⁻¹), what each coefficient's variance scales (None with robust errors), or
+    why the fit has no standard errors."""
     if optimum.penalty.penalized:
-        return "a ridge fit (--l2 > 0): ordinary least squares' errors do not apply"
+        return None, "a ridge fit (--l2 > 0): ordinary least squares' errors do not apply"
     if n <= k:
-        return f"{n} rows for {k} coefficients: no residual degrees of freedom"
+        return None, f"{n} rows for {k} coefficients: no residual degrees of freedom"
     if optimum.dependent:
-        return "the design is singular (features collinear or constant)"
-    return None
+        return None, "the design is singular (features collinear or constant)"
+    if optimum.robust is not None:
+        return None, None
+    variance = optimum.factor.inverse_diagonal()
+    return variance, too_many_for_errors(k) if variance is None else None
 
 
 def _whole_table(optimum: Optimum, rss: float, undefined: dict) -> dict:
@@ -182,27 +185,11 @@ def _whole_table(optimum: Optimum, rss: float, undefined: dict) -> dict:
     else:
         for name in ("log_likelihood", "aic", "bic"):
             undefined.setdefault(name, reason)
-    singular = np.linalg.svd(_design_factor(factor), compute_uv=False)
-    if singular[-1] > 0:
-        out["condition_number"] = float(singular[0] / singular[-1])
+    condition, why = factor.condition_number()
+    if condition is not None:
+        out["condition_number"] = condition
     else:
-        undefined["condition_number"] = "the design is singular"
-    return out
-
-
-def _design_factor(factor) -> np.ndarray:
-    """A triangle T with TᵀT = AᵀWA for A = [X 1] (X alone without an intercept): from R of
-    the centred design, whose columns are orthogonal to the ones, [[R, 0], [√W x̄, √W]]. Its
-    singular values are the square roots of AᵀWA's eigenvalues, without squaring the
-    condition number (statsmodels' eigenvalues of AᵀWA lose a design such as NIST's Filip)."""
-    F = len(factor.x_mean)
-    upper = factor.r[:F, :F]
-    if not factor.centred:
-        return upper
-    root = np.sqrt(factor.weight)
-    out = np.zeros((F + 1, F + 1))
-    out[:F, :F] = upper
-    out[F, :F], out[F, F] = root * factor.x_mean, root
+        undefined["condition_number"] = why
     return out
 
 

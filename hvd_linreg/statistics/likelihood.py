@@ -18,6 +18,7 @@ from hvd_linreg.statistics.table import (
     cell,
     coefficient_lines,
     robust_errors,
+    too_many_for_errors,
 )
 
 
@@ -122,11 +123,15 @@ def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statisti
     figures = (ll, null, pseudo_r2, fit.deviance, fit.null_deviance, fit.pearson, fit.scale)
     figures += (aic, n - k)
     fitting = (fit.method, fit.iterations, fit.gradient_norm)
-    why = None
+    why, variance = None, None
     if fit.penalty.penalized:
         why = "a penalised fit (--l2 > 0): maximum likelihood's errors do not apply"
     elif n <= k:
         why = f"{n} rows for {k} coefficients"
+    elif fit.robust is None:
+        variance = fit.factor.inverse_diagonal()
+        if variance is None:
+            why = too_many_for_errors(k)
     if why is not None:
         for name in ("std_error", "z", "p"):
             undefined[name] = why
@@ -139,8 +144,6 @@ def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statisti
     if fit.robust is not None:  # --cov_type HC0/HC1: the sandwich's
         std_error = np.sqrt(np.diag(fit.robust))
     else:
-        variance = fit.factor.variances()
-        variance[-1] += 1.0 / fit.factor.weight
         std_error = np.sqrt(fit.scale * variance)
     z = params / std_error
     p = [math.erfc(abs(v) / math.sqrt(2.0)) for v in z.tolist()]

@@ -32,6 +32,7 @@ DTYPES = ("float32", "float64")
 OPTIMALITY_GAP = ("auto", "always", "never")
 COV_TYPES = ("nonrobust", "HC0", "HC1", "cluster")  # solvers/sandwich.py
 MISSING = ("error", "drop")  # data/missing.py
+INDEX_BASES = ("auto", "0", "1")  # data/svmlight.py
 SELECT = ("min", "1se")  # solvers/path.py
 FOLD_ALPHA = ("same", "sum")  # solvers/path.py
 MAX_LEVELS = 1000  # --max_levels' default: more in one column is an ID or free text
@@ -111,9 +112,18 @@ class Config:
     )
     max_levels: int = setting(
         MAX_LEVELS,
-        "the most levels a categorical column may have; more end the run naming the column",
+        "the most levels a column of words may have; more end the run naming the column (one "
+        "named in --categorical takes any number)",
         "N",
         check=positive_int,
+    )
+    index_base: str = setting(
+        "auto",
+        "a libsvm file's feature indices: 0 or 1 where the first feature is; auto: 0 where any "
+        "line of the file holds index 0, else 1 (scikit-learn's rule)",
+        "auto|0|1",
+        choices=INDEX_BASES,
+        check=one_of(INDEX_BASES),
     )
     dtype: str | None = setting(
         None,

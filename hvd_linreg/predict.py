@@ -23,12 +23,14 @@ from hvd_linreg.data import (
     open_table,
     read_csv_split,
 )
-from hvd_linreg.data.categorical import Levels, expand, width
+from hvd_linreg.data.categorical import CodedFeatures, Levels, expand, width
 from hvd_linreg.data.csv import csv_cells
 from hvd_linreg.data.parquet import parquet_columns, parquet_rows
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
+from hvd_linreg.data.shard import DENSE_MAX_COLUMNS
 from hvd_linreg.errors import UsageError
 from hvd_linreg.export import ExportedModel, load
+from hvd_linreg.matrix import DesignMatrix
 from hvd_linreg.ranks import Job
 
 OUTPUT_FORMATS = (".npy", ".csv")
@@ -192,6 +194,17 @@ class Columns:
     def num_features(self) -> int:
         """The model's features: a categorical column gives one per level but the first."""
         return sum(width(j, self.levels) for j in self.features)
+
+    def features_of(self, block: np.ndarray) -> np.ndarray | DesignMatrix:
+        """A block of the file's rows (every column) as the model's features: its dummies, or
+        past DENSE_MAX_COLUMNS of them a design matrix of the codes (as training held them)."""
+        if self.num_features > DENSE_MAX_COLUMNS and self.levels:
+            held = {i: self.levels[j] for i, j in enumerate(self.features) if j in self.levels}
+            coded = CodedFeatures(block[:, self.features], held, np.dtype(np.float64))
+            return coded.design(slice(None))
+        X = np.empty((len(block), self.num_features))
+        expand(block, self.features, self.levels, X)
+        return X
 
     @property
     def used(self) -> list[int]:
@@ -366,8 +379,7 @@ class Request:
                     f"{block[local, columns.carried[j]]:g} in column "
                     f"{columns.carried_columns.names[j]!r}; {what}"
                 )
-            X = np.empty((len(block), columns.num_features))
-            expand(block, columns.features, columns.levels, X)
+            X = columns.features_of(block)
             y = block[:, columns.target] if columns.target is not None else block[:, :0]
             rows = columns.carried_columns.rows(X, y, block[:, columns.carried])
         except UsageError as e:

@@ -9,6 +9,7 @@ from hvd_linreg.data.csv import CSV
 from hvd_linreg.data.npy import NPY, NPZ
 from hvd_linreg.data.parquet import PARQUET
 from hvd_linreg.data.spec import DataSpec, ScatterReader, TableReader
+from hvd_linreg.data.svmlight import SUFFIXES, SVMLIGHT
 from hvd_linreg.data.table import Table
 from hvd_linreg.errors import UsageError
 
@@ -21,13 +22,22 @@ READERS: dict[str, TableReader | ScatterReader] = {
     ".npz": NPZ,
     ".csv": CSV,
     ".parquet": PARQUET,
+    **{suffix + gz: SVMLIGHT for suffix in SUFFIXES for gz in ("", ".gz")},
 }
+
+
+def format_of(path: Path) -> str:
+    """A file's format, by the suffix READERS knows it by: .svm.gz for a gzip'd libsvm file."""
+    suffixes = [s.lower() for s in path.suffixes[-2:]]
+    if suffixes and suffixes[-1] == ".gz":
+        return "".join(suffixes)
+    return path.suffix.lower()
 
 
 def open_table(files: list[Path], spec: DataSpec) -> Table:
     """The files' rows, one file after another, to be read by ranges (nothing is read yet but
     headers and footers)."""
-    suffix = files[0].suffix.lower()
+    suffix = format_of(files[0])
     reader = READERS.get(suffix)
     if not isinstance(reader, TableReader):
         known = [f"{name} {known.note}".strip() for name, known in READERS.items()]
@@ -62,14 +72,14 @@ def data_files(data: str) -> list[Path]:
             raise UsageError(f"{f} is not a file: --data {data} reads files, not sub-directories")
     formats = {}
     for f in files:
-        formats.setdefault(f.suffix.lower(), f)
+        formats.setdefault(format_of(f), f)
     several = [suffix for suffix, reader in READERS.items() if reader.several_files]
     if len(formats) > 1:
         raise UsageError(
             f"--data {data} mixes formats ({', '.join(map(str, formats.values()))}): the files "
             f"of one dataset must be {_either(['all ' + suffix for suffix in several])}"
         )
-    if len(files) > 1 and files[0].suffix.lower() not in several:
+    if len(files) > 1 and format_of(files[0]) not in several:
         raise UsageError(
             f"--data {data}: a dataset of several files reads {_either(several)} files, "
             f"not {files[0].suffix or '(no extension)'} ({files[0]})"

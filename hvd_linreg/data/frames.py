@@ -38,6 +38,8 @@ def _text_dtype(cells) -> bool:
     """Whether a column holds objects or text: object, or pandas' string dtypes (pandas 3 reads
     text as its "str" dtype)."""
     dtype = cells.dtype
+    if getattr(dtype, "name", "") == "category":  # its categories are its levels
+        return False
     return getattr(dtype, "kind", "") == "O" or getattr(dtype, "name", "") in ("string", "str")
 
 

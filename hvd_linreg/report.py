@@ -45,16 +45,18 @@ def loss_name(family) -> str:
     return f"mean half {distribution} deviance"
 
 
-def solver_words(family, wide: bool = False) -> tuple[str, str]:
+def solver_words(family, solve: str = "the distributed QR") -> tuple[str, str]:
     """What the header line calls the family's exact solver, and what the summary says it
-    costs (wide: a design solved by blocks, solvers/blocks.py). IRLS under the canonical link
-    is Newton's method; under another, Fisher scoring."""
+    costs (solve: how its factor solves a system, the factor's METHOD). IRLS under the
+    canonical link is Newton's method; under another, Fisher scoring."""
     if family.SOLVER == "least_squares":
-        how = "the normal equations by blocks, refined" if wide else "the distributed QR"
-        return "exact least squares", how
+        return "exact least squares", solve
     method = "Newton's method" if family.canonical else "IRLS, Fisher scoring"
     per = "Newton" if family.canonical else "IRLS"
-    return f"exact maximum likelihood ({method})", f"a pass and an allreduce per {per} iteration"
+    cost = f"a pass and an allreduce per {per} iteration"
+    if solve != "the distributed QR":
+        cost += f", each step by {solve}"
+    return f"exact maximum likelihood ({method})", cost
 
 
 @dataclass
@@ -308,7 +310,7 @@ class Report:
                 "their Gram matrices)"
                 if self.penalized
                 else f"  wall time: {result.wall_s:.3f} s "
-                f"({solver_words(self.family, self.shard.structured)[1]})"
+                f"({solver_words(self.family, self.optimum.factor.METHOD)[1]})"
                 if self.cfg.solver == "exact"
                 else f"  wall time: {result.wall_s:.3f} s, {result.steps_per_s:.1f} steps/s, "
                 f"{self.samples_per_s:.4g} samples/s"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -122,6 +123,8 @@ def test_the_unpenalized_fit_and_its_errors_equal_statsmodels(flights, tmp_path)
         np.testing.assert_allclose(ours, reference.params, rtol=0, atol=1e-9)
         np.testing.assert_allclose(errors, reference.bse, rtol=1e-8)
         assert m["statistics"]["log_likelihood"] == pytest.approx(reference.llf, rel=1e-10)
+        if family:  # Newton's method on the exact Hessian: a handful of iterations
+            assert m["statistics"]["iterations"] <= 8
 
 
 def test_a_nested_category_without_a_penalty_is_named_as_collinear(flights, tmp_path, capsys):
@@ -271,3 +274,52 @@ def test_a_sparse_x_of_another_width_on_one_rank_names_both(tmp_path):
                  metrics=False, program=(sys.executable, str(WIDE_JOB)))  # fmt: skip
     assert run.returncode == 1, run.output
     assert "X has 900 columns on rank 0 but 899 on rank 1" in run.output
+
+
+@pytest.fixture(scope="module")
+def movielens(tmp_path_factory):
+    """docs/movielens_svm.py's file: 100,004 ratings, 9,737 one-hot columns (users, movies)."""
+    path = tmp_path_factory.mktemp("movielens") / "movielens.svm"
+    assert subprocess.run([sys.executable, str(REPO / "docs" / "movielens_svm.py"),
+                           str(path)]).returncode == 0  # fmt: skip
+    return path
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+def test_past_the_direct_solver_conjugate_gradients_give_the_same_fit(movielens, tmp_path):
+    """9,737 sparse columns, none categorical: more than the Schur complement's 8,192, so
+    conjugate gradients on the normal equations solve the ridge, at 1 and 2 ranks; SciPy's
+    sparse LU of the same normal equations (with the intercept unpenalized) is the reference."""
+    from scipy.sparse.linalg import spsolve
+    from sklearn.datasets import load_svmlight_file
+
+    X, y = load_svmlight_file(str(movielens))
+    l2, n = 1e-4, len(y)
+    A = sparse.hstack([X, np.ones((n, 1))]).tocsc()
+    ridge = sparse.diags(np.r_[np.full(X.shape[1], n * l2), 0.0])
+    reference = spsolve((A.T @ A + ridge).tocsc(), A.T @ y)
+    for size in (1, 2):
+        m = run_metrics(tmp_path, size, ["--data", str(movielens), "--solver", "exact",
+                                         "--l2", repr(l2)])  # fmt: skip
+        np.testing.assert_allclose(np.append(m["w"], m["b"]), reference, rtol=0, atol=1e-8)
+        undefined = m["statistics"]["undefined"]
+        assert "solved by conjugate gradients" in undefined["condition_number"]
+
+
+def test_conjugate_gradients_drive_irls_to_scikit_learns_logistic_fit():
+    """IRLS's steps by conjugate gradients (9,000 sparse columns, past the direct solver):
+    the optimum of scikit-learn's Newton-CG on the same rows and penalty."""
+    from sklearn.linear_model import LogisticRegression
+
+    import hvd_linreg
+
+    rng = np.random.default_rng(29)
+    X = sparse.random(6000, 9000, density=0.002, format="csr", random_state=30)
+    eta = X @ rng.normal(size=9000) - 0.3
+    y = (rng.uniform(size=6000) < 1 / (1 + np.exp(-eta))).astype(float)
+    fit = hvd_linreg.fit(X, y, model="logistic", solver="exact", l2=1e-3)
+    reference = LogisticRegression(C=1 / (2e-3 * 6000), solver="newton-cg", tol=1e-12)
+    reference.fit(X, y)
+    np.testing.assert_allclose(fit.params[:-1], reference.coef_[0], rtol=0, atol=1e-8)
+    assert fit.params[-1] == pytest.approx(reference.intercept_[0], abs=1e-8)

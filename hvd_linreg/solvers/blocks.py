@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import linalg, sparse
 
-from hvd_linreg.errors import UsageError
 from hvd_linreg.matrix import CategoricalMatrix, DesignMatrix, SplitMatrix
 from hvd_linreg.ranks import Job
+from hvd_linreg.solvers.conjugate import IterativeGram
 
 # Rows a block of a wide design's pass: each block's products make arrays of its columns (the
 # cross block C and G, whole), so blocks are long: their cost is in the rows, not per call.
@@ -54,6 +54,8 @@ class Plan:
     eliminated: int | None  # the part eliminated (its index among the split's parts)
     E: np.ndarray  # columns of [w..., b]
     S: np.ndarray
+    # False: past MAX_KEPT or MAX_CROSS, solved by conjugate gradients (conjugate.py)
+    direct: bool = True
 
     @classmethod
     def of(cls, X: DesignMatrix) -> Plan:
@@ -65,14 +67,8 @@ class Plan:
         best = int(np.argmax(levels)) if levels and max(levels) > 0 else None
         E = columns[best] if best is not None else np.zeros(0, np.intp)
         S = np.setdiff1d(np.arange(F + 1), E)  # the intercept, F, last
-        if len(S) > MAX_KEPT or len(E) * len(S) > MAX_CROSS:
-            raise UsageError(
-                f"the design has {F} columns, {len(S) - 1} of them besides its largest "
-                f"categorical block: more than the exact solver's {MAX_KEPT} (or a cross "
-                f"block of more than {MAX_CROSS} numbers). Code fewer levels, or fit a "
-                "penalized path (--alpha with --l1_ratio > 0)"
-            )
-        return cls(F + 1, best, E, S)
+        direct = len(S) <= MAX_KEPT and len(E) * len(S) <= MAX_CROSS
+        return cls(F + 1, best, E, S, direct)
 
 
 def _parts(X: DesignMatrix, plan: Plan) -> tuple[DesignMatrix | None, list, list]:
@@ -129,14 +125,18 @@ def _views(values: np.ndarray, plan: Plan) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def sums_size(plan: Plan) -> int:
+    """The numbers a pass sums: D, C and G; past the direct solver AᵀWA's diagonal and the
+    columns' weighted sums."""
     E, S = len(plan.E), len(plan.S)
-    return E + E * S + S * S
+    return E + E * S + S * S if plan.direct else 2 * plan.width
 
 
 @dataclass(frozen=True)
 class BlockGram:
     """AᵀWA of the whole dataset (every rank's rows) by blocks, and what a fit's statistics
     read of it: the rows, the weights' sum, the columns' weighted means."""
+
+    METHOD = "the normal equations by blocks"  # how it solves, in the summary's words
 
     plan: Plan
     D: np.ndarray  # (E,)
@@ -160,6 +160,13 @@ class BlockGram:
     def condition_number(self) -> tuple[float | None, str]:
         """Not computed: its eigenvalues would need the whole matrix."""
         return None, f"a design of {self.plan.width - 1} columns, solved by blocks: not computed"
+
+    def why_no_errors(self) -> str:
+        """Why inverse_diagonal is None."""
+        return (
+            f"{self.plan.width} coefficients, more than the {MAX_ERRORS} whose covariance is "
+            "formed (the coefficients are exact; their errors are not computed)"
+        )
 
 
     def step(self, ridge: np.ndarray, centre: np.ndarray | None = None):
@@ -282,6 +289,11 @@ class _Factored:
         return out
 
 
+# A wide design's AᵀWA: by blocks, or by its products past the direct solver
+WideGram = BlockGram | IterativeGram
+WIDE_GRAMS = (BlockGram, IterativeGram)
+
+
 def summed_gram(
     job: Job,
     blocks: Callable[[], Iterable[tuple[DesignMatrix, np.ndarray, np.ndarray]]],
@@ -295,11 +307,23 @@ def summed_gram(
     come from the intercept's row of G over Σ W."""
     size = sums_size(plan)
     total = np.zeros(size + 1 + extra)
+    kept = []  # past the direct solver: this rank's rows and weights, for the products
     for X, d, more in blocks():
-        add_block_sums(X, d, plan, total)
+        if plan.direct:
+            add_block_sums(X, d, plan, total)
+        else:
+            kept.append((X, d))
+            total[: plan.width] += np.append(X.diagonal(d), d.sum())
+            total[plan.width : size] += np.append(X.transpose_matvec(d), d.sum())
         total[size] += len(d)
         total[size + 1 :] += more
     total = job.allreduce_sum(total, name)  # Horovod (or MPI): every rank's sums
+    if not plan.direct:
+        weight, count = float(total[plan.width - 1]), int(total[size])
+        sums = total[plan.width : size - 1]
+        x_mean = sums / weight if weight > 0 else np.zeros(plan.width - 1)
+        gram = IterativeGram(job, kept, total[: plan.width], count, weight, x_mean, centred)
+        return gram, total[size + 1 :]
     D, C, G = _views(total, plan)
     weight = float(G[-1, -1])
     column_sums = np.zeros(plan.width)

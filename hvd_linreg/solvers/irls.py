@@ -42,7 +42,7 @@ from hvd_linreg.families.maths import predictor
 from hvd_linreg.ranks import Job
 from hvd_linreg.solvers import blocks as blocks_module
 from hvd_linreg.solvers import separation
-from hvd_linreg.solvers.blocks import BlockGram
+from hvd_linreg.solvers.blocks import WIDE_GRAMS, WideGram
 from hvd_linreg.solvers.least_squares import Solution, solve
 from hvd_linreg.solvers.penalty import Penalty
 from hvd_linreg.solvers.qr import Factor, factorise_blocks
@@ -120,10 +120,10 @@ class Limits:
 InnerSolve = Callable[[Factor, np.ndarray, np.ndarray], Solution]
 
 
-def ridge_step(factor: Factor | BlockGram, ridge: np.ndarray, centre: np.ndarray) -> Solution:
+def ridge_step(factor: Factor | WideGram, ridge: np.ndarray, centre: np.ndarray) -> Solution:
     """The least squares of the working residuals with a ridge row per coefficient: on the
-    factor's R, or a wide design's Gram by blocks."""
-    if isinstance(factor, BlockGram):
+    factor's R, or a wide design's Gram by blocks (or by its products)."""
+    if isinstance(factor, WIDE_GRAMS):
         step, dependent = factor.step(ridge, centre)
         return Solution(step, dependent, np.zeros((0, 0)))
     return solve(factor, lambda _: None, ridge, None, centre)

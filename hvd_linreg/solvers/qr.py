@@ -37,6 +37,8 @@ class Factor:
     Xc = X - x_mean and yc = y - y_mean: everything a least-squares fit and its statistics
     start from."""
 
+    METHOD = "the distributed QR"  # how it solves, in the summary's words
+
     r: np.ndarray  # (F+1, F+1) upper triangular; its last column is Qᵀ yc
     x_mean: np.ndarray  # (F,) column means of X
     y_mean: float

@@ -12,7 +12,7 @@ import numpy as np
 
 from hvd_linreg.data.passes import summed
 from hvd_linreg.errors import UsageError
-from hvd_linreg.solvers.blocks import BLOCK_ROWS, BlockGram
+from hvd_linreg.solvers.blocks import BLOCK_ROWS, WIDE_GRAMS, WideGram
 
 # A direction whose information is below this fraction of the data's spread along it has
 # lost it to rows whose probabilities saturated: the mark of quasi-separation.
@@ -26,7 +26,7 @@ def check(job, shard, family, counts: dict[str, float], factor, penalized: bool)
     if penalized or not counts.get("saturated"):
         return
     k = shard.num_features + 1
-    if isinstance(factor, BlockGram):  # a wide design: coefficient by coefficient
+    if isinstance(factor, WIDE_GRAMS):  # a wide design: coefficient by coefficient
         _check_diagonal(job, shard, family, counts, factor)
         return
 
@@ -45,7 +45,7 @@ def check(job, shard, family, counts: dict[str, float], factor, penalized: bool)
         raise UsageError(family.quasi_separated(counts))
 
 
-def _check_diagonal(job, shard, family, counts: dict[str, float], gram: BlockGram) -> None:
+def _check_diagonal(job, shard, family, counts: dict[str, float], gram: WideGram) -> None:
     """The same test on each coefficient's own direction, for a design by blocks (its whole
     information is not formed): a categorical level whose rows all saturated is the case."""
 

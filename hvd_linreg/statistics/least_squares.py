@@ -19,7 +19,6 @@ from hvd_linreg.statistics.table import (
     cell,
     coefficient_lines,
     robust_errors,
-    too_many_for_errors,
     two_sided_p,
 )
 
@@ -163,7 +162,7 @@ def _variance(optimum: Optimum, n: int, k: int) -> tuple[np.ndarray | None, str 
     if optimum.robust is not None:
         return None, None
     variance = optimum.factor.inverse_diagonal()
-    return variance, too_many_for_errors(k) if variance is None else None
+    return variance, optimum.factor.why_no_errors() if variance is None else None
 
 
 def _whole_table(optimum: Optimum, rss: float, undefined: dict) -> dict:

@@ -18,7 +18,6 @@ from hvd_linreg.statistics.table import (
     cell,
     coefficient_lines,
     robust_errors,
-    too_many_for_errors,
 )
 
 
@@ -131,7 +130,7 @@ def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statisti
     elif fit.robust is None:
         variance = fit.factor.inverse_diagonal()
         if variance is None:
-            why = too_many_for_errors(k)
+            why = fit.factor.why_no_errors()
     if why is not None:
         for name in ("std_error", "z", "p"):
             undefined[name] = why

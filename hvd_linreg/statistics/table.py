@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from hvd_linreg.solvers.blocks import MAX_ERRORS
-
 SHOWN_WEIGHTS = 8  # the summary's "w:" line lists at most this many; its table lists more
 # Why b has no statistics in a model without an intercept
 NO_INTERCEPT = "the model has no intercept (--no_intercept): b is 0, not estimated"
@@ -63,10 +61,3 @@ def two_sided_p(t: np.ndarray, dof: int) -> list[float]:
     x = dof / (dof + np.square(np.asarray(t, np.float64)))
     return np.atleast_1d(betainc(dof / 2, 0.5, x)).tolist()
 
-
-def too_many_for_errors(coefficients: int) -> str:
-    """Why a fit of many coefficients has no standard errors: their inverse is not formed."""
-    return (
-        f"{coefficients} coefficients, more than the {MAX_ERRORS} whose covariance is formed "
-        "(the coefficients are exact; their errors are not computed)"
-    )

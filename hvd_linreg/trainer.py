@@ -125,7 +125,7 @@ class Trainer:
         start = first * B % n
         rows = range(start, start + count * B)
         return (
-            self._tensors(*layout.take(self.shard.table, self.shard.dtype, rows, k)),
+            self._tensors(*self.shard.take(rows)),
             start,
             count,
         )

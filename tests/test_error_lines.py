@@ -117,7 +117,8 @@ def test_a_directory_of_several_npz_files_is_refused(tmp_path, capsys):
     for name in ("a.npz", "b.npz"):
         np.savez(parts / name, X=np.zeros((4, 2)), y=np.zeros(4))
     assert refused(capsys, ["--data", str(parts)]) == (
-        f"--data {parts}: a dataset of several files reads .npy, .csv or .parquet files, "
+        f"--data {parts}: a dataset of several files reads .npy, .csv, .parquet, .svm, .libsvm "
+        "or .svmlight files, "
         f"not .npz ({parts / 'a.npz'})"
     )
 

@@ -73,7 +73,11 @@ def data_files(data: str) -> list[Path]:
     formats = {}
     for f in files:
         formats.setdefault(format_of(f), f)
-    several = [suffix for suffix, reader in READERS.items() if reader.several_files]
+    several = [  # a gzip'd format by its plain suffix
+        suffix
+        for suffix, reader in READERS.items()
+        if reader.several_files and not suffix.endswith(".gz")
+    ]
     if len(formats) > 1:
         raise UsageError(
             f"--data {data} mixes formats ({', '.join(map(str, formats.values()))}): the files "

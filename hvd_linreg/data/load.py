@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 
 from hvd_linreg.config import SYNTHETIC_FEATURES, SYNTHETIC_SAMPLES, Config
+from hvd_linreg.data.categorical import CodedFeatures, expanded_names
 from hvd_linreg.data.columns import column_labels
 from hvd_linreg.data.files import READERS, data_files, format_of, open_table
 from hvd_linreg.data.holdout import Holdout
@@ -112,6 +113,9 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
             C = X[:, p:].astype(np.float64) if len(carried) else None
             X, y = X[:, :p].astype(dtype), y.astype(dtype)
             shard = with_validation(shard, holdout, ids, X, y, names, C)
+            if table.coded:  # checked as codes; held as their dummies, as few rows
+                dummies = CodedFeatures(X, table.coded, dtype)[:]
+                shard = replace(shard, validation=shard.validation._replace(X=dummies))
     except OSError as e:
         raise UsageError(f"cannot read {cfg.data}: {e}") from None
     return shard
@@ -144,6 +148,12 @@ def _check_reader_takes(reader, spec: DataSpec, suffix: str) -> None:
             )
 
 
+def _features(X: np.ndarray, table: Table):
+    """A table's rows as the shard holds them: its categorical columns' codes as CodedFeatures,
+    which writes their dummies as rows are read."""
+    return CodedFeatures(X, table.coded, X.dtype) if table.coded else X
+
+
 def _table_shard(
     source: str, table: Table, training: Table, layout: Layout, dtype, carried: Carried
 ) -> Shard:
@@ -153,6 +163,8 @@ def _table_shard(
     shard_bytes = layout.num_held * (table.num_features + 1) * dtype.itemsize
     p, k = table.num_features - len(carried), len(carried)
     names = table.columns[:p] if table.columns else None
+    if table.coded:  # the features' names: each categorical column's dummies
+        names = tuple(expanded_names(table.columns, range(p), table.coded))
     target_name = table.columns[-1] if table.columns else None
     described = {
         "feature_names": names,
@@ -165,11 +177,12 @@ def _table_shard(
     if shard_bytes > memory_per_rank() * _SHARD_SHARE:
         first = range(min(layout.run_length, layout.num_train))  # none without batches
         X, y, C = layout.take(training, dtype, first, k)
-        shard = Shard(X, y, layout, source, table=training, carried=C, **described)
+        shard = Shard(_features(X, table), y, layout, source, table=training, carried=C,
+                      **described)  # fmt: skip
     else:
         held = range(layout.num_train + layout.num_wrap)
         X, y, C = layout.take(training, dtype, held, k, tail=True)
-        shard = Shard(X, y, layout, source, carried=C, **described)
+        shard = Shard(_features(X, table), y, layout, source, carried=C, **described)
     whole_bytes = table.whole_rows * table.row_bytes
     if (  # a run without batches reads consecutive pieces: a group at each end at most
         layout.size > 1

@@ -17,8 +17,6 @@ from hvd_linreg.data.categorical import (
     Words,
     agree_levels,
     codes,
-    expand,
-    expanded_names,
     level_name,
     mixed_column,
     named_columns,
@@ -66,31 +64,29 @@ def parquet_table(
     levels = (
         _levels(pq, groups, starts, columns, coded, inferred, spec, dropped, job) if coded else {}
     )
-    at = list(range(len(columns) - 1))
-    expanded = [*expanded_names(columns, at, levels), columns[-1]]
+    width = len(columns) - 1  # a categorical column as its codes (CodedFeatures)
     last = {}  # the row group read last: the next read usually starts in it
 
     def read_group(i: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         if last.get("group") != i:
             last.clear()
-            rows = _read_group(
-                pq, *groups[i], columns, dtype, levels, len(expanded) - 1, dropped is not None
-            )
+            rows = _read_group(pq, *groups[i], columns, dtype, levels, dropped is not None)
             last["group"], last["rows"] = i, rows
         X, y = last["rows"]
         return X[lo:hi], y[lo:hi]
 
     table = Table(
-        read_across(starts, read_group, len(expanded) - 1, dtype),
+        read_across(starts, read_group, width, dtype),
         int(starts[-1]),
-        len(expanded) - 1,
-        len(expanded) * dtype.itemsize,  # as decoded: what a part of a read holds in memory
+        width,
+        len(columns) * dtype.itemsize,  # as decoded: what a part of a read holds in memory
         dtype,
-        tuple(expanded),
+        tuple(columns),
         tuple(m.num_rows for m in metadata),
         whole_rows=int(np.diff(starts).max(initial=0)),
         levels={columns[j]: values for j, values in levels.items()} if levels else None,
         sources=tuple(names[j] for j in features) if levels else None,
+        coded=levels or None,
     )
     return table if dropped is None else without_rows(table, dropped)
 
@@ -298,18 +294,14 @@ def _read_group(
     columns: list[str],
     dtype: np.dtype,
     levels: Levels,
-    width: int,
     nulls: bool = False,
 ):
-    """One row group's chosen columns as X (rows, width features: a categorical column, by
-    its position in levels, as its dummies) and y, in dtype; a null is refused, or with
-    nulls (its row is being dropped) NaN."""
+    """One row group's chosen columns as X (rows, a column each but the target's: a
+    categorical column, by its position in levels, as its level codes) and y, in dtype; a
+    null is refused, or with nulls (its row is being dropped) NaN."""
     rows = _read_row_groups(pq, p, metadata, group, columns)
-    X = np.empty((rows.num_rows, width), dtype)
+    X = np.empty((rows.num_rows, len(columns) - 1), dtype)
     y = np.empty(rows.num_rows, dtype)
-    if levels:  # the level codes beside the numbers, then the dummies
-        block = np.empty((rows.num_rows, len(columns)))
-        X, dummies = block[:, :-1], X
     for j, name in enumerate(columns):
         column = rows.column(name)
         if column.null_count and not nulls:
@@ -323,9 +315,6 @@ def _read_group(
             out[...] = _level_codes(p, name, column, levels[j], first, strict=not nulls)
         else:
             out[...] = column.to_numpy()
-    if levels:
-        expand(block, range(len(columns) - 1), levels, dummies)
-        return dummies, y
     return X, y
 
 

@@ -150,10 +150,20 @@ class Shard:
                     yield part.toarray() if dense else part, self.y[start:stop], carried
             return
         step = max(1, max_rows // layout.run_length) * layout.run_length
-        k = len(self.carried_columns)
         for start in range(0, n, step):
-            yield layout.take(self.table, self.dtype, range(start, min(start + step, n)), k)
-        yield layout.take(self.table, self.dtype, range(0), k, tail=True)
+            yield self.take(range(start, min(start + step, n)), coded=coded)
+        yield self.take(range(0), tail=True, coded=coded)
+
+    def take(self, rows: range, tail: bool = False, coded: bool = False) -> tuple:
+        """Rows of the table a shard larger than memory reads as it is used (Layout.take):
+        (X, y, the carried columns or None), X as the shard's features are (a categorical
+        column's dummies, or a wide design's matrix; coded: its codes)."""
+        k = len(self.carried_columns)
+        X, y, C = self.layout.take(self.table, self.dtype, rows, k, tail=tail)
+        if isinstance(self.X, CodedFeatures) and not coded:
+            features = CodedFeatures(X, self.X.levels, self.X.dtype)
+            X = features.design(slice(None)) if self.structured else features[:]
+        return X, y, C
 
     def warnings(self, cfg) -> list[str]:
         """What the user should know about how the data meets the layout."""

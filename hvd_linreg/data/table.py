@@ -35,6 +35,9 @@ class Table:
     # --missing drop: the files' rows dropped (0-based over the files, sorted); the table's
     # rows are the others, in order, and file_rows counts them all
     dropped: np.ndarray | None = None
+    # a categorical column's position among the columns -> its levels, where the table reads
+    # it as its level codes (CodedFeatures: the shard writes the dummies as it is read)
+    coded: dict[int, list] | None = None
 
     def parts(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Rows start .. stop - 1, in reads of at most PART_BYTES."""

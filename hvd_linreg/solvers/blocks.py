@@ -168,7 +168,6 @@ class BlockGram:
             "formed (the coefficients are exact; their errors are not computed)"
         )
 
-
     def step(self, ridge: np.ndarray, centre: np.ndarray | None = None):
         """x minimising ‖√W (A x - z)‖² + Σⱼ ridgeⱼ (wⱼ - centreⱼ)² (the intercept free),
         and the columns that make the system singular (x then 0)."""

@@ -60,4 +60,3 @@ def two_sided_p(t: np.ndarray, dof: int) -> list[float]:
 
     x = dof / (dof + np.square(np.asarray(t, np.float64)))
     return np.atleast_1d(betainc(dof / 2, 0.5, x)).tolist()
-

@@ -22,7 +22,7 @@ from hvd_linreg.hosts import keepalive_warning
 from hvd_linreg.plot import save_plot
 from hvd_linreg.ranks import Job
 from hvd_linreg.report import Report, TrainingResult, check_writable, header_line, write_json
-from hvd_linreg.solvers import irls, path
+from hvd_linreg.solvers import irls, path, wide_path
 from hvd_linreg.solvers.path_settings import settings_for
 from hvd_linreg.solvers.penalty import Penalty
 from hvd_linreg.solvers.start import iterates
@@ -132,11 +132,6 @@ def check_wide(cfg: Config, shard: Shard) -> None:
             f"--cov_type {cfg.cov_type} takes a design of at most {DENSE_MAX_COLUMNS} "
             f"columns; this is {wide}: use the default nonrobust errors"
         )
-    if cfg.penalized:
-        raise UsageError(
-            f"the elastic net's path takes a design of at most {DENSE_MAX_COLUMNS} columns; "
-            f"this is {wide}: fit a ridge (--l2) by --solver exact"
-        )
 
 
 def _loader(cfg: Config, family, job: Job):
@@ -201,8 +196,9 @@ def optimum(cfg: Config, family, job: Job, shard: Shard, start=None):
     too_wide = not shard.structured and shard.num_features > family.MAX_EXACT_FEATURES
     if family.SOLVER is None or too_wide or not solvers.wants_optimum(cfg, shard):
         return None
-    if cfg.penalized:
-        return path.fit(job, shard, family, settings_for(cfg, job, shard))
+    if cfg.penalized:  # a wide design's path on working sets
+        fitter = wide_path if shard.structured else path
+        return fitter.fit(job, shard, family, settings_for(cfg, job, shard))
     # The recipe pairs the family with its solver: the solver knows the family only as Family.
     best = solvers.optimum(
         job,

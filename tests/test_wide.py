@@ -323,3 +323,104 @@ def test_conjugate_gradients_drive_irls_to_scikit_learns_logistic_fit():
     reference.fit(X, y)
     np.testing.assert_allclose(fit.params[:-1], reference.coef_[0], rtol=0, atol=1e-8)
     assert fit.params[-1] == pytest.approx(reference.intercept_[0], abs=1e-8)
+
+
+GLMNET_SPARSE = r"""
+library(glmnet); library(Matrix)
+args <- commandArgs(TRUE)
+t <- read.csv(args[1]); y <- scan(args[2], quiet=TRUE)
+X <- sparseMatrix(i=t$i, j=t$j, x=t$x, dims=c(length(y), as.integer(args[3])))
+lam <- as.numeric(strsplit(args[4], ",")[[1]])
+fit <- glmnet(X, y, family=args[5], alpha=as.numeric(args[6]), lambda=lam,
+              standardize=as.logical(args[7]), thresh=1e-20, maxit=1e8)
+cat(sprintf("%.17g", as.matrix(coef(fit))), "\n")
+"""
+
+
+def _sparse_rows(tmp_path, family: str):
+    """800 sparse columns (1% filled) of 2,000 rows as a libsvm file (x1..x800) and as the
+    triplets R reads; a gaussian target scaled to unit variance (glmnet scales its own)."""
+    from sklearn.datasets import dump_svmlight_file
+
+    rng = np.random.default_rng(41)
+    X = sparse.random(2000, 800, density=0.01, format="csr", random_state=42)
+    beta = np.zeros(800)
+    beta[:40] = rng.normal(scale=3.0, size=40)
+    eta = X @ beta - 0.2
+    if family == "gaussian":
+        y = eta + rng.normal(size=2000)
+        y = y / y.std()
+    else:
+        y = (rng.uniform(size=2000) < 1 / (1 + np.exp(-eta))).astype(float)
+    path = tmp_path / f"{family}.svm"
+    dump_svmlight_file(X, y, str(path), zero_based=False)
+    coo = X.tocoo()
+    triplets = tmp_path / f"{family}-triplets.csv"
+    pd.DataFrame({"i": coo.row + 1, "j": coo.col + 1, "x": coo.data}).to_csv(triplets, index=False)
+    np.savetxt(tmp_path / f"{family}-y.txt", y, fmt="%.17g")
+    return path, triplets
+
+
+@pytest.mark.glmnet
+@pytest.mark.multiprocess
+@pytest.mark.parametrize(
+    "family, l1_ratio, standardize",
+    [
+        ("gaussian", 1.0, True),
+        ("binomial", 1.0, False),
+        ("binomial", 0.5, True),
+        ("gaussian", 0.5, False),
+    ],  # fmt: skip
+    ids=["gaussian-lasso", "binomial-lasso-raw", "binomial-enet", "gaussian-enet-raw"],
+)
+def test_a_sparse_path_equals_glmnet_on_a_dgcmatrix(tmp_path, family, l1_ratio, standardize):
+    """The path on working sets (solvers/wide_path.py) of a libsvm file's 800 sparse columns,
+    at 1 and 2 ranks, against glmnet on the same rows as a sparse dgCMatrix at the tool's
+    strengths, thresh 1e-20."""
+    if shutil.which("Rscript") is None:
+        pytest.skip("R's glmnet is not installed")
+    path, triplets = _sparse_rows(tmp_path, family)
+    model = "linear" if family == "gaussian" else "logistic"
+    args = ["--data", str(path), "--model", model, "--solver", "exact", "--l1_ratio",
+            repr(l1_ratio), "--n_alphas", "20", "--alpha_min_ratio", "0.05"]  # fmt: skip
+    if not standardize:
+        args.append("--no-standardize")
+    runs = [run_metrics(tmp_path, size, args) for size in (1, 2)]
+    alphas = runs[0]["path"]["alpha"]
+    script = tmp_path / "glmnet.R"
+    script.write_text(GLMNET_SPARSE)
+    out = subprocess.run(
+        ["Rscript", str(script), str(triplets), str(tmp_path / f"{family}-y.txt"), "800",
+         ",".join(repr(a) for a in alphas), family, repr(l1_ratio), str(standardize).upper()],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    B = np.array(out.split(), float).reshape(len(alphas), 801)
+    for m in runs:
+        np.testing.assert_allclose(m["path"]["b"], B[:, 0], rtol=0, atol=1e-8)
+        np.testing.assert_allclose(m["path"]["w"], B[:, 1:], rtol=0, atol=1e-8)
+    assert np.count_nonzero(B[-1, 1:]) > 10  # the path's end is no null model
+
+
+def test_an_elastic_net_of_thousands_of_levels_equals_glum(flights):
+    """The path on working sets of a design of 2,500 tail numbers and the other categories:
+    at two strengths, glum's elastic net (unstandardized, treatment coding) on the same rows."""
+    import glum
+
+    import hvd_linreg
+
+    _, df = flights
+    X = df[["distance", "hour", *CATEGORIES]].copy()
+    for c in CATEGORIES:
+        X[c] = X[c].astype("category")
+    alphas = [0.002, 0.0003]
+    fit = hvd_linreg.fit(X, df.late, model="logistic", solver="exact", alpha=alphas,
+                         l1_ratio=0.5, standardize=False)  # fmt: skip
+    assert fit.report.shard.structured
+    for i, alpha in enumerate(alphas):
+        reference = glum.GeneralizedLinearRegressor(
+            family="binomial", alpha=alpha, l1_ratio=0.5, drop_first=True, gradient_tol=1e-12,
+            max_iter=10_000,
+        ).fit(X, df.late)  # fmt: skip
+        theirs = np.append(reference.coef_, reference.intercept_)
+        np.testing.assert_allclose(fit.path.coefficients[i], theirs, rtol=0, atol=1e-6)
+        assert np.count_nonzero(theirs[:-1]) > 10

@@ -42,6 +42,10 @@ class DesignMatrix:
         """Xᵀ Y for Y a dense array or a SciPy sparse matrix of the same rows."""
         raise NotImplementedError
 
+    def select(self, columns: np.ndarray) -> DesignMatrix:
+        """The matrix of these columns alone (indices, increasing), of the same kind."""
+        raise NotImplementedError
+
     def rows(self, index) -> DesignMatrix:
         """The rows index (a slice, a mask or indices), of the same kind."""
         raise NotImplementedError

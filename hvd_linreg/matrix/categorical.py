@@ -61,6 +61,13 @@ class CategoricalMatrix(DesignMatrix):
             return table.tocsr()[1:, 1:]
         return self.transpose_product(other.weighted(d))
 
+    def select(self, columns):
+        """The dummies `columns` alone: a row of a level not among them is as the reference's,
+        zero in each."""
+        at = np.zeros(self.levels, np.intp)
+        at[np.asarray(columns) + 1] = np.arange(1, len(columns) + 1)
+        return CategoricalMatrix(at[self.codes], len(columns) + 1)
+
     def rows(self, index):
         return CategoricalMatrix(self.codes[index], self.levels)
 

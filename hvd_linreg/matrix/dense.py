@@ -42,6 +42,9 @@ class DenseMatrix(DesignMatrix):
             return (Y.T @ as_float(self.values)).T
         return as_float(self.values).T @ Y
 
+    def select(self, columns):
+        return DenseMatrix(self.values[:, columns])
+
     def rows(self, index):
         return DenseMatrix(self.values[index])
 

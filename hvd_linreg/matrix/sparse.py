@@ -33,6 +33,9 @@ class SparseMatrix(DesignMatrix):
     def cross(self, other, d):
         return self.transpose_product(other.weighted(d))
 
+    def select(self, columns):
+        return SparseMatrix(self.values[:, columns])
+
     def rows(self, index):
         return SparseMatrix(self.values[index])
 

@@ -38,6 +38,25 @@ class SplitMatrix(DesignMatrix):
             out[at] = part.diagonal(d)
         return out
 
+    def select(self, columns):
+        """The columns (of the design, increasing) alone: each part's of them, in order."""
+        columns = np.asarray(columns, np.intp)
+        parts, places = [], []
+        for part, at in zip(self.parts, self.columns):
+            mine = np.flatnonzero(np.isin(columns, at))  # their places among the selected
+            if len(mine):  # a part's columns are increasing: their positions by a search
+                parts.append(part.select(np.searchsorted(at, columns[mine])))
+                places.append(mine)
+        return SplitMatrix(parts, places) if parts else SplitMatrix([], [])
+
+    def joined(self, other: DesignMatrix) -> SplitMatrix:
+        """This design with other's columns after its own (as one more part)."""
+        width = self.shape[1]
+        at = np.arange(width, width + other.shape[1])
+        joined = SplitMatrix([*self.parts, other], [*self.columns, at])
+        joined.shape = (len(other), width + other.shape[1])
+        return joined
+
     def rows(self, index):
         return SplitMatrix([part.rows(index) for part in self.parts], self.columns)
 
@@ -50,3 +69,8 @@ class SplitMatrix(DesignMatrix):
     @property
     def nbytes(self):
         return sum(part.nbytes for part in self.parts)
+
+
+def as_split(X: DesignMatrix) -> SplitMatrix:
+    """X as a split matrix (of one part where it is not one)."""
+    return X if isinstance(X, SplitMatrix) else SplitMatrix([X], [np.arange(X.shape[1])])

@@ -38,6 +38,10 @@ class Moments:
         A *= np.sqrt(v)[:, None]
         return cls(s, mean, A.T @ A)
 
+    def diagonal(self) -> np.ndarray:
+        """Σ v (a - mean)² of each column: the weighted variances times Σ v."""
+        return np.diag(self.scatter)
+
     def merge(self, other: Moments) -> Moments:
         """The moments of both sets of rows."""
         if other.weight == 0:

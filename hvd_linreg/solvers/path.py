@@ -210,7 +210,7 @@ class _Path:
         F = self.F
         scales = np.ones(F)
         if self.s.standardize:
-            scales = np.sqrt(np.maximum(np.diag(prior.scatter)[:F], 0.0) / prior.weight)
+            scales = np.sqrt(np.maximum(prior.diagonal()[:F], 0.0) / prior.weight)
         theta = np.zeros(F + 1)
         if not self.gaussian:
             y_mean = prior.mean[F]

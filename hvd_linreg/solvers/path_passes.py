@@ -9,6 +9,7 @@ import numpy as np
 from hvd_linreg.data.folds import Folds
 from hvd_linreg.data.passes import PATH_BLOCK_BYTES, block_rows
 from hvd_linreg.families.family import Family
+from hvd_linreg.matrix import DesignMatrix
 from hvd_linreg.ranks import Job
 from hvd_linreg.solvers.moments import Moments, gather
 
@@ -16,12 +17,13 @@ from hvd_linreg.solvers.moments import Moments, gather
 TRAIN_DEVIANCE, OUTSIDE, HELD_DEVIANCE, HELD_WEIGHT = range(4)
 
 
-def blocks(shard, folds: Folds | None):
-    """This rank's rows of weight > 0 in float64 blocks: (X, y, offset or None, weight,
-    fold or None)."""
+def blocks(shard, folds: Folds | None, rows: int | None = None):
+    """This rank's rows of weight > 0 in float64 blocks of about rows (PATH_BLOCK_BYTES's by
+    default): (X, y, offset or None, weight, fold or None); a wide design's X a design
+    matrix."""
     carried, F = shard.carried_columns, shard.num_features
     at = 0
-    for X, y, C in shard.raw_blocks(block_rows(F + 2, budget=PATH_BLOCK_BYTES)):
+    for X, y, C in shard.raw_blocks(rows or block_rows(F + 2, budget=PATH_BLOCK_BYTES)):
         rows = carried.rows(X, y, C)
         fold = None
         if folds is not None:
@@ -36,7 +38,8 @@ def blocks(shard, folds: Folds | None):
             weight = weight[keep]
             fold = None if fold is None else fold[keep]
             offset = rows.offset
-        yield np.asarray(rows.X, np.float64), rows.y.astype(np.float64), offset, weight, fold
+        X = rows.X if isinstance(rows.X, DesignMatrix) else np.asarray(rows.X, np.float64)
+        yield X, rows.y.astype(np.float64), offset, weight, fold
 
 
 def prior_pass(job: Job, shard, folds: Folds | None, gaussian: bool) -> tuple[list[Moments], int]:

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from hvd_linreg.errors import UsageError
+from hvd_linreg.solvers import kernels
 from hvd_linreg.solvers.penalty import Penalty
 
 # A sweep's largest H_jj Δ_j², relative to the quadratic's scale, that ends the descent: the
@@ -21,8 +22,10 @@ from hvd_linreg.solvers.penalty import Penalty
 # what the IRLS step's own test asks (path.py).
 TOLERANCE = 1e-13
 MAX_SWEEPS = 10_000
-# Sweeps over the active coefficients between attempts at their exact solve (_solve_on)
+# Sweeps over the active coefficients between attempts at their exact solve (_solve_on), for
+# active sets of at most NEWTON_MOST: its cost grows as their cube, twenty sweeps' as a square
 NEWTON_EVERY = 20
+NEWTON_MOST = 1024
 _AT_THRESHOLD = 1e-12
 
 
@@ -42,6 +45,7 @@ def minimise(
     squares), which tolerance (--tol; TOLERANCE by default) is relative to. Returns β, the
     smooth part's gradient there, and the sweeps it took. A column with H_jj = 0 (constant)
     keeps β_j = 0."""
+    H = np.ascontiguousarray(H, np.float64)  # its rows read whole by each coordinate's step
     beta = np.where(np.diag(H) > 0, start, 0.0).astype(np.float64)
     free = np.flatnonzero(np.diag(H) > 0)
     if candidates is None:
@@ -68,7 +72,7 @@ def _descend(H, gradient, beta, penalty, chosen, threshold, once=False) -> int:
     chosen again, until a whole sweep moves nothing by more than threshold (H_jj Δ²):
     glmnet's active-set iteration. gradient and beta are updated in place; returns the sweeps,
     0 where the first one moved nothing."""
-    diag, l1, l2 = np.diag(H).tolist(), penalty.l1.tolist(), penalty.l2.tolist()
+    diag, l1, l2 = np.diag(H).copy(), penalty.l1, penalty.l2
     sweeps = 0
     for _ in range(MAX_SWEEPS):
         sweeps += 1
@@ -81,7 +85,7 @@ def _descend(H, gradient, beta, penalty, chosen, threshold, once=False) -> int:
             sweeps += 1
             if _sweep(H, gradient, beta, diag, l1, l2, active) <= threshold:
                 break
-            if inner % NEWTON_EVERY == NEWTON_EVERY - 1:
+            if inner % NEWTON_EVERY == NEWTON_EVERY - 1 and len(active) <= NEWTON_MOST:
                 _solve_on(H, gradient, beta, penalty, active)
     raise UsageError(
         f"coordinate descent did not settle in {MAX_SWEEPS} sweeps: the features are nearly "
@@ -112,7 +116,14 @@ def _solve_on(H, gradient, beta, penalty, active) -> None:
 
 def _sweep(H, gradient, beta, diag, l1, l2, coordinates) -> float:
     """One pass of exact minimisation along each coordinate: the soft-thresholded Newton step
-    of the coordinate's quadratic; the largest H_jj Δ² it made."""
+    of the coordinate's quadratic; the largest H_jj Δ² it made. Compiled where it can be
+    (kernels.py: the same arithmetic), else this loop."""
+    compiled = kernels.sweep()
+    if compiled is not None and H.flags.c_contiguous and H.dtype == np.float64:
+        coords = np.ascontiguousarray(coordinates, np.int64)
+        arrays = (np.asarray(a, np.float64) for a in (diag, l1, l2))
+        return compiled(H, H.shape[0], gradient, beta, *arrays, coords, len(coords), _AT_THRESHOLD)
+    diag, l1, l2 = (a.tolist() if isinstance(a, np.ndarray) else a for a in (diag, l1, l2))
     biggest = 0.0
     for j in coordinates.tolist():
         h, old = diag[j], float(beta[j])

@@ -177,7 +177,8 @@ class _WidePath(_Path):
             if penalty is not None:
                 outside = np.setdiff1d(np.arange(self.F), W)
                 bad = np.intersect1d(penalty.violations(model.theta[:-1], gradient, 1e-12), outside)
-                if len(bad):  # the KKT conditions fail outside the set: they join it
+                if len(bad):  # the KKT conditions fail outside the set: the worst join it
+                    bad = _strongest(bad, gradient, penalty, _joining(W))
                     self.working[id(model)] = np.union1d(W, bad)
                     st.best = None
                     return True
@@ -209,11 +210,28 @@ class _WidePath(_Path):
             strong = self._strong(model, alpha, previous, penalty)
             if strong is None:  # no previous solution: the features the gradient at α keeps
                 strong = np.flatnonzero(np.abs(model.gradient) >= penalty.l1)
-            nonzero = np.flatnonzero(model.theta[:-1])
-            self.working[id(model)] = np.union1d(
-                self.working[id(model)], np.union1d(strong, nonzero)
-            )
+            W = np.union1d(self.working[id(model)], np.flatnonzero(model.theta[:-1]))
+            strong = _strongest(np.setdiff1d(strong, W), model.gradient, penalty, _joining(W))
+            self.working[id(model)] = np.union1d(W, strong)
         self._irls(alpha, previous, index)
+
+
+# Features that join a working set at once: at most this many, or as many as it holds (the
+# strong rule at a large step between strengths keeps most features; the KKT check then adds
+# any it left out, so the set stays near the active one and its Gram small)
+JOINING = 512
+
+
+def _joining(working: np.ndarray) -> int:
+    return max(JOINING, len(working))
+
+
+def _strongest(candidates: np.ndarray, gradient: np.ndarray, penalty, count: int) -> np.ndarray:
+    """The count candidates whose |gradient| is furthest above their L1 threshold."""
+    if len(candidates) <= count:
+        return candidates
+    ratio = np.abs(gradient[candidates]) / np.maximum(penalty.l1[candidates], 1e-300)
+    return np.sort(candidates[np.argsort(-ratio, kind="stable")[:count]])
 
 
 def _plan(width: int) -> Plan:

@@ -142,6 +142,10 @@ class Shard:
             X = self.X.codes if coded and isinstance(self.X, CodedFeatures) else self.X
             design = self.structured and not coded and isinstance(X, CodedFeatures)
             dense = not self.structured and isinstance(X, DesignMatrix)  # a narrow sparse X
+            if self.structured and isinstance(X, DesignMatrix) and layout.num_wrap == 0:
+                # a sparse shard whole: slicing rows of a CSR matrix copies them, every pass
+                yield X, self.y, C
+                return
             for rows in (range(0, n), range(tail, len(self.y))):
                 for start in range(rows.start, rows.stop, max_rows):
                     stop = min(start + max_rows, rows.stop)

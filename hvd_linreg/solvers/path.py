@@ -91,6 +91,7 @@ class PathFit:
     passes: int  # over the data, in all
     count: int  # rows of weight > 0
     settings: PathSettings = field(repr=False)
+    ended: str | None = None  # why the path ended before the strengths asked for
 
     @property
     def iterations(self) -> int:
@@ -158,9 +159,12 @@ class _Path:
         thetas = []  # each strength's, each model's [w..., b]
         self.deviance = np.full(len(alphas), math.nan)
         self.held = np.full((self.K, len(alphas)), math.nan)
-        previous = None
+        previous, ended = None, None
         for i, alpha in enumerate(alphas):
-            self._solve(alpha, previous, i)
+            ended = self._solve(alpha, previous, i)
+            if ended is not None:  # the path stops before this strength
+                alphas, self.deviance, self.held = alphas[:i], self.deviance[:i], self.held[:, :i]
+                break
             previous = alpha
             thetas.append([m.theta.copy() for m in self.models])
         if not self.gaussian:
@@ -192,6 +196,7 @@ class _Path:
             passes=self.passes,
             count=count,
             settings=s,
+            ended=ended,
         )
 
     # Passes over the rows (path_passes.py)
@@ -242,13 +247,15 @@ class _Path:
             float(a) for a in np.exp(np.linspace(math.log(top), math.log(top * low), s.n_alphas))
         ]
 
-    def _solve(self, alpha: float, previous: float | None, index: int) -> None:
-        """Every model's fit at α, the index-th strength, from its fit at the previous one."""
+    def _solve(self, alpha: float, previous: float | None, index: int) -> str | None:
+        """Every model's fit at α, the index-th strength, from its fit at the previous one; or
+        why the path ends before it (None: it does not)."""
         if self.gaussian:
             for model in self.models:
                 self._least_squares(model, alpha, previous, index)
         else:
             self._irls(alpha, previous, index)
+        return None
 
     def _record(self, model: _Model, index: int, deviance: float, held: float, weight: float):
         """The figures of a model's fit at the index-th strength: the training deviance of

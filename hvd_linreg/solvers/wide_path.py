@@ -66,6 +66,8 @@ class _WidePath(_Path):
         self.working: dict[int, np.ndarray] = {}  # a model's working set, by id
         # a model's Σ W (x - x̄)(r - r̄) over every column, from the last pass at its theta
         self.full: dict[int, np.ndarray] = {}
+        # (model, block) -> its working set and the block's columns of it
+        self.selected: dict[tuple[int, int], tuple] = {}
 
     def _prior_pass(self) -> tuple[list[Moments], int]:
         """Each fold's (or the one set's) weights, means and variances of [X y]: the features'
@@ -102,7 +104,8 @@ class _WidePath(_Path):
         plans = [_plan(len(self.working[id(m)])) for m in models]
         sizes = [sums_size(p) for p in plans]
         total = np.zeros(sum(sizes) + len(models) * (2 * F + 4))
-        for X, y, offset, weight, fold in path_passes.blocks(self.shard, self.s.folds, BLOCK_ROWS):
+        blocks = path_passes.blocks(self.shard, self.s.folds, BLOCK_ROWS)
+        for block, (X, y, offset, weight, fold) in enumerate(blocks):
             at = 0
             for model, plan, size in zip(models, plans, sizes):
                 eta = X.matvec(model.theta[:-1]) + model.theta[-1]
@@ -117,18 +120,18 @@ class _WidePath(_Path):
                     held = ~train
                     sums[HELD_DEVIANCE] += weight[held] @ deviance[held]
                     sums[HELD_WEIGHT] += weight[held].sum()
-                mu, valid, w, yt = mu[train], valid[train], weight[train], y[train]
                 variance, slope = family.variance_and_slope(mu)
-                W = np.where(valid, w / (variance * slope * slope), 0.0)
-                r = np.where(valid, (yt - mu) * slope, 0.0)
-                Xt = X if model.fold is None else X.rows(train)
-                working = as_split(Xt).select(self.working[id(model)])
-                rows = working.joined(DenseMatrix(r[:, None]))
+                # a fold's held-out rows take part with a weight of 0: no copy of the rows
+                valid = valid if model.fold is None else valid & train
+                W = np.where(valid, weight / (variance * slope * slope), 0.0)
+                r = np.where(valid, (y - mu) * slope, 0.0)
+                rows = self._working(model, block, X).joined(DenseMatrix(r[:, None]))
                 add_block_sums(rows, W, plan, total[at : at + size])
-                total[at + size : at + size + F] += Xt.transpose_matvec(W * r)
-                total[at + size + F : at + size + 2 * F] += Xt.transpose_matvec(W)
-                sums[TRAIN_DEVIANCE] += w @ deviance[train]
-                sums[OUTSIDE] += len(yt) - np.count_nonzero(valid)
+                both = X.transpose_matvec(np.column_stack([W * r, W]))  # one pass: Xᵀ[Wr W]
+                total[at + size : at + size + 2 * F] += both.ravel(order="F")
+                sums[TRAIN_DEVIANCE] += weight[train] @ deviance[train]
+                trained = len(y) if model.fold is None else np.count_nonzero(train)
+                sums[OUTSIDE] += trained - np.count_nonzero(valid)
                 at += size + 2 * F + 4
         total = self.job.allreduce_sum(total, "wide_path_pass")
         moments, figures, at = [], [], 0
@@ -140,6 +143,15 @@ class _WidePath(_Path):
             figures.append(total[at + size + 2 * F : at + size + 2 * F + 4])
             at += size + 2 * F + 4
         return moments, np.array(figures)
+
+    def _working(self, model: _Model, block: int, X):
+        """A block's columns of the model's working set: kept from the pass before while the
+        set is the same (selecting a sparse matrix's columns copies them)."""
+        W, key = self.working[id(model)], (id(model), block)
+        kept = self.selected.get(key)
+        if kept is None or not np.array_equal(kept[0], W):
+            kept = self.selected[key] = (W, as_split(X).select(W))
+        return kept[1]
 
     def _iteration(self, model: _Model, M: Moments, row, st: _Step, alpha, previous, index):
         """path.py's step on the working set's moments; settled where the step is small and
@@ -179,6 +191,8 @@ class _WidePath(_Path):
                 bad = np.intersect1d(penalty.violations(model.theta[:-1], gradient, 1e-12), outside)
                 if len(bad):  # the KKT conditions fail outside the set: the worst join it
                     bad = _strongest(bad, gradient, penalty, _joining(W))
+                    if len(W) + len(bad) > MAX_WORKING:
+                        raise _Full(len(W) + len(bad))
                     self.working[id(model)] = np.union1d(W, bad)
                     st.best = None
                     return True
@@ -202,18 +216,41 @@ class _WidePath(_Path):
         model.theta = st.best[0] + st.scale * st.step
         return True
 
-    def _solve(self, alpha: float, previous: float | None, index: int) -> None:
+    def _solve(self, alpha: float, previous: float | None, index: int) -> str | None:
         """Every model's fit at α: its working set the non-zero coefficients and the features
-        the sequential strong rule keeps, then IRLS on working sets."""
+        the sequential strong rule keeps, then IRLS on working sets; or, where a working set
+        would pass MAX_WORKING, why the path ends (glmnet's pmax)."""
         for model in self.models:
             penalty = self._penalty(model, alpha)
             strong = self._strong(model, alpha, previous, penalty)
             if strong is None:  # no previous solution: the features the gradient at α keeps
                 strong = np.flatnonzero(np.abs(model.gradient) >= penalty.l1)
             W = np.union1d(self.working[id(model)], np.flatnonzero(model.theta[:-1]))
-            strong = _strongest(np.setdiff1d(strong, W), model.gradient, penalty, _joining(W))
+            room = min(_joining(W), MAX_WORKING - len(W))
+            strong = _strongest(np.setdiff1d(strong, W), model.gradient, penalty, max(room, 0))
             self.working[id(model)] = np.union1d(W, strong)
-        self._irls(alpha, previous, index)
+        try:
+            self._irls(alpha, previous, index)
+        except _Full as full:
+            return (
+                f"at alpha {alpha:.6g} a model's working set would hold {full.size} features, "
+                f"more than the {MAX_WORKING} whose Gram a pass sums; the strengths before it "
+                "are the path (raise --alpha_min_ratio for a path of fewer features)"
+            )
+        return None
+
+
+# The most features a model's working set holds: its Gram, (4,096 + 2)² numbers, is summed by
+# every pass (one per model); a path whose sets would pass it ends at the strength before
+MAX_WORKING = 4096
+
+
+class _Full(Exception):
+    """A working set would pass MAX_WORKING: the path ends before this strength."""
+
+    def __init__(self, size: int):
+        super().__init__(size)
+        self.size = size
 
 
 # Features that join a working set at once: at most this many, or as many as it holds (the

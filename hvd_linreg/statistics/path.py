@@ -54,6 +54,7 @@ class PathStatistics:
             },
             "cv": cv_section(fit),
             "passes": fit.passes,
+            "ended": fit.ended,
         }
 
     def table(self, limit: int | None = None) -> list[str]:
@@ -127,6 +128,8 @@ def path_lines(fit, what: str) -> list[str]:
             marks = [m for m, at in (("min", cv.index_min), ("1se", cv.index_1se)) if at == i]
             row += f"  <- {', '.join(marks)}" if marks else ""
         lines.append(row)
+    if fit.ended:
+        lines.append(f"  the path ends here: {fit.ended}")
     return lines
 
 

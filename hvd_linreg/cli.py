@@ -91,6 +91,7 @@ _TYPES = {"int": int, "float": float, "str": str}
 CHOICES = {"model": lambda: tuple(families.FAMILIES)}
 
 MODEL_COMMANDS = ("predict", "evaluate")
+UNSEEN_LEVELS = ("error", "reference")  # predict's and evaluate's --unseen_levels
 
 
 def build_model_parser(command: str) -> argparse.ArgumentParser:
@@ -143,6 +144,15 @@ def build_model_parser(command: str) -> argparse.ArgumentParser:
             metavar="PATH",
             help="rank 0 writes the scores here as JSON",
         )
+    p.add_argument(
+        "--unseen_levels",
+        "--unseen-levels",
+        choices=UNSEEN_LEVELS,
+        default="error",
+        help="a categorical column's value that the model was not fitted with: error names its "
+        "line; reference takes it as the reference level (its dummies all 0, glum's "
+        'cat_missing_method="zero")',
+    )
     return p
 
 
@@ -159,8 +169,10 @@ def run_model_command(command: str, argv: list[str]) -> int:
     else:
         from hvd_linreg import predict as apply
     if command == "predict":
-        return apply.predict(args.model, args.data, args.out, args.threshold, args.keep_columns)
-    return apply.evaluate(args.model, args.data, args.metrics_json)
+        return apply.predict(
+            args.model, args.data, args.out, args.threshold, args.keep_columns, args.unseen_levels
+        )
+    return apply.evaluate(args.model, args.data, args.metrics_json, args.unseen_levels)
 
 
 def parse_config(argv: list[str] | None = None) -> Config:

@@ -11,11 +11,13 @@ columns from the file's by the stored formula."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from hvd_linreg.coefficients import stored
+from hvd_linreg.data.categorical import UnseenAsReference
 from hvd_linreg.data.frames import plain
 from hvd_linreg.data.rows import Rows
 from hvd_linreg.errors import UsageError, agreed
@@ -63,7 +65,9 @@ def save(cfg, result) -> None:
     atomic_directory(Path(cfg.export), build)
 
 
-def predict(model_path: str, data_path: str, out: str, threshold, keep: str | None) -> int:
+def predict(
+    model_path: str, data_path: str, out: str, threshold, keep: str | None, unseen: str = "error"
+) -> int:
     """Each row's probability of each class (a column per class, named by it) and its most
     probable class (`class`), in the file's order; --keep_columns beside them."""
     from hvd_linreg import ranks
@@ -71,7 +75,7 @@ def predict(model_path: str, data_path: str, out: str, threshold, keep: str | No
     from hvd_linreg.predict import kept_columns, open_data, read_kept
     from hvd_linreg.solvers.multinomial import log_probabilities
 
-    model = load(model_path)
+    model = unseen_levels(load(model_path), unseen)
     if threshold is not None:
         raise UsageError("--threshold is for a model of two classes; this one has several")
     if Path(out).suffix.lower() != ".csv":
@@ -95,7 +99,9 @@ def predict(model_path: str, data_path: str, out: str, threshold, keep: str | No
     return 0
 
 
-def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
+def evaluate(
+    model_path: str, data_path: str, metrics_json: str | None, unseen: str = "error"
+) -> int:
     """The model's log-loss, accuracy and confusion matrix on the file's rows (with its
     target), printed by rank 0 and written to --metrics_json."""
     from hvd_linreg import ranks
@@ -104,7 +110,7 @@ def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
     from hvd_linreg.report import write_json
     from hvd_linreg.statistics.multinomial import score_lines, scores
 
-    model = load(model_path)
+    model = unseen_levels(load(model_path), unseen)
     data = open_data(data_path)
     job = ranks.init(horovod=False)
     rows = _rows(model, data.path, job, need_target=True, out=metrics_json)
@@ -116,6 +122,15 @@ def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
         if metrics_json:
             write_json(metrics_json, {"model": model_path, "data": data_path, **result})
     return 0
+
+
+def unseen_levels(model, unseen: str):
+    """The model with its levels as predict's --unseen_levels takes them: "reference", a
+    value none of them is the reference level."""
+    if unseen != "reference" or not model.levels:
+        return model
+    levels = {name: UnseenAsReference(v) for name, v in model.levels.items()}
+    return replace(model, levels=levels)
 
 
 def _rows(model, path: Path, job, need_target: bool, out: str | None):

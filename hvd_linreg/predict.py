@@ -7,7 +7,7 @@ output's name) is checked before Horovod and TensorFlow start."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +23,7 @@ from hvd_linreg.data import (
     open_table,
     read_csv_split,
 )
-from hvd_linreg.data.categorical import CodedFeatures, Levels, expand, width
+from hvd_linreg.data.categorical import CodedFeatures, Levels, UnseenAsReference, expand, width
 from hvd_linreg.data.csv import csv_cells
 from hvd_linreg.data.parquet import parquet_columns, parquet_rows
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
@@ -42,6 +42,7 @@ def predict(
     out: str,
     threshold: float | None = None,
     keep: str | None = None,
+    unseen: str = "error",
 ) -> int:
     """Write the model's prediction for every row of the data file to out, in its order; with
     a threshold, a classifier's class instead of its probability; keep: the file's columns
@@ -50,7 +51,7 @@ def predict(
         raise UsageError(f"--out {out} must end in .npy or .csv (the format it is written in)")
     if threshold is not None and not 0 < threshold < 1:
         raise UsageError(f"--threshold {threshold:g} must be between 0 and 1 (a probability)")
-    request = Request.check(model_path, data_path, need_target=False)
+    request = Request.check(model_path, data_path, need_target=False, unseen=unseen)
     kept = kept_columns(request.data, keep, out)
     job = ranks.init(horovod=False)  # numbers and a file: neither Horovod nor TensorFlow
     request.say_ignored(job, "predict")
@@ -125,9 +126,11 @@ def read_kept(data: DataFile, names: list[str], count: int) -> list[list[str]]:
     return rows
 
 
-def evaluate(model_path: str, data_path: str, metrics_json: str | None) -> int:
+def evaluate(
+    model_path: str, data_path: str, metrics_json: str | None, unseen: str = "error"
+) -> int:
     """Print the model's scores on the data file (it needs the target column)."""
-    request = Request.check(model_path, data_path, need_target=True)
+    request = Request.check(model_path, data_path, need_target=True, unseen=unseen)
     job = ranks.init(horovod=False)
     request.say_ignored(job, "evaluate")
     rows = request.read(job, "--metrics_json", metrics_json)
@@ -316,7 +319,11 @@ class Request:
     need_target: bool = False
 
     @classmethod
-    def check(cls, model_path: str, data_path: str, need_target: bool) -> Request:
+    def check(
+        cls, model_path: str, data_path: str, need_target: bool, unseen: str = "error"
+    ) -> Request:
+        """The model and the data file, matched; unseen "reference": a value of a categorical
+        column that the model was not fitted with is its reference level."""
         model = load(model_path)
         data = open_data(data_path)
         columns = (
@@ -324,6 +331,9 @@ class Request:
             if model.formula is None
             else formula_columns(data, model, need_target)
         )
+        if unseen == "reference":
+            levels = {j: UnseenAsReference(v) for j, v in columns.levels.items()}
+            columns = replace(columns, levels=levels)
         if need_target and columns.target is None:
             what = (
                 f"no column {model.target_name} (the model's target)"

@@ -424,3 +424,48 @@ def test_an_elastic_net_of_thousands_of_levels_equals_glum(flights):
         theirs = np.append(reference.coef_, reference.intercept_)
         np.testing.assert_allclose(fit.path.coefficients[i], theirs, rtol=0, atol=1e-6)
         assert np.count_nonzero(theirs[:-1]) > 10
+
+
+@pytest.mark.multiprocess
+def test_levels_that_need_more_memory_than_a_rank_has_are_refused_first(flights, tmp_path):
+    """Every rank holds every level: where they would not fit in the memory a rank may use
+    (here set to 1 MB), each rank says so before any fit, at 2 ranks."""
+    path, _ = flights
+    args = ["--data", str(path), "--target", "arr_delay", "--features", "distance,tailnum",
+            "--categorical", "tailnum", "--solver", "exact"]  # fmt: skip
+    run = launch("mpirun", 2, args, tmp_path, metrics=False,
+                 env={"HVD_LINREG_RANK_MEMORY": "1000000"})  # fmt: skip
+    assert run.returncode == 2, run.output
+    assert "hvd-linreg: error: the categorical columns have " in run.stderr
+    assert "more than the 1.0 MiB a rank may use here" in run.stderr
+    assert "Traceback" not in run.output
+
+
+def test_predict_takes_an_unseen_level_as_the_reference_when_asked(flights, tmp_path, capsys):
+    """A tail number the model never saw: named by its line by default; with
+    --unseen_levels reference, predicted as the reference plane, as glum's
+    cat_missing_method="zero" does."""
+    from hvd_linreg.cli import main
+
+    path, df = flights
+    model = tmp_path / "model"
+    args = ["--data", str(path), "--target", "arr_delay", "--features", "distance,tailnum",
+            "--categorical", "tailnum", "--solver", "exact", "--l2", "1e-3", "--export",
+            str(model), "--quiet"]  # fmt: skip
+    assert main(args) == 0
+    new = df.iloc[:3].copy()
+    new.loc[1, "tailnum"] = "N00000"
+    data = tmp_path / "new.csv"
+    new.to_csv(data, index=False)
+    out = tmp_path / "p.npy"
+    predict = ["predict", "--model", str(model), "--data", str(data), "--out", str(out)]
+    says = refused(capsys, predict)
+    assert f"{data} line 3: 'N00000' in column 'tailnum' is not one of the levels" in says
+    assert main([*predict, "--unseen_levels", "reference"]) == 0
+    new.loc[1, "tailnum"] = sorted(df.tailnum.unique())[0]  # the reference level
+    new.to_csv(data, index=False)
+    expected = tmp_path / "e.npy"
+    assert (
+        main(["predict", "--model", str(model), "--data", str(data), "--out", str(expected)]) == 0
+    )
+    np.testing.assert_array_equal(np.load(out), np.load(expected))

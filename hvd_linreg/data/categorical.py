@@ -22,6 +22,7 @@ from hvd_linreg.buffers import aligned_empty
 from hvd_linreg.data.columns import column_list
 from hvd_linreg.errors import UsageError
 from hvd_linreg.matrix import CategoricalMatrix, DenseMatrix, SplitMatrix
+from hvd_linreg.resources import memory_per_rank
 
 Level = str | float
 # Levels: a categorical column's index among the data's columns -> its levels, sorted
@@ -221,7 +222,35 @@ def agree_levels(
         if count > max_levels and j in inferred:
             raise too_many_levels(names[j], count, max_levels, at_least)
         levels[j] = sorted_levels(union)
+    check_memory({names[j]: len(v) for j, v in levels.items()})
     return levels
+
+
+# What each level costs a rank, about: its value in the agreed lists (and the sets they were
+# joined from), and the solvers' arrays of a value per coefficient (its weighted count, its
+# sums, its coefficient, gradient and step: a score of float64)
+BYTES_PER_LEVEL = 400
+
+
+def check_memory(counts: dict[str, int]) -> None:
+    """UsageError before any fit where the levels of the categorical columns (name -> count)
+    need more memory than this rank may use (resources.memory_per_rank): every rank holds them
+    all, whichever rows it holds."""
+    total = sum(counts.values())
+    need, have = total * BYTES_PER_LEVEL, memory_per_rank()
+    if need > have:
+        largest = max(counts, key=counts.get)
+        raise UsageError(
+            f"the categorical columns have {total} levels in all ({largest!r} {counts[largest]}):"
+            f" every rank holds them and a few sums of each, about {_size(need)}, more than the "
+            f"{_size(have)} a rank may use here; code fewer levels, or run fewer ranks on each "
+            "host"
+        )
+
+
+def _size(count: int) -> str:
+    """Bytes in MiB, or GiB from one."""
+    return f"{count / 2**30:.1f} GiB" if count >= 2**30 else f"{count / 2**20:.1f} MiB"
 
 
 def not_a_category(name: str, count: int, rows: int, at_least: bool = False) -> UsageError:
@@ -261,17 +290,24 @@ def mixed_column(
     )
 
 
+class UnseenAsReference(list):
+    """A model's levels, where a value that is none of them is coded as the first, the
+    reference: its dummies all 0 (predict --unseen_levels reference, glum's
+    cat_missing_method="zero")."""
+
+
 def codes(values: np.ndarray, levels: Sequence[Level]) -> np.ndarray:
     """Each value's index among the levels, in float64 to travel with the numeric columns; -1
-    where it is not one of them."""
+    where it is not one of them (0, the reference's, for UnseenAsReference levels)."""
+    unseen = 0.0 if isinstance(levels, UnseenAsReference) else -1.0
     if len(levels) and not isinstance(levels[0], (str, bool)):
         if values.dtype == object:  # text where numbers are the levels: none of them
-            return np.full(len(values), -1.0)
+            return np.full(len(values), unseen)
         at = np.asarray(levels, np.float64)
         found = np.minimum(np.searchsorted(at, values), len(levels) - 1)
-        return np.where(at[found] == values, found, -1).astype(np.float64)
+        return np.where(at[found] == values, found, unseen).astype(np.float64)
     index = {level: i for i, level in enumerate(levels)}
-    return np.fromiter(map(index.get, values, repeat(-1)), np.float64, len(values))
+    return np.fromiter(map(index.get, values, repeat(unseen)), np.float64, len(values))
 
 
 # Rows expanded at a time: their block of the output (at most a few MB) stays in the cache

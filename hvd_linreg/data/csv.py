@@ -201,8 +201,9 @@ def _scattered_rows(
     hint)."""
     names = headers[0].names
     # a Parquet file's booleans as CSV writes them: True, False
-    given = {
-        j: [str(v) if isinstance(v, bool) else v for v in vs] for j, vs in (given or {}).items()
+    given = {  # a boolean level as a file writes it; of the same kind (UnseenAsReference)
+        j: type(vs)(str(v) if isinstance(v, bool) else v for v in vs)
+        for j, vs in (given or {}).items()
     }
     as_text = frozenset(j for j, levels in given.items() if levels and isinstance(levels[0], str))
     kinds = Kinds(categorical.features if categorical else frozenset(), as_text, given)

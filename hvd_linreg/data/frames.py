@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 
 from hvd_linreg.data.categorical import (
+    UnseenAsReference,
+    check_memory,
     dummy_names,
     mixed_column,
     not_a_category,
@@ -121,6 +123,7 @@ def agree(job, frame, max_levels: int, check=None) -> dict[str, list]:
         if len(chosen) > max_levels and what != "category":  # a category: the user's choice
             raise too_many_levels(name, len(chosen), max_levels, instead=AS_CATEGORY)
         levels[name] = chosen
+    check_memory({name: len(v) for name, v in levels.items()})
     return levels
 
 
@@ -160,6 +163,8 @@ def _codes(cells, levels: list) -> np.ndarray:
     texts = cells.map(plain if kind(cells) == "category" else text_of)
     at = {level: i for i, level in enumerate(levels)}
     codes = texts.map(at).to_numpy(dtype=np.float64, na_value=-1.0)
+    if isinstance(levels, UnseenAsReference):  # a value none of them: the reference's
+        return np.maximum(codes, 0.0)
     bad = np.flatnonzero(codes < 0)
     if len(bad):
         shown = ", ".join(map(str, levels[:10]))

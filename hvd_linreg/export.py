@@ -56,6 +56,8 @@ class ExportedModel:
     # a model of classes (--model multinomial): its classes, the first the reference, theta's
     # K′ = K - 1 columns those of the others
     classes: list | None = None
+    # a binary model of a target of words: its two levels, the second the one modelled
+    target_levels: list | None = None
 
     @property
     def num_features(self) -> int:
@@ -108,6 +110,7 @@ def save(
         "target_name": shard.target_name,
         "columns": None if shard.columns is None else list(shard.columns),
         "levels": shard.levels or None,
+        "target_levels": shard.target_levels,
         "formula": shard.formula,
         "missing": cfg.missing,
         # the carried columns by the names a data file gives them (the shard's: hvd_linreg.fit
@@ -183,6 +186,7 @@ def load(path: str, flag: str = "--model") -> ExportedModel:
             None if meta.get("columns") is None else tuple(meta["columns"]),
             _formula(meta.get("formula")),
             meta.get("classes"),
+            meta.get("target_levels"),
         )
     except KeyError as e:
         raise UsageError(f"cannot read {flag} {path}'s metadata ({METADATA}): no {e}") from None
@@ -248,3 +252,11 @@ def _formula(stored) -> dict | None:
             "keep what builds its columns: fit it again"
         )
     return stored
+
+
+def written(directory: str) -> str:
+    """The line that says where --export wrote the model, and how to use it."""
+    return (
+        f"model written to {directory}: `hvd-linreg predict --model {directory} --data FILE "
+        "--out PREDICTIONS.csv` applies it"
+    )

@@ -17,6 +17,7 @@ from hvd_linreg.coefficients import vec
 from hvd_linreg.config import MISSING, Config
 from hvd_linreg.constraints import one_of
 from hvd_linreg.errors import UsageError, agreed
+from hvd_linreg.statistics.table import INTERCEPT
 
 # Settings that describe a file or a launch, which fit() does not take: its rows are its
 # arguments, and an elastic run needs the launcher's host discovery.
@@ -255,7 +256,7 @@ class FitResult:
         """Each coefficient's name: the DataFrame's columns (else w[j]), then b."""
         names = self.report.shard.feature_names
         count = len(self.report.result.params) - 1
-        return (*(names or (f"w[{j}]" for j in range(count))), "b")
+        return (*(names or (f"w[{j}]" for j in range(count))), INTERCEPT)
 
     @property
     def bse(self) -> np.ndarray | None:

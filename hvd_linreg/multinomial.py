@@ -13,7 +13,7 @@ classes, numbers or words.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from hvd_linreg import scoring
 from hvd_linreg.coefficients import stored
 from hvd_linreg.data.frames import plain
 from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
+from hvd_linreg.statistics.table import INTERCEPT
 
 # What the multinomial model does not take yet, and why
 NOT_YET = {
@@ -49,6 +50,7 @@ def run(cfg, job, family, load, start=None) -> MultinomialResult:
 
     began = time.perf_counter()
     check_settings(cfg)
+    job = replace(job, shows_progress=not cfg.quiet)  # rank 0 shows a long fit's progress
 
     def outputs():
         if job.is_root:  # rank 0 writes them: checked before the fit, not after
@@ -90,7 +92,8 @@ def finish(cfg, job, family, shard, sgd, began: float, start=None) -> Multinomia
     from hvd_linreg.statistics import multinomial as statistics
 
     classes = family.labels
-    names = (*(shard.feature_names or (f"w[{j}]" for j in range(shard.num_features))), "b")
+    features = shard.feature_names or (f"w[{j}]" for j in range(shard.num_features))
+    names = (*features, INTERCEPT)
     fitting = time.perf_counter()
     if cfg.penalized:  # the elastic net's path (an exact fit)
         path, stats, B = penalized(cfg, job, shard, names, classes)
@@ -202,6 +205,10 @@ def _report(cfg, job, result: MultinomialResult) -> None:
         from hvd_linreg import multinomial_model
 
         agreed(job, lambda: multinomial_model.save(cfg, result) if job.is_root else None)
+        if job.is_root and not cfg.quiet:
+            from hvd_linreg.export import written
+
+            job.log(written(cfg.export))
     if cfg.plot:
         _plot(cfg.plot, job, result)
 

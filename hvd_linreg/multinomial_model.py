@@ -19,6 +19,7 @@ import numpy as np
 from hvd_linreg.coefficients import stored
 from hvd_linreg.data.categorical import UnseenAsReference
 from hvd_linreg.data.frames import plain
+from hvd_linreg.data.row_names import row_name
 from hvd_linreg.data.rows import Rows
 from hvd_linreg.errors import UsageError, agreed
 
@@ -160,7 +161,7 @@ def _rows(model, path: Path, job, need_target: bool, out: str | None):
         return frame
 
     agreed(job, build)
-    frame, _ = complete_rows(job, frame, first, NOTHING_CARRIED, "error", path)
+    frame, _, _ = complete_rows(job, frame, first, NOTHING_CARRIED, "error", [path])
     return agreed(job, lambda: _arrays(model, frame, first, path, need_target))
 
 
@@ -194,7 +195,7 @@ def _arrays(model, frame, first: int, path: Path, need_target: bool):
     if len(unknown):
         row = first + int(unknown[0])
         raise UsageError(
-            f"{path}: data row {row} (0-based) has the class {values.iloc[unknown[0]]!r} in "
+            f"{row_name(path, row)}: the class {values.iloc[unknown[0]]!r} in "
             f"{model.target_name!r}, not one of the model's ({', '.join(map(str, at))})"
         )
     weight = model.carried.weight
@@ -210,7 +211,7 @@ def _numbers(frame, column: str, first: int, path: Path) -> np.ndarray:
     bad = np.flatnonzero(~np.isfinite(values))
     if len(bad):
         raise UsageError(
-            f"{path}: data row {first + int(bad[0])} (0-based) holds "
+            f"{row_name(path, first + int(bad[0]))}: "
             f"{frame[column].iloc[bad[0]]!r} in column {column!r}, not a finite number"
         )
     return values

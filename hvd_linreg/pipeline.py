@@ -181,6 +181,7 @@ def train(cfg: Config, family, job: Job, shard: Shard, trainer: Trainer, commit=
 
 def solve(cfg: Config, family, job: Job, shard: Shard, start=None):
     """--solver exact: (the optimum as a TrainingResult, the optimum)."""
+    job = replace(job, shows_progress=not cfg.quiet)  # rank 0 shows a long fit's progress
     began = time.perf_counter()
     best = optimum(cfg, family, job, shard, start)
     if best is None:
@@ -259,6 +260,8 @@ def finish(
         if cfg.export:
             try:
                 export.save(cfg, family, shard, result.params, metrics)
+                if speak:
+                    job.log(export.written(cfg.export))
             except UsageError as e:  # --export was taken while training ran
                 error = e
     if cfg.export:

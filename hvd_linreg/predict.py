@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 
 from hvd_linreg import families, ranks, scoring
-from hvd_linreg.atomic import atomic_write
 from hvd_linreg.data import (
     CsvHeader,
     DataSpec,
@@ -26,14 +25,14 @@ from hvd_linreg.data import (
 from hvd_linreg.data.categorical import CodedFeatures, Levels, UnseenAsReference, expand, width
 from hvd_linreg.data.csv import csv_cells
 from hvd_linreg.data.parquet import parquet_columns, parquet_rows
+from hvd_linreg.data.row_names import row_name
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
 from hvd_linreg.data.shard import DENSE_MAX_COLUMNS
 from hvd_linreg.errors import UsageError
 from hvd_linreg.export import ExportedModel, load
 from hvd_linreg.matrix import DesignMatrix
+from hvd_linreg.predictions import OUTPUT_FORMATS, write_predictions
 from hvd_linreg.ranks import Job
-
-OUTPUT_FORMATS = (".npy", ".csv")
 
 
 def predict(
@@ -54,18 +53,26 @@ def predict(
     request = Request.check(model_path, data_path, need_target=False, unseen=unseen)
     kept = kept_columns(request.data, keep, out)
     job = ranks.init(horovod=False)  # numbers and a file: neither Horovod nor TensorFlow
-    request.say_ignored(job, "predict")
+    request.say_ignored(job, "predict", kept)
     family = families.get(request.model.family, request.model.link, request.model.power)
     if threshold is not None and family.classes is None:
         raise UsageError(
             f"--threshold applies to a classifier; the model {model_path} is a "
             f"{family.NAME} model, whose predictions are not probabilities"
         )
+    levels = request.model.target_levels
+    if threshold is not None and levels and Path(out).suffix.lower() != ".csv":
+        raise UsageError(
+            f"--threshold writes the target's levels ({', '.join(map(str, levels))}) as words: "
+            f"--out {out} must end in .csv"
+        )
     rows = request.read(job, "--out", out)
     # Rank order is file order: each rank's block follows the previous rank's.
     mine = family.predict(request.model.theta, rows.X, rows.offset)
     if threshold is not None:
         mine = family.classes(mine, threshold)
+        if request.model.target_levels:  # the target's own words: yes and no
+            mine = np.asarray(request.model.target_levels, object)[mine.astype(int)]
     predictions = np.concatenate(job.allgather(mine, name="predictions"))
     error = None
     if job.is_root:  # only rank 0 writes, so ranks never race on the same file
@@ -305,6 +312,8 @@ def _match_names(data: DataFile, model: ExportedModel) -> Columns:
     target = names.index(model.target_name) if model.target_name in names else None
     chosen = [names.index(n) for n in carried.names]
     levels = {names.index(n): levels for n, levels in (model.levels or {}).items()}
+    if target is not None and model.target_levels:  # evaluate codes a target of words so
+        levels[target] = model.target_levels
     features = [names.index(n) for n in features]
     return Columns(features, target, chosen, carried, levels, others)
 
@@ -343,9 +352,10 @@ class Request:
             raise UsageError(f"{data_path} has {what}; evaluate needs the target too")
         return cls(model, data, columns, need_target)
 
-    def say_ignored(self, job: Job, command: str) -> None:
-        """Rank 0 names, in one line, the file's columns that the model does not use."""
-        ignored = self.columns.ignored
+    def say_ignored(self, job: Job, command: str, kept: list[str] = ()) -> None:
+        """Rank 0 names, in one line, the file's columns that the model does not use (and
+        --keep_columns does not copy)."""
+        ignored = [c for c in self.columns.ignored if c not in kept]
         if ignored and job.is_root:
             job.log(
                 f"hvd-linreg {command}: passing over the column{'s' * (len(ignored) > 1)} "
@@ -377,15 +387,15 @@ class Request:
             if bad.any():
                 row = first + int(np.argmax(bad))
                 raise UsageError(
-                    f"{self.data.path}: data row {row} (0-based) holds NaN or inf; clean or drop "
-                    "such rows"
+                    f"{row_name(self.data.path, row)}: NaN or inf in a column the model uses; "
+                    "clean or drop such rows"
                 )
             columns = self.columns
             problem = columns.carried_columns.problem(block[:, columns.carried])
             if problem is not None:
                 local, j, what = problem
                 raise UsageError(
-                    f"{self.data.path}: data row {first + local} (0-based) holds "
+                    f"{row_name(self.data.path, first + local)}: "
                     f"{block[local, columns.carried[j]]:g} in column "
                     f"{columns.carried_columns.names[j]!r}; {what}"
                 )
@@ -421,25 +431,3 @@ class Request:
         except OSError as e:
             raise UsageError(f"cannot read {data.path}: {e}") from None
         return block, start
-
-
-def write_predictions(
-    path: Path, predictions: np.ndarray, kept: list[str] = (), columns: list | None = None
-) -> None:
-    """Atomically: .npy (float64), or .csv with the header `prediction` and values that read
-    back exactly; the kept columns' names and cells before it."""
-    if path.suffix.lower() == ".npy":
-        atomic_write(path, lambda f: np.save(f, predictions))
-        return
-    if not kept:
-        text = "prediction\n" + "".join(f"{v!r}\n" for v in predictions.tolist())
-        atomic_write(path, lambda f: f.write(text.encode()))
-        return
-    import csv
-    import io
-
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([*kept, "prediction"])
-    writer.writerows([*cells, repr(v)] for cells, v in zip(columns, predictions.tolist()))
-    atomic_write(path, lambda f: f.write(buffer.getvalue().encode()))

@@ -22,6 +22,7 @@ from hvd_linreg.daemons import end_stalled_rank
 from hvd_linreg.errors import UsageError
 from hvd_linreg.hosts import check_distinct_hosts, machine_id
 from hvd_linreg.launcher import gloo_launch, job_size, launch_rank, local_size, speaks_for
+from hvd_linreg.progress import Progress
 from hvd_linreg.resources import thread_budget
 from hvd_linreg.startup import import_tensorflow
 
@@ -70,6 +71,7 @@ class Job:
     threads: int = 1  # the cores this rank may use (thread_budget): building data uses them
     # A library call's warnings are Python warnings (the caller's filters apply), not lines
     python_warnings: bool = False
+    shows_progress: bool = False  # rank 0 shows an exact fit's progress (not --quiet)
     collectives: Collectives | None = field(default=None, compare=False, repr=False)  # 1 rank: none
 
     @property
@@ -82,6 +84,10 @@ class Job:
             say(line)
         elif self.verbose:
             say(f"[rank {self.rank}] {line}")
+
+    def progress(self, what: str, total: int | None = None, unit: str = "iteration") -> Progress:
+        """The progress of a long fit, which rank 0 shows where the run is not quiet."""
+        return Progress(what, total, unit, self.is_root and self.shows_progress)
 
     def warn(self, line: str, category: type[Warning] = UserWarning) -> None:
         """Rank 0 warns: a line on stderr, or in a library call a warning of category."""

@@ -98,11 +98,22 @@ def header_line(cfg: Config, family, job: Job, shard: Shard) -> str:
     )
     held_out = f" + {shard.num_validation} validation" if shard.num_validation else ""
     dropped = f" ({shard.num_dropped} with a missing value dropped)" if shard.num_dropped else ""
+    if shard.index_column is not None:  # a row index among its columns, passed over
+        dropped += f" (column {shard.index_column!r} left out: a row index; --features names it)"
     by = "" if job.controller == "none" else f" ({job.controller})"  # one process: no peers
     return (
         f"hvd-linreg: {job.size} rank{'s' * (job.size > 1)}{by}, "
         f"{shard.num_samples}{held_out} samples x {shard.num_features} feature"
         f"{'s' * (shard.num_features > 1)} ({shard.dtype}) from {shard.source}{dropped}, {run}"
+    )
+
+
+def modelled(shard: Shard) -> str:
+    """What a target of two levels models: the second against the first, the reference."""
+    reference, event = shard.target_levels
+    return (
+        f"P({shard.target_name or 'y'} = {event!r}), against {reference!r} (the first level, "
+        "the reference)"
     )
 
 
@@ -223,6 +234,7 @@ class Report:
             "rows_dropped_missing": shard.num_dropped,
             "num_features": shard.num_features,
             "features": None if shard.feature_names is None else list(shard.feature_names),
+            "target_levels": shard.target_levels,
             "dtype": shard.dtype,
             "seed": cfg.seed,
             "data": shard.source,
@@ -239,7 +251,7 @@ class Report:
             **(
                 self.statistics.sections()
                 if self.penalized
-                else {"path": None, "cv": None, "passes": None}
+                else {"path": None, "cv": None, "passes": None, "ended": None}
             ),
             "training_scores": None
             if result.training is None
@@ -284,6 +296,7 @@ class Report:
         true_b = f"  (true {shard.b_true:.6g})" if shard.b_true is not None else ""
         return [
             "Summary:",
+            *([f"  target: {modelled(shard)}"] if shard.target_levels is not None else []),
             f"  w: {listed(vec(result.params[:-1]))}{true_w}",
             f"  b: {result.params[-1, 0]:.6g}{true_b}",
             f"  final loss: {result.loss:.6g} ({'weighted ' * shard.weighted}"
@@ -315,8 +328,8 @@ class Report:
                 else f"  wall time: {result.wall_s:.3f} s, {result.steps_per_s:.1f} steps/s, "
                 f"{self.samples_per_s:.4g} samples/s"
             ),
-            f"  ranks: {self.job.size}, controller: {self.job.controller}, "
-            f"global batch: {self.global_batch_size}",
+            f"  ranks: {self.job.size}, controller: {self.job.controller}"
+            + (f", global batch: {self.global_batch_size}" if self.cfg.solver == "sgd" else ""),
             f"  versions: hvd_linreg {v['hvd_linreg']}, Horovod {v['horovod']}, "
             f"TensorFlow {v['tensorflow']}, NumPy {v['numpy']}, Python {v['python']}",
             *([] if self.statistics is None else self.statistics.table(limit)),

@@ -338,7 +338,7 @@ def test_predict_on_parquet_codes_its_words_and_booleans_with_the_models_levels(
     capsys.readouterr()
     assert main(["evaluate", "--model", str(model), "--data", str(data)]) == 2
     err = capsys.readouterr().err
-    assert f"{data}: 'Ford' in column 'firm' (data row 3, 0-based) is not one of the levels " in err
+    assert f"{data} row 3: 'Ford' in column 'firm' is not one of the levels " in err
     assert "Traceback" not in err
 
 

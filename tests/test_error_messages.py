@@ -264,7 +264,7 @@ def test_a_formula_without_formulaic_installed(monkeypatch):
 
 def test_a_class_target_with_a_missing_value():
     fruit = pd.Series(np.where(X[:, 0] > 3, "p", "q")).where(np.arange(20) != 3)
-    with pytest.raises(hvd_linreg.UsageError, match=re.escape("row 3 of this rank's rows has no ")):
+    with pytest.raises(hvd_linreg.UsageError, match=re.escape("row 3: no ")):
         hvd_linreg.fit(FRAME[["a", "b"]], fruit, model="multinomial", solver="exact", quiet=True)
 
 
@@ -274,7 +274,7 @@ def test_new_rows_for_a_formula_with_levels():
     takes = "a model fitted from the formula 'y ~ a + C(g)' takes a DataFrame"
     with pytest.raises(hvd_linreg.UsageError, match=re.escape(takes) + "$"):
         fitted.predict(np.ones((3, 2)))
-    with pytest.raises(hvd_linreg.UsageError, match=re.escape("row 0 of the rows given has 'z' ")):
+    with pytest.raises(hvd_linreg.UsageError, match=re.escape("row 0: 'z' ")):
         fitted.predict(FRAME.assign(g="z"))
 
 

@@ -174,7 +174,7 @@ def test_a_held_out_rows_target_that_the_model_cannot_take(model, bad, needs, tm
     np.savez(data, X=X, y=y)
     argv = ["--data", str(data), "--model", model, "--solver", "exact"]
     assert refused(capsys, [*argv, "--validation_fraction", "0.5"]) == (
-        f"{data}: a held-out row has the target {bad}; --model {model} needs {needs}"
+        f"{data}: a held-out row's target is {bad}; --model {model} needs {needs}"
     )
 
 

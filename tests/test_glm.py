@@ -159,7 +159,7 @@ def test_a_negative_target_is_refused_naming_its_row(counts, tmp_path, capsys):
     code = main(["--model", "poisson", "--data", str(tmp_path / "bad.npz"), "--quiet"])
     err = capsys.readouterr().err
     assert code == 2, err
-    assert "data row 7 (0-based) has the target -1; --model poisson needs y >= 0" in err
+    assert "bad.npz row 7: the target is -1; --model poisson needs y >= 0" in err
     assert "Traceback" not in err
 
 
@@ -357,7 +357,7 @@ def test_a_gamma_target_of_0_is_refused(claims, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2
     row = int(np.argmax(y == 0))
-    assert f"data row {row} (0-based) has the target 0; --model gamma needs y > 0" in err
+    assert f"claims.npz row {row}: the target is 0; --model gamma needs y > 0" in err
 
 
 @pytest.mark.parametrize("link", ["logit", "probit", "cloglog"])

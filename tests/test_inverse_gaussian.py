@@ -75,7 +75,7 @@ def test_a_target_that_is_not_positive_is_refused(capsys, tmp_path):
     y[7] = 0.0
     np.savez(tmp_path / "d.npz", X=X, y=y)
     says = refused(capsys, ["--data", str(tmp_path / "d.npz"), "--model", "inverse_gaussian"])
-    assert "has the target 0; --model inverse_gaussian needs y > 0" in says
+    assert "d.npz row 7: the target is 0; --model inverse_gaussian needs y > 0" in says
 
 
 @pytest.mark.parametrize("penalty", [{"alpha": None}, {"alpha": 0.01, "l1_ratio": 0.5}])

@@ -44,7 +44,7 @@ def check_against_statsmodels(model: str, got: dict) -> None:
     reference = statsmodels_fit(model)
     np.testing.assert_allclose(got["params"], reference.params, rtol=0, atol=1e-8)
     np.testing.assert_allclose(got["bse"], reference.bse, rtol=1e-6)
-    assert got["names"] == ["x1", "x2", "x3", "b"]
+    assert got["names"] == ["x1", "x2", "x3", "Intercept"]
     assert got["metrics"]["num_samples"] == NUM_ROWS
     assert "x2 " in got["summary"] and "std error" in got["summary"]
 
@@ -120,11 +120,11 @@ def test_settings_that_are_not_for_fit_are_refused(settings, says):
     [
         (
             lambda d: d["X"].__setitem__((3, 1), np.inf),
-            "row 3 of this rank's rows holds NaN or inf in w[1]",
+            "row 3: NaN or inf in w[1]",
         ),
         (
             lambda d: d["weights"].__setitem__(5, -1.0),
-            "row 5 of this rank's rows has -1 in weights; a weight must be >= 0",
+            "row 5: -1 in weights; a weight must be >= 0",
         ),
         (lambda d: d.__setitem__("y", d["y"][:-1]), "X has 1000 rows but y has 999"),
         (lambda d: d.__setitem__("X", d["X"].astype(str)), "X holds <U"),
@@ -207,7 +207,7 @@ def test_a_bad_row_on_one_rank_raises_on_every_rank(tmp_path):
     run, fits = run_job("mpirun", tmp_path, "nan-on-rank-1")
     assert run.returncode == 2, run.output
     says = (
-        "row 2 of this rank's rows holds NaN or inf in x2; fill or drop such rows (missing='drop' "
+        "row 2: NaN or inf in x2; fill or drop such rows (missing='drop' "
         "drops those with NaN) (seen on rank 1)"
     )
     for rank in (0, 1):

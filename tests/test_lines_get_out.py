@@ -131,7 +131,7 @@ def check_run(launcher: str, case: str, tmp_path, start_job) -> str | None:
     elif case == "data":
         args = ["--data", data_with_a_bad_row_on_rank_3(tmp_path), "--batch_size", "1"]
         code, out = one_launch(launcher, args, tmp_path)
-        says = "data row 7 (0-based) holds NaN or inf"
+        says = "d.csv line 9: NaN or inf in"
     else:  # the host name, in a UTS namespace of the launcher's own
         wrap = ("unshare", "--uts", sys.executable, "-c", RENAMED)
         code, out = one_launch(launcher, ["--num_steps", "10"], tmp_path, wrap)

@@ -180,7 +180,7 @@ def test_parquet_drop_is_the_same_on_three_ranks(holes_parquet, tmp_path):
 
 def test_a_parquet_row_is_named_in_its_file_after_drops(tmp_path, capsys):
     """Rows with a null drop; the negative target of the second file's row 2 is named as the
-    files' row 5, as the family's check names rows."""
+    files' row 5, named as b.parquet's row 2."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -194,10 +194,10 @@ def test_a_parquet_row_is_named_in_its_file_after_drops(tmp_path, capsys):
     args = ["--data", str(tmp_path / "parts"), "--model", "poisson", "--solver", "exact"]
     assert main([*args, "--missing", "drop"]) == 2
     err = capsys.readouterr().err
-    assert f"{tmp_path}/parts: data row 5 (0-based) has the target -1" in err
+    assert f"{tmp_path}/parts/b.parquet row 2: the target is -1" in err
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert f"{tmp_path}/parts/a.parquet: column 'x' is null in data row 1 (0-based); fill it" in err
+    assert f"{tmp_path}/parts/a.parquet row 1: column 'x' is null; fill it" in err
 
 
 @pytest.mark.parametrize("cell", MISSING)
@@ -229,7 +229,7 @@ def test_a_later_problem_names_the_files_own_row_after_drops(tmp_path, capsys):
     code = main(args)
     err = capsys.readouterr().err
     assert code == 2, err
-    assert "data row 4 (0-based) has the target -1; --model poisson needs y >= 0" in err
+    assert f"{path} line 6: the target is -1; --model poisson needs y >= 0" in err
 
 
 @pytest.mark.parametrize(

@@ -257,15 +257,27 @@ def test_predict_keeps_the_ids_beside_the_predictions_in_file_order(
     exported, scoring, size, tmp_path
 ):
     """Columns the model does not use are passed over, named in one line; --keep_columns
-    copies them, as the file writes them, beside each row's prediction, at any rank count."""
+    copies them, as the file writes them, beside each row's prediction, at any rank count (and
+    they are not said to be passed over)."""
     out = tmp_path / "p.csv"
     args = ["predict", "--model", scoring["model"], "--data", scoring["data"], "--out", str(out)]
-    args += ["--keep_columns", "id,note"]
     run = (
         launch("mpirun", size, args, tmp_path, metrics=False) if size > 1 else _tool(args, tmp_path)
     )
     assert run.returncode == 0, run.output
     assert run.stdout.count("passing over the columns id, note of") == 1
+    args += ["--keep_columns", "id"]
+    run = (
+        launch("mpirun", size, args, tmp_path, metrics=False) if size > 1 else _tool(args, tmp_path)
+    )
+    assert run.returncode == 0, run.output
+    assert run.stdout.count("passing over the column note of") == 1
+    args[-1] = "id,note"
+    run = (
+        launch("mpirun", size, args, tmp_path, metrics=False) if size > 1 else _tool(args, tmp_path)
+    )
+    assert run.returncode == 0, run.output
+    assert "passing over" not in run.stdout
     table = pd.read_csv(out, dtype={"id": str, "note": str})
     assert list(table.columns) == ["id", "note", "prediction"]
     assert table.id.tolist() == scoring["ids"]

@@ -294,7 +294,7 @@ def test_bad_data_only_node2_sees_stops_every_rank(start_cluster_job, tmp_path):
     assert run.returncode == 2, run.output
     errors = [line for line in run.output.splitlines() if "hvd-linreg: error:" in line]
     assert len(errors) == 1, run.output  # rank 0 speaks, once
-    assert "data row 3 (0-based) holds NaN or inf" in errors[0]
+    assert "d.csv line 5: NaN or inf in column 'b'" in errors[0]
     assert errors[0].endswith("(seen on rank 3)")
     assert "Traceback" not in run.output
 

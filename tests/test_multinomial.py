@@ -209,7 +209,7 @@ def test_multinomial_mistakes_end_with_one_line(tmp_path, capsys):
     gaps.loc[7, "fruit"] = None
     gaps.to_csv(tmp_path / "gaps.csv", index=False)
     says = refused(capsys, ["--data", str(tmp_path / "gaps.csv"), *exact[2:]])
-    assert "data row 7 (0-based) has no value in column 'fruit'" in says
+    assert "gaps.csv line 9: no value in column 'fruit'" in says
     separated = table.copy()
     separated["x1"] = np.where(separated.fruit == "apple", -5.0, 5.0) + separated.x2 * 0.01
     separated.to_csv(tmp_path / "sep.csv", index=False)
@@ -270,7 +270,7 @@ def test_export_predict_and_evaluate(tmp_path, capsys, size):
     table.loc[12, "fruit"] = "mango"
     table.to_csv(tmp_path / "mango.csv", index=False)
     says = refused(capsys, ["evaluate", *command[1:3], "--data", str(tmp_path / "mango.csv")])
-    assert "data row 12 (0-based) has the class 'mango' in 'fruit'" in says
+    assert "mango.csv line 14: the class 'mango' in 'fruit'" in says
     if size == 1:  # the SavedModel serves the same probabilities
         import tensorflow as tf
 

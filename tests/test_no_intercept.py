@@ -81,7 +81,7 @@ def assert_statsmodels_without_a_constant(s: dict, table: pd.DataFrame, model: s
     np.testing.assert_allclose(estimates, [*ref.params, 0.0], rtol=1e-8, atol=1e-12)
     errors = [c["std_error"] for c in s["coefficients"]]
     np.testing.assert_allclose(errors[:-1], ref.bse, rtol=1e-6)
-    assert errors[-1] is None and "no intercept" in s["undefined"]["b"]
+    assert errors[-1] is None and "no intercept" in s["undefined"]["Intercept"]
     assert s["dof"] == ref.df_resid
     return ref
 

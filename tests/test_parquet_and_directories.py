@@ -278,17 +278,17 @@ BAD_INPUT = [
     (
         "parquet: non-numeric target",  # a feature of words is categorical
         lambda t: ["--data", _parquet(t / "d.parquet", x=[1.0, 2.0, 3.0], s=["a", "b", "c"])],
-        "{t}/d.parquet: column 's' is string, not numbers",
+        "the target 's' holds words ('a', 'b', 'c'): --model linear needs numbers",
     ),
     (
         "parquet: null",
         lambda t: ["--data", _parquet(t / "d.parquet", x=[1.0, None, 3.0], y=[1.0, 2.0, 3.0])],
-        "{t}/d.parquet: column 'x' is null in data row 1 (0-based)",
+        "{t}/d.parquet row 1: column 'x' is null",
     ),
     (
         "parquet: NaN",
         lambda t: ["--data", _parquet(t / "d.parquet", x=[1.0, 2.0, 3.0], y=[1.0, 2.0, np.inf])],
-        "{t}/d.parquet: data row 2 (0-based) holds NaN or inf in column 'y'",
+        "{t}/d.parquet row 2: NaN or inf in column 'y'",
     ),
     (
         "parquet: no rows",
@@ -328,7 +328,7 @@ BAD_INPUT = [
     (
         "parquet files: null in the second",
         lambda t: ["--data", _two_parquets(t, {"x": [1.0, 2.0], "y": [None, 2.0]})],
-        "{t}/parts/b.parquet: column 'y' is null in data row 0 (0-based)",
+        "{t}/parts/b.parquet row 0: column 'y' is null",
     ),
     (
         "npy files: another number of columns",

@@ -30,7 +30,7 @@ def diabetes(tmp_path_factory) -> tuple[str, pd.DataFrame]:
 def ols(table: pd.DataFrame):
     """statsmodels' OLS of the last column on the others, with an intercept (named b)."""
     X, y = table.iloc[:, :-1], table.iloc[:, -1]
-    return sm.OLS(y, sm.add_constant(X).rename(columns={"const": "b"})).fit()
+    return sm.OLS(y, sm.add_constant(X).rename(columns={"const": "Intercept"})).fit()
 
 
 def _exact(tmp_path, path: str, size: int, *flags: str) -> tuple[dict, str]:
@@ -51,7 +51,7 @@ def test_statistics_of_the_diabetes_fit_are_statsmodels_ols(tmp_path, diabetes, 
     s = _exact(tmp_path, path, size)[0]["statistics"]
     reference = ols(table)
     names = [c["name"] for c in s["coefficients"]]
-    assert names == [*table.columns[:-1], "b"]  # the CSV header's names
+    assert names == [*table.columns[:-1], "Intercept"]  # the CSV header's names
     for key, attribute in [("estimate", "params"), ("std_error", "bse"), ("t", "tvalues")]:
         got = [c[key] for c in s["coefficients"]]
         np.testing.assert_allclose(got, getattr(reference, attribute)[names], rtol=1e-9)
@@ -199,6 +199,6 @@ def test_a_constant_feature_is_named_as_what_makes_the_design_singular(tmp_path,
     assert s["coefficients"][0]["estimate"] == 0.0 and s["dof"] is None
     np.testing.assert_allclose(
         [c["estimate"] for c in s["coefficients"][1:]],
-        ols(table).params[table.columns[:-1].tolist() + ["b"]],
+        ols(table).params[table.columns[:-1].tolist() + ["Intercept"]],
         rtol=1e-9,
     )

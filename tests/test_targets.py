@@ -43,7 +43,7 @@ def test_a_target_outside_the_domain_is_named(model, bad, needs, tmp_path, capsy
     targets[11] = bad
     data = _table(tmp_path, targets)
     said = refused(capsys, ["--model", model, "--data", data, "--solver", "exact"])
-    assert said == f"{data}: data row 11 (0-based) has the target {bad:g}; {needs}"
+    assert said == f"{data} line 13: the target is {bad:g}; {needs}"
 
 
 def test_a_weighted_binary_target_is_a_proportion(tmp_path, capsys):
@@ -54,7 +54,7 @@ def test_a_weighted_binary_target_is_a_proportion(tmp_path, capsys):
         capsys, ["--model", "binomial", "--data", data, "--weights", "w", "--solver", "exact"]
     )
     assert said == (
-        f"{data}: data row 17 (0-based) has the target 1.5; --model binomial with --weights "
+        f"{data} line 19: the target is 1.5; --model binomial with --weights "
         "needs a proportion y in [0, 1]"
     )
 
@@ -65,7 +65,7 @@ def test_a_binary_target_of_three_values_is_refused(tmp_path, capsys):
     data = _table(tmp_path, targets)
     said = refused(capsys, ["--model", "logistic", "--data", data, "--solver", "exact"])
     assert said.endswith(
-        "data row 20 (0-based) has the target 5; --model logistic needs a target of 0 or 1, or "
+        "line 22: the target is 5; --model logistic needs a target of 0 or 1, or "
         "of two values read as 0 and 1 (here 3 and 4)"
     )
 

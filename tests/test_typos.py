@@ -148,7 +148,7 @@ def test_a_mixed_parquet_string_column_is_refused_naming_its_row(tmp_path, capsy
     frame = pd.DataFrame({"a": np.arange(40.0), "b": b, "y": np.arange(40.0) % 7})
     frame.to_parquet(path, row_group_size=10)
     said = refused(capsys, ["--data", str(path)])
-    assert said.startswith(f"{path} data row 17 (0-based): 'oops' in column 'b' is not a number")
+    assert said.startswith(f"{path} row 17: 'oops' in column 'b' is not a number")
     assert said.endswith(REMEDY)
     # numbers only, written as text: not a category either
     frame["b"] = [str(v) for v in np.linspace(-1, 1, 40)]
@@ -174,7 +174,7 @@ def test_a_mixed_parquet_column_stops_every_rank_naming_its_row(tmp_path):
     )
     run = launch_each_rank_reporting("mpirun", 3, ["--data", str(path)], tmp_path)
     assert run.codes == {0: 2, 1: 2, 2: 2}, run.output
-    assert f"{path} data row 350 (0-based): 'oops' in column 'b'" in run.stderr
+    assert f"{path} row 350: 'oops' in column 'b'" in run.stderr
     assert "Traceback" not in run.output
 
 
@@ -186,14 +186,14 @@ def test_fit_refuses_a_dataframe_column_of_numbers_as_text_with_a_word(capsys):
     X = pd.DataFrame({"a": rng.standard_normal(30), "b": [f"{v:.3f}" for v in rng.random(30)]})
     X.loc[12, "b"] = "oops"
     y = rng.standard_normal(30)
-    message = "row 12 of this rank's rows: 'oops' in column 'b' is not a number, but the column"
+    message = "row 12: 'oops' in column 'b' is not a number, but the column"
     with pytest.raises(UsageError, match=re.escape(message)):
         fit(X, y)
     with pytest.raises(ValueError, match=re.escape(message)):
         LinearRegression().fit(X, y)
     X["b"] = X["b"].astype(object).where(X.index != 12, 0.25)  # a number among the texts
     X.loc[3, "b"] = "typo"
-    with pytest.raises(UsageError, match=re.escape("row 3 of this rank's rows: 'typo'")):
+    with pytest.raises(UsageError, match=re.escape("row 3: 'typo'")):
         fit(X, y)
 
 

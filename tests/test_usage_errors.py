@@ -104,7 +104,7 @@ CASES = [
     (
         "null in the Parquet rows of rank 1",
         lambda t: ["--data", _parquet(t / "d.parquet", x=[1.0, 2, 3, None], y=[1.0, 2, 3, 4])],
-        "d.parquet: column 'x' is null in data row 3 (0-based)",
+        "d.parquet row 3: column 'x' is null",
     ),
     (
         "CSV files whose columns differ",
@@ -179,7 +179,7 @@ def test_problem_only_one_rank_sees_stops_all_ranks(tmp_path):
     )
     errors = [line for line in run.stderr.splitlines() if "hvd-linreg: error:" in line]
     assert len(errors) == 1, run.output
-    assert "data row 3 (0-based) holds NaN or inf" in errors[0]
+    assert "d.csv line 5: NaN or inf in column 'b'" in errors[0]
     assert errors[0].endswith("(seen on rank 1)")
     assert "Exit code: 2" in run.output  # horovodrun names the ranks' exit code
     assert "]<stderr>:Traceback" not in run.stderr  # no rank printed one (horovodrun may)

@@ -190,16 +190,18 @@ def agree_levels(
     rows: int,
     inferred: frozenset[int] = frozenset(),
     refuse: Refuse | None = None,
+    labels: frozenset[int] = frozenset(),
 ) -> Levels:
     """Every rank's levels of each categorical column, joined in one collective and sorted.
     The run ends, on every rank, for a column `inferred` (categorical by its words, not by the
     user's choice) that holds a number: a typo is not a category (refuse names it); for a
     column with more levels than half of its `rows`: an ID or free text, not a category; and
     for an inferred column with more than max_levels. A column the user named categorical takes
-    any number of levels (its block is never dense: matrix/categorical.py)."""
+    any number of levels (its block is never dense: matrix/categorical.py); `labels` (a
+    cluster column's, a target's) any number, and no count is too many for them."""
     mine = {
         j: (
-            sorted(v) if j not in inferred or len(v) <= max_levels else len(v),
+            sorted(v) if j not in inferred or j in labels or len(v) <= max_levels else len(v),
             Mixed.of(v) if j in inferred else None,
         )
         for j, v in local.items()
@@ -217,12 +219,12 @@ def agree_levels(
         union = set().union(*(part for part in parts if not isinstance(part, int)))
         count = max([len(union), *counts])
         at_least = bool(counts) and len(parts) > 1
-        if count > rows / 2:
+        if count > rows / 2 and j not in labels:
             raise not_a_category(names[j], count, rows, at_least)
-        if count > max_levels and j in inferred:
+        if count > max_levels and j in inferred and j not in labels:
             raise too_many_levels(names[j], count, max_levels, at_least)
         levels[j] = sorted_levels(union)
-    check_memory({names[j]: len(v) for j, v in levels.items()})
+    check_memory({names[j]: len(v) for j, v in levels.items() if j not in labels})
     return levels
 
 

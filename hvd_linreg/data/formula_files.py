@@ -20,6 +20,7 @@ from hvd_linreg.data.files import data_files
 from hvd_linreg.data.memory import memory_shard
 from hvd_linreg.data.missing import HINT, MISSING_CELLS
 from hvd_linreg.data.parquet import _import_parquet, parquet_columns
+from hvd_linreg.data.row_names import row_name_in
 from hvd_linreg.data.rows import Carried, Rows
 from hvd_linreg.data.shard import Shard
 from hvd_linreg.errors import UsageError, agreed
@@ -34,7 +35,7 @@ def formula_shard(cfg, job: Job) -> Shard:
     carried = Carried(cfg.weights, cfg.offset, cfg.exposure, cfg.fold_column, cfg.groups)
     files = agreed(job, lambda: data_files(cfg.data))
     frame, first = rank_frame(files, job, _wanted(cfg.formula, carried))
-    frame, dropped = complete_rows(job, frame, first, carried, cfg.missing, files[0])
+    frame, dropped, rows = complete_rows(job, frame, first, carried, cfg.missing, files)
     for flag, name in zip(carried.roles, carried.names):
         if name not in frame.columns:
             raise UsageError(f"--data {cfg.data} has no column {name!r} ({flag})")
@@ -57,6 +58,7 @@ def formula_shard(cfg, job: Job) -> Shard:
         exposure=exposure,
         names=carried,
         source=cfg.data,
+        where=lambda i: row_name_in(files, int(rows[i])),
     )
     shard.formula = design.stored()
     shard.dropped = dropped
@@ -73,9 +75,9 @@ def formula_rows(model, path: Path, job: Job, need_target: bool) -> Rows:
     try:
         weight = carried.weight if need_target and carried.weight in frame.columns else None
         carried = Carried(weight, carried.offset, carried.exposure)
-        frame, _ = _complete(frame, first, carried, "error", path)
+        frame, _, _ = _complete(frame, first, carried, "error", [path])
         X = design.new_rows(frame)
-        y = design.target_of(frame) if need_target else np.empty(len(X))[:0]
+        y = design.target_of(frame, model.target_levels) if need_target else np.empty(len(X))[:0]
         values = [frame[n].to_numpy(np.float64) for n in carried.names]
         C = np.column_stack(values) if values else None
         rows = carried.rows(X, y, C)
@@ -131,8 +133,7 @@ def _csv_frame(header, text: str, wanted: set[str]):
             usecols=[n for n in names if wanted is None or n in wanted],
             na_values=sorted(MISSING_CELLS),
             keep_default_na=False,
-            skipinitialspace=True,
-            float_precision="round_trip",  # the number written, as the tool's readers read it
+            skipinitialspace=True,  # pandas 3 reads each number as written, as the readers do
         )
     except (ValueError, pd.errors.ParserError) as e:
         raise UsageError(f"cannot read {header.path}: {e}") from None
@@ -164,32 +165,31 @@ def _empty(files, headers, wanted: set[str]):
     return pd.DataFrame({n: [] for n in names if wanted is None or n in wanted})
 
 
-def complete_rows(job: Job, frame, first: int, carried: Carried, missing: str, path: Path):
-    """frame without its rows that lack a value (--missing drop), and the dataset's rows
-    dropped, every rank's, sorted (None: none); with --missing error, UsageError on every
-    rank naming the first such row and column."""
-    frame, mine = agreed(job, lambda: _complete(frame, first, carried, missing, path))
+def complete_rows(job: Job, frame, first: int, carried: Carried, missing: str, files):
+    """frame without its rows that lack a value (--missing drop), the dataset's rows dropped,
+    every rank's, sorted (None: none), and the dataset's rows of the frame's rows kept; with
+    --missing error, UsageError on every rank naming the first such row and column."""
+    frame, mine, kept = agreed(job, lambda: _complete(frame, first, carried, missing, files))
     if missing != "drop":
-        return frame, None
+        return frame, None, kept
     every = np.concatenate(job.allgather(mine, name="rows_dropped"))
-    return frame, every if len(every) else None
+    return frame, every if len(every) else None, kept
 
 
-def _complete(frame, first: int, carried: Carried, missing: str, path: Path):
-    """frame without its rows that lack a value the model reads (--missing drop), and those
-    rows' numbers in the dataset; with --missing error, UsageError naming the first such row
-    and column."""
+def _complete(frame, first: int, carried: Carried, missing: str, files: list[Path]):
+    """frame without its rows that lack a value the model reads (--missing drop), those rows'
+    numbers in the dataset and those of the rows kept; with --missing error, UsageError
+    naming the first such row and column."""
     na = frame.isna().to_numpy()
     bad = na.any(axis=1)
     if not bad.any():
-        return frame, np.empty(0, np.int64)
+        return frame, np.empty(0, np.int64), first + np.arange(len(frame))
     if missing == "drop":
-        return frame.loc[~bad].reset_index(drop=True), first + np.flatnonzero(bad)
+        kept = frame.loc[~bad].reset_index(drop=True)
+        return kept, first + np.flatnonzero(bad), first + np.flatnonzero(~bad)
     i = int(np.argmax(bad))
     column = frame.columns[int(np.argmax(na[i]))]
-    raise UsageError(
-        f"{path}: data row {first + i} (0-based) has no value in column {column!r}; {HINT}"
-    )
+    raise UsageError(f"{row_name_in(files, first + i)}: no value in column {column!r}; {HINT}")
 
 
 def _wanted(formula: str, carried: Carried) -> set[str]:

@@ -66,11 +66,17 @@ class Design:
         matrix = _materialize(lambda: self._spec().get_model_matrix(prepared, na_action="raise"))
         return matrix.drop(columns=[INTERCEPT], errors="ignore").to_numpy(np.float64)
 
-    def target_of(self, data) -> np.ndarray:
+    def target_of(self, data, levels: list | None = None) -> np.ndarray:
         """New rows' target: the left side on them (evaluate; its caller has refused rows
-        without the columns it reads, naming them: formula_files.formula_columns)."""
+        without the columns it reads, naming them: formula_files.formula_columns); a column
+        of words by the model's levels of it (levels)."""
         from formulaic import ModelSpec
 
+        if levels:
+            from hvd_linreg.data import frames
+
+            column = self.target[0]
+            return frames.coded(data[[column]], {column: levels}).iloc[:, 0].to_numpy()
         spec = ModelSpec(formula=f"{self.lhs} - 1")  # a right side's intercept left out
         matrix = _materialize(lambda: spec.get_model_matrix(data, na_action="raise"))
         return matrix.iloc[:, 0].to_numpy(np.float64)
@@ -132,17 +138,34 @@ def design(job, formula: str, data, max_levels: int) -> Design:
             f"the formula {formula!r} has a stateful transform on its left side: transform the "
             "target in the DataFrame instead"
         )
-    if matrices.lhs.shape[1] != 1:
+    y = _words_target(parsed, data)  # a column of words: its levels, which the family checks
+    if y is None and matrices.lhs.shape[1] != 1:
         raise UsageError(f"the formula {formula!r} must have one column on its left side")
-    y = matrices.lhs.iloc[:, 0]
+    if y is None:
+        y = matrices.lhs.iloc[:, 0]
     intercept = INTERCEPT in rhs.columns
     X = rhs.drop(columns=[INTERCEPT]) if intercept else rhs
     state = dict(spec.transform_state)
     variables, target = _read(rhs.model_spec), _read(matrices.lhs.model_spec)
+    levels = {name: v for name, v in levels.items() if name in variables}  # the right side's
     lhs = str(matrices.lhs.model_spec.formula)
     return Design(
         X, y, intercept, formula, str(spec.formula), levels, state, variables, lhs, target
     )
+
+
+def _words_target(parsed, data):
+    """The left side's column as it is where it names one column of words, booleans or
+    categories (yes and no: a binary family's two levels, data/memory.py); else None."""
+    from hvd_linreg.data import frames
+
+    factors = [factor for term in parsed.lhs for factor in term.factors]
+    if len(factors) != 1 or factors[0].eval_method.name != "LOOKUP":
+        return None
+    name = str(factors[0])
+    if name not in data.columns or frames.kind(data[name]) is None:
+        return None
+    return data[name]
 
 
 def target_column(formula: str) -> str:
@@ -274,7 +297,7 @@ def _as_levels(data, levels: dict):
         if unseen.any():
             at = int(np.flatnonzero(unseen.to_numpy())[0])
             raise UsageError(
-                f"row {at} of the rows given has {cells.iloc[at]!r} in column {name!r}, not one "
+                f"row {at}: {cells.iloc[at]!r} in column {name!r} is not one "
                 f"of the model's levels ({', '.join(map(str, chosen[:10]))})"
             )
     return out
@@ -282,12 +305,24 @@ def _as_levels(data, levels: dict):
 
 def _materialize(build):
     """formulaic's model matrices; its errors (a name the data lacks, a missing value) as
-    UsageError."""
+    UsageError, and NumPy's and pandas' warnings on the way (a log of 0) silenced: the error
+    that follows says what went wrong."""
+    import warnings
+
     try:
-        return build()
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            return build()
     except UsageError:
         raise
     except Exception as e:  # formulaic's FactorEvaluationError, PatsyError-like kin
+        term = re.search(r"`([^`]+)` contains null values after evaluation", str(e))
+        if term:
+            raise UsageError(
+                f"the formula's term {term.group(1)} has no value for some rows (a log or a "
+                "square root of a number out of its domain, or a value missing): change the "
+                "term, or leave those rows out of the data"
+            ) from None
         raise UsageError(f"the formula cannot be applied to the rows: {e}") from None
 
 

@@ -70,7 +70,7 @@ def local_levels(frame) -> dict[str, tuple[str, list]]:
         missing = np.flatnonzero(cells.isna().to_numpy())
         if len(missing):
             raise UsageError(
-                f"row {missing[0]} of this rank's rows has no value in column {str(column)!r}; "
+                f"row {missing[0]}: no value in column {str(column)!r}; "
                 "drop such rows (missing='drop'), or give the missing cells a level of their own"
             )
         if what == "category":
@@ -81,10 +81,11 @@ def local_levels(frame) -> dict[str, tuple[str, list]]:
     return out
 
 
-def agree(job, frame, max_levels: int, check=None) -> dict[str, list]:
+def agree(job, frame, max_levels: int, check=None, guards: bool = True) -> dict[str, list]:
     """Each categorical column's levels, the same on every rank: one allgather of each rank's
     levels and rows. A problem of a rank's own rows (a missing cell, or what check(frame)
-    raises) stops every rank before the collective."""
+    raises) stops every rank before the collective. guards False: any number of levels (a
+    target's, which its family checks)."""
     error, local = None, {}
     try:
         if check is not None:
@@ -118,9 +119,9 @@ def agree(job, frame, max_levels: int, check=None) -> dict[str, list]:
             chosen = first
         else:
             chosen = sorted_levels(set().union(*(part[1] for part in parts)))
-        if len(chosen) > rows / 2:
+        if guards and len(chosen) > rows / 2:
             raise not_a_category(name, len(chosen), rows)
-        if len(chosen) > max_levels and what != "category":  # a category: the user's choice
+        if guards and len(chosen) > max_levels and what != "category":  # the user's choice
             raise too_many_levels(name, len(chosen), max_levels, instead=AS_CATEGORY)
         levels[name] = chosen
     check_memory({name: len(v) for name, v in levels.items()})
@@ -169,7 +170,7 @@ def _codes(cells, levels: list) -> np.ndarray:
     if len(bad):
         shown = ", ".join(map(str, levels[:10]))
         raise UsageError(
-            f"row {bad[0]} of the rows given has {texts.iloc[bad[0]]!r} in column {name!r}, "
+            f"row {bad[0]}: {texts.iloc[bad[0]]!r} in column {name!r} is "
             f"not one of the model's levels ({shown}{', ...' * (len(levels) > 10)})"
         )
     return codes
@@ -219,7 +220,7 @@ def mixed_text_column(frame) -> UsageError | None:
         number, word = next(numbers, None), next(words, None)
         if number is not None and word is not None:
             return mixed_column(
-                f"row {word} of this rank's rows",
+                f"row {word}",
                 texts[word],
                 str(column),
                 str(texts[number]),

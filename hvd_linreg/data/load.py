@@ -15,7 +15,7 @@ from hvd_linreg.data.files import READERS, data_files, format_of, open_table
 from hvd_linreg.data.holdout import Holdout
 from hvd_linreg.data.layout import Layout, layout_for
 from hvd_linreg.data.rows import Carried, Rows
-from hvd_linreg.data.shard import RowNames, Shard, with_validation
+from hvd_linreg.data.shard import RowNames, Shard, naming_rows, with_validation
 from hvd_linreg.data.spec import DataSpec, ScatterReader, TableReader
 from hvd_linreg.data.synthetic import TRUE_BIAS, synthetic_rows, true_weights
 from hvd_linreg.data.table import Table, rows_of
@@ -118,7 +118,7 @@ def read_shard(cfg: Config, rank: int, size: int, job: Job | None = None) -> Sha
                 shard = replace(shard, validation=shard.validation._replace(X=dummies))
     except OSError as e:
         raise UsageError(f"cannot read {cfg.data}: {e}") from None
-    return shard
+    return naming_rows(shard, names, holdout)
 
 
 def _check_reader_takes(reader, spec: DataSpec, suffix: str) -> None:
@@ -173,6 +173,7 @@ def _table_shard(
         "levels": table.levels,
         "columns": table.sources,
         "dropped": table.dropped,
+        "target_levels": table.target_levels,
     }
     if shard_bytes > memory_per_rank() * _SHARD_SHARE:
         first = range(min(layout.run_length, layout.num_train))  # none without batches

@@ -5,6 +5,7 @@ file of the same rows in the same order would give, at any rank count."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,8 @@ from hvd_linreg.matrix import SparseMatrix
 from hvd_linreg.ranks import Job
 
 SOURCE = "the rows passed to fit()"
+# What a message about a row that fit() was given tells the user to do.
+PYTHON_REMEDY = "fill or drop such rows (missing='drop' drops those with NaN)"
 # The carried columns' names, in a model's metadata and in messages.
 WEIGHTS, OFFSET, EXPOSURE = "weights", "offset", "exposure"
 FOLD, GROUPS = "fold", "groups"
@@ -41,24 +44,22 @@ def memory_shard(
     exposure: Any = None,
     names: Carried | None = None,
     source: str = SOURCE,
+    where: Callable[[int], str] | None = None,
 ) -> Shard:
     """This rank's shard of the dataset that the ranks' rows X, y (and each row's weight,
     offset, exposure, cross-validation fold and cluster) make in rank order; names: those
-    columns' names where a file gives them (--formula). Each rank checks its own rows first;
+    columns' names where a file gives them (--formula), where: how a message names the row i
+    of X (a file's line; by default "row i"). Each rank checks its own rows first;
     the ranks agree on the first problem before any rows move. A SciPy sparse X (CSR, CSC,
     COO) stays on the rank that passes it (sparse_shard)."""
     if sparse.issparse(X):
         given = dict(weights=weights, offset=offset, exposure=exposure, fold=fold, groups=groups)
         return sparse_shard(cfg, job, X, y, _carried(**given, names=names), given, source)
     X, levels, columns = _coded(cfg, job, X)
+    y, target_levels = _target_levels(job, y)
     carried = _carried(weights, offset, exposure, fold, groups, names)
-    given = [weights, offset, exposure, fold, groups]
-    error, rows = None, None
-    try:
-        names, target, rows = _own_rows(X, y, carried, [v for v in given if v is not None])
-    except UsageError as e:
-        error = e
-    job.agree(error)
+    given = [v for v in (weights, offset, exposure, fold, groups) if v is not None]
+    names, target, rows = _agreed_rows(job, X, y, carried, given, where)
     counts = _counts(job, len(rows), names)
     total = sum(counts)
     if total == 0:
@@ -84,10 +85,24 @@ def memory_shard(
         carried_columns=carried,
         levels=levels or None,
         columns=columns,
+        target_levels=target_levels,
+        where=None if holdout.held_out else where or _row,  # rows moved: none to name
     )
     if holdout.held_out:
         shard = _held_out(job, shard, holdout, validation, names, held, target)
     return shard
+
+
+def _agreed_rows(job: Job, X, y, carried: Carried, given: list, where=None):
+    """_own_rows of this rank, once every rank has checked its own: the first problem of any
+    rank is raised on all of them."""
+    error, found = None, None
+    try:
+        found = _own_rows(X, y, carried, given, where)
+    except UsageError as e:
+        error = e
+    job.agree(error)
+    return found
 
 
 def _held_out(job: Job, shard: Shard, holdout, validation, names, held, target) -> Shard:
@@ -167,9 +182,7 @@ def _finite_sparse(X):
     bad = ~np.isfinite(X.data)
     if bad.any():
         row = int(np.searchsorted(X.indptr, np.argmax(bad), side="right")) - 1
-        raise UsageError(
-            f"row {row} of this rank's rows holds NaN or inf in X; fill or drop such rows"
-        )
+        raise UsageError(f"row {row}: NaN or inf in X; fill or drop such rows")
     return X
 
 
@@ -197,6 +210,23 @@ def _coded(cfg: Config, job: Job, X) -> tuple[Any, dict[str, list], tuple[str, .
     return frames.coded(X, levels), levels, tuple(str(c) for c in X.columns)
 
 
+def _target_levels(job: Job, y) -> tuple[Any, list | None]:
+    """A target of words, booleans or pandas categories as its levels' numbers, and its levels,
+    agreed by every rank (sorted; a category's own order), which the family then checks (a
+    binary one's yes and no); a target of numbers as it is, and None."""
+    import pandas as pd
+
+    cells = y if isinstance(y, pd.Series) else pd.Series(np.asarray(y))
+    if not len(cells) or frames.kind(cells) is None:
+        return y, None
+    frame = cells.to_frame(str(cells.name) if cells.name is not None else "y")
+    levels = frames.agree(job, frame, 0, check=frames.refuse_mixed, guards=False)
+    if not levels:
+        return y, None
+    coded = frames.coded(frame, levels).iloc[:, 0]
+    return (coded if cells.name is not None else coded.to_numpy()), next(iter(levels.values()))
+
+
 def _carried(weights, offset, exposure, fold, groups, names: Carried | None) -> Carried:
     """The carried columns of the arrays given, named as names has them, else as WEIGHTS ...
     GROUPS."""
@@ -213,12 +243,13 @@ def _carried(weights, offset, exposure, fold, groups, names: Carried | None) -> 
 
 
 def _own_rows(
-    X, y, carried: Carried, values: list
+    X, y, carried: Carried, values: list, where: Callable[[int], str] | None = None
 ) -> tuple[tuple[str, ...], str | None, np.ndarray]:
     """This rank's features' names, the target's, and its rows as float64 [X, carried..., y]
     (values: the carried columns' arrays, in carried's order); UsageError for anything that is
     not a number, of the wrong shape, or not finite, or that breaks its column's rule (a
-    weight >= 0, an exposure > 0, a fold a whole number)."""
+    weight >= 0, an exposure > 0, a fold a whole number), naming the row by where (a file's
+    line: --formula), else by its row among those passed."""
     names = tuple(str(c) for c in X.columns) if _named(X) else None
     target = str(y.name) if getattr(y, "name", None) is not None else None
     X_array = _numbers("X", X, 2)
@@ -235,18 +266,19 @@ def _own_rows(
         i = int(np.argmax(bad))
         labels = [*names, *carried.names, target or "y"]
         column = labels[int(np.argmax(~np.isfinite(rows[i])))]
-        raise UsageError(
-            f"row {i} of this rank's rows holds NaN or inf in {column}; fill or drop such rows "
-            "(missing='drop' drops those with NaN)"
-        )
+        remedy = "clean or drop such rows" if where else PYTHON_REMEDY
+        raise UsageError(f"{(where or _row)(i)}: NaN or inf in {column}; {remedy}")
     problem = carried.problem(rows[:, len(names) : -1]) if len(carried) else None
     if problem is not None:
         i, j, what = problem
-        raise UsageError(
-            f"row {i} of this rank's rows has {rows[i, len(names) + j]:g} in "
-            f"{carried.names[j]}; {what}"
-        )
+        value = rows[i, len(names) + j]
+        raise UsageError(f"{(where or _row)(i)}: {value:g} in {carried.names[j]}; {what}")
     return names, target, rows
+
+
+def _row(i: int) -> str:
+    """How a message names row i of the arrays or DataFrame a rank passed."""
+    return f"row {i}"
 
 
 def _numbers(what: str, values, ndim: int) -> np.ndarray:

@@ -23,6 +23,7 @@ from hvd_linreg.data.categorical import (
 )
 from hvd_linreg.data.columns import check_same_columns, choose_columns, column_list
 from hvd_linreg.data.missing import HINT
+from hvd_linreg.data.row_names import row_name
 from hvd_linreg.data.spec import DataSpec, TableReader
 from hvd_linreg.data.table import (
     Table,
@@ -46,24 +47,16 @@ def parquet_table(
     pq = _import_parquet()
     metadata, schema, names, columns, chosen = _columns(pq, files, spec)
     features = chosen[: len(chosen) - len(spec.carried)]
-    named = named_columns(spec.categorical, names, features, files[0])
-    categorical = [j for j in features if j in named or _holds_levels(schema.field(names[j]).type)]
-    numeric = [name for name in columns if names.index(name) not in categorical]
+    numeric, coded, clusters, inferred = _kinds(spec, schema, names, columns, features, files[0])
     dtype = own_dtype(*(_numpy_type(files[0], schema.field(name)) for name in numeric))
     groups = [(p, m, g) for p, m in zip(files, metadata) for g in range(m.num_row_groups)]
     starts = np.cumsum([0] + [m.row_group(g).num_rows for _, m, g in groups])
-    # by the columns' positions among those read
-    coded = [columns.index(names[j]) for j in categorical]
-    # string columns are categorical by their words; a dictionary (pandas' category) or
-    # boolean column, or one --categorical names, by the user's choice
-    inferred = frozenset(
-        columns.index(names[j])
-        for j in categorical
-        if j not in named and _is_text(schema.field(names[j]).type)
-    )
     levels = (
-        _levels(pq, groups, starts, columns, coded, inferred, spec, dropped, job) if coded else {}
+        _levels(pq, groups, starts, columns, coded, inferred, spec, dropped, job, clusters)
+        if coded
+        else {}
     )
+    features_coded = {j: v for j, v in levels.items() if j not in clusters}
     width = len(columns) - 1  # a categorical column as its codes (CodedFeatures)
     last = {}  # the row group read last: the next read usually starts in it
 
@@ -84,11 +77,35 @@ def parquet_table(
         tuple(columns),
         tuple(m.num_rows for m in metadata),
         whole_rows=int(np.diff(starts).max(initial=0)),
-        levels={columns[j]: values for j, values in levels.items()} if levels else None,
-        sources=tuple(names[j] for j in features) if levels else None,
-        coded=levels or None,
+        levels={columns[j]: v for j, v in features_coded.items()} if features_coded else None,
+        sources=tuple(names[j] for j in features) if features_coded else None,
+        coded=features_coded or None,
+        target_levels=levels.get(len(columns) - 1),
     )
     return table if dropped is None else without_rows(table, dropped)
+
+
+def _kinds(spec: DataSpec, schema, names: list[str], columns: list[str], features, path: Path):
+    """The columns read as numbers (by name); and by their positions among those read, the
+    columns read as codes, those of them that are labels (not a feature's levels), and the
+    categorical features known by their words alone."""
+    named = named_columns(spec.categorical, names, features, path)
+    categorical = [j for j in features if j in named or _holds_levels(schema.field(names[j]).type)]
+    # --groups of words: cluster labels, numbered as levels are (not a feature's levels); so
+    # is a target of words, booleans or categories (a binary family's yes and no)
+    group, target = spec.carried.group, columns[-1]
+    labels = [names.index(n) for n in (group, target) if n and _holds_levels(schema.field(n).type)]
+    numeric = [name for name in columns if names.index(name) not in categorical + labels]
+    coded = [columns.index(names[j]) for j in categorical + labels]
+    clusters = frozenset(columns.index(names[j]) for j in labels)
+    # string columns are categorical by their words; a dictionary (pandas' category) or
+    # boolean column, or one --categorical names, by the user's choice
+    inferred = frozenset(
+        columns.index(names[j])
+        for j in categorical
+        if j not in named and _is_text(schema.field(names[j]).type)
+    )
+    return numeric, coded, clusters, inferred
 
 
 def _columns(pq, files: list[Path], spec: DataSpec):
@@ -180,6 +197,7 @@ def _levels(
     spec: DataSpec,
     dropped: np.ndarray | None,
     job,
+    clusters: frozenset[int] = frozenset(),
 ) -> Levels:
     """The levels of the columns `coded` (positions among `columns`) over the row groups, in
     the rows kept, sorted: each rank collects those of its share of the groups (those columns
@@ -214,11 +232,12 @@ def _levels(
                 break
         every = job.allgather(mine) if job is not None and job.size > 1 else [mine]
         i, row, text = min(f for f in every if f is not None)
-        where = f"{groups[i][0]} data row {row} (0-based)"
+        where = row_name(groups[i][0], row)
         return mixed_column(where, text, columns[j], number)
 
     rows = int(starts[-1]) - (0 if dropped is None else len(dropped))
-    return agree_levels(found, columns, spec.max_levels, job, rows, inferred, refuse)
+    inferred = inferred - clusters
+    return agree_levels(found, columns, spec.max_levels, job, rows, inferred, refuse, clusters)
 
 
 def _kept_rows(pq, groups: list, starts: np.ndarray, i: int, names: list[str], dropped):
@@ -307,7 +326,7 @@ def _read_group(
         if column.null_count and not nulls:
             first = sum(metadata.row_group(g).num_rows for g in range(group))
             row = first + int(np.argmax(column.is_null().to_numpy(zero_copy_only=False)))
-            raise UsageError(f"{p}: column {name!r} is null in data row {row} (0-based); {HINT}")
+            raise UsageError(f"{row_name(p, row)}: column {name!r} is null; {HINT}")
         out = X[:, j] if j < len(columns) - 1 else y
         if j in levels:
             first = sum(metadata.row_group(g).num_rows for g in range(group))
@@ -382,7 +401,7 @@ def _level_codes(
         row = int(unknown[0])
         level = column[row].as_py()
         raise UsageError(
-            f"{p}: {level!r} in column {name!r} (data row {start + row}, 0-based) is not one of "
+            f"{row_name(p, start + row)}: {level!r} in column {name!r} is not one of "
             f"the levels the model was fitted with ({column_list([level_name(v) for v in levels])})"
         )
     return np.where(missing | (found < 0), np.nan, found)

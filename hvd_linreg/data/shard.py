@@ -13,6 +13,7 @@ from hvd_linreg.data.categorical import CodedFeatures
 from hvd_linreg.data.layout import Layout
 from hvd_linreg.data.missing import file_row
 from hvd_linreg.data.passes import block_rows
+from hvd_linreg.data.row_names import row_name
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried, Rows
 from hvd_linreg.data.table import Table
 from hvd_linreg.errors import UsageError
@@ -67,6 +68,13 @@ class Shard:
     # --formula, fit(formula): what builds the features from a file's columns (formulas.py's
     # Design.stored()), kept by --export
     formula: dict | None = None
+    # a CSV file's first column left out of the features as a row index (data/csv.py)
+    index_column: str | None = None
+    # a target of words, booleans or categories: its levels, sorted (a category's own order),
+    # y each row's level's number; a binary family models the second against the first
+    target_levels: list | None = None
+    # how a message names this rank's training row number i: "data.csv line 8" (RowNames)
+    where: Callable[[int], str] | None = None
 
     @property
     def num_features(self) -> int:
@@ -91,10 +99,6 @@ class Shard:
     def num_dropped(self) -> int:
         """Rows of the data dropped for a missing value (--missing drop)."""
         return 0 if self.dropped is None else len(self.dropped)
-
-    def data_row(self, row: int) -> int:
-        """The data's own row (0-based over its files) of the dataset's row `row`."""
-        return row if self.dropped is None else file_row(row, self.dropped)
 
     @property
     def num_samples(self) -> int:
@@ -207,6 +211,10 @@ class RowNames:
     # the dataset are the others, in order
     dropped: np.ndarray | None = None
 
+    def where(self, row: int) -> str:
+        """How a message names the global row: its file's line or row (row_name)."""
+        return row_name(*self.locate(row))
+
     def locate(self, row: int) -> tuple[Path, int]:
         """global row -> (the file that holds it, its row there)."""
         if self.dropped is not None:
@@ -231,19 +239,17 @@ class RowNames:
         if not all(np.isfinite(a).all() for a in (X, y, C)):  # twice as fast as by rows
             bad = ~(np.isfinite(X).all(axis=1) & np.isfinite(C).all(axis=1) & np.isfinite(y))
             local = int(np.argmax(bad))
-            path, row = self.locate(row_of(first + local))
             values = np.concatenate([X[local], C[local], [y[local]]])
             column = self.labels[int(np.argmax(~np.isfinite(values)))]
             raise UsageError(
-                f"{path}: data row {row} (0-based) holds NaN or inf in {column}; clean or drop "
+                f"{self.where(row_of(first + local))}: NaN or inf in {column}; clean or drop "
                 "such rows"
             )
         problem = self.carried.problem(C)
         if problem is not None:
             local, j, what = problem
-            path, row = self.locate(row_of(first + local))
             raise UsageError(
-                f"{path}: data row {row} (0-based) holds {C[local, j]:g} in "
+                f"{self.where(row_of(first + local))}: {C[local, j]:g} in "
                 f"{self.labels[X.shape[1] + j]} ({self.carried.roles[j]}); {what}"
             )
 
@@ -270,3 +276,9 @@ def with_validation(
     names.check_finite(X, y, lambda i: int(ids[i]), 0, C)
     rows = shard.carried_columns.rows(X, y, C)
     return replace(shard, validation=rows, num_validation=len(holdout.validation))
+
+
+def naming_rows(shard: Shard, names: RowNames, holdout: Holdout) -> Shard:
+    """The shard whose messages name its training rows as the data's (RowNames.where)."""
+    of = holdout.file_row(shard.layout)
+    return replace(shard, where=lambda local: names.where(of(local)))

@@ -13,6 +13,7 @@ and line."""
 from __future__ import annotations
 
 import gzip
+import itertools
 import os
 import struct
 from pathlib import Path
@@ -88,6 +89,23 @@ def _parse(path: Path, offset: int, count: int):
 
 def _bad_line(path: Path, offset: int, count: int, why: str) -> str:
     """What is wrong with the first line the parser refuses, by its line number in the file."""
+    for line, text in _lines(path, offset):
+        problem = _line_problem(text)
+        if problem:
+            return f"{path} line {line}: {problem}"
+    return f"{path}: not a libsvm file ({why})"
+
+
+def _row_line(path: Path, offset: int, nth: int) -> str:
+    """How a message names the nth row (from 0) of the range that starts at byte offset: its
+    line in the file, blank and comment lines counted as an editor counts them."""
+    rows = (line for line, text in _lines(path, offset) if text.split(b"#", 1)[0].split())
+    return f"{path} line {next(itertools.islice(rows, nth, None))}"
+
+
+def _lines(path: Path, offset: int):
+    """(line number, text) of the lines that start at or after byte offset: the file read
+    once more, as only a run that stops does."""
     opener = gzip.open if path.suffix.lower() == ".gz" else open
     with opener(path, "rb") as f:
         line, read = 1, 0
@@ -98,11 +116,8 @@ def _bad_line(path: Path, offset: int, count: int, why: str) -> str:
             line += 1
             f.readline()
         for text in iter(f.readline, b""):
-            problem = _line_problem(text)
-            if problem:
-                return f"{path} line {line}: {problem}"
+            yield line, text
             line += 1
-    return f"{path}: not a libsvm file ({why})"
 
 
 def _line_problem(text: bytes) -> str | None:
@@ -166,6 +181,13 @@ def read_svmlight_shard(
     layout = layout_for(sum(counts), rank, size, cfg.batch_size, batched=False, counts=counts)
     dtype = cfg.dtype or "float64"
     names = tuple(f"x{j + base}" for j in range(X.shape[1]))
+    ranges = _ranges(files, rank, size)
+    starts = np.cumsum([0, *(x.shape[0] for x, _ in parts)])
+
+    def row_name(local: int) -> str:
+        k = int(np.searchsorted(starts, local, "right")) - 1
+        return _row_line(ranges[k][0], ranges[k][1], local - int(starts[k]))
+
     return Shard(
         SparseMatrix(X.astype(dtype)),
         y.astype(dtype),
@@ -174,6 +196,7 @@ def read_svmlight_shard(
         feature_names=names,
         target_name="label",
         carried_columns=NOTHING_CARRIED,
+        where=row_name,
     )
 
 

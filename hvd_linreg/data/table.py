@@ -38,6 +38,8 @@ class Table:
     # a categorical column's position among the columns -> its levels, where the table reads
     # it as its level codes (CodedFeatures: the shard writes the dummies as it is read)
     coded: dict[int, list] | None = None
+    # a target of words or categories: its levels, the target each row's level's number
+    target_levels: list | None = None
 
     def parts(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Rows start .. stop - 1, in reads of at most PART_BYTES."""

@@ -22,6 +22,9 @@ def checked(job: Job, shard, family):
     """The shard with its target as the family reads it; UsageError on every rank for a value
     outside the family's domain (with --weights, a binary target is a proportion of trials in
     [0, 1], as R's glm(weights = n))."""
+    if shard.target_levels is not None:  # words, booleans or categories: two, for yes and no
+        _two_levels(shard, family)
+        return shard
     if family.BINARY and not shard.weighted:
         return _binary(job, shard, family.NAME)
     if not family.TARGET.everything:
@@ -31,13 +34,35 @@ def checked(job: Job, shard, family):
     return shard
 
 
+def _two_levels(shard, family) -> None:
+    """A target of levels (data/categorical.py: y each row's level's number) is a binary
+    family's, of two: the second modelled against the first, the reference, as R's glm and
+    scikit-learn take a two-level factor. Anything else is refused, on every rank alike (every
+    rank holds the same levels)."""
+    levels, name = shard.target_levels, shard.target_name or "y"
+    shown = ", ".join(repr(v) for v in levels[:5]) + (", ..." if len(levels) > 5 else "")
+    if not family.BINARY:
+        raise UsageError(
+            f"the target {name!r} holds words ({shown}): --model {family.NAME} needs numbers; "
+            "a target of two words is --model logistic's, of more --model multinomial's"
+        )
+    if len(levels) != 2:
+        raise UsageError(
+            f"the target {name!r} has {len(levels)} values ({shown}): --model {family.NAME} "
+            "needs two (the first, in sorted order, the reference); --model multinomial fits "
+            "more classes"
+        )
+    if shard.weighted:
+        raise UsageError(
+            f"the target {name!r} holds words ({shown}): with --weights a binomial target is "
+            "a proportion of trials, a number in [0, 1]"
+        )
+
+
 def refuse_outside(job: Job, shard, valid, needs: str) -> None:
     """Refuse, on every rank, a target with a value where valid(y) is False, naming the first
     such row of this rank's (or a held-out row) and what the family needs."""
     error = None
-    # The layout numbers the training rows; with held-out rows those are not the file's rows,
-    # whose numbers the data module keeps to itself: the message then says which it counts.
-    rows = "training row" if shard.num_validation else "data row"
     try:
         at = 0
         for block in shard.blocks():
@@ -45,13 +70,12 @@ def refuse_outside(job: Job, shard, valid, needs: str) -> None:
             bad = ~valid(y)
             if bad.any():
                 i = int(np.argmax(bad))
-                row = shard.layout.global_row(at + i)
-                where = f"{rows} {row if shard.num_validation else shard.data_row(row)} (0-based)"
-                raise UsageError(f"{shard.source}: {where} has the target {y[i]:g}; {needs}")
+                where = shard.where(at + i) if shard.where else f"row {at + i}"
+                raise UsageError(f"{where}: the target is {y[i]:g}; {needs}")
             at += len(y)
         if shard.validation is not None and not valid(shard.validation.y).all():
             y = shard.validation.y[~valid(shard.validation.y)][0]
-            raise UsageError(f"{shard.source}: a held-out row has the target {y:g}; {needs}")
+            raise UsageError(f"{shard.source}: a held-out row's target is {y:g}; {needs}")
     except UsageError as e:
         error = e
     job.agree(error)

@@ -158,7 +158,9 @@ def _optimum(job: Job, shard, family: Family, penalty: Penalty, intercept, limit
     ridge = rows * penalty.l2 / family.LOSS_SCALE
     penalized = penalty.penalized
     best, step, scale, previous = None, None, 1.0, None
+    progress = job.progress(_method(family))
     for iteration in range(1, limits.iterations + 1):
+        progress.update(iteration - 1, iteration - 1)
         factor, sums, gradient = _pass(job, shard, family, theta, intercept)
         sums["loss"] += in_target
         value = sums["loss"] / max(rows, 1) + penalty.value(theta[:-1])
@@ -185,6 +187,7 @@ def _optimum(job: Job, shard, family: Family, penalty: Penalty, intercept, limit
         small = np.all(np.abs(step) <= limits.step * np.maximum(1.0, np.abs(theta)))
         settled = previous is None or abs(value - previous) <= limits.objective * (abs(value) + 0.1)
         if small and settled:
+            progress.close()
             separation.check(job, shard, family, sums, factor, penalized)
             fit = _fit(job, shard, family, theta, value, gradient, sums, factor, penalty, iteration)
             return fit

@@ -102,7 +102,9 @@ def _newton(job, shard, B, K: int, tolerances, iterations=MAX_ITERATIONS, ridge=
     gradient, the iteration, the log-likelihood), and whether it converged."""
     step_tol, value_tol = tolerances
     best, step, scale, previous = None, None, 1.0, None
+    progress = job.progress("Newton's method for classes")
     for iteration in range(1, iterations + 1):
+        progress.update(iteration - 1, iteration - 1)
         loglik, gradient, information = _pass(job, shard, B, K)
         value, gradient, information = _penalized(loglik, gradient, information, B, ridge)
         if best is not None and not value >= best[1] - 1e-13 * abs(best[1]):
@@ -117,8 +119,10 @@ def _newton(job, shard, B, K: int, tolerances, iterations=MAX_ITERATIONS, ridge=
         small = np.all(np.abs(step) <= step_tol * np.maximum(1.0, np.abs(B)))
         settled = previous is not None and abs(value - previous) <= value_tol * (abs(value) + 0.1)
         if small and (settled or iteration == 1):
+            progress.close()
             return best, True
         B = B + step
+    progress.close()
     return best, False
 
 

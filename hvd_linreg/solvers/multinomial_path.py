@@ -59,6 +59,7 @@ class MultinomialPathFit:
     passes: int
     weight: float  # Σ w
     settings: PathSettings
+    ended = None  # a path of classes fits every strength asked for
 
     @property
     def alpha(self) -> float:
@@ -142,12 +143,15 @@ class _Path:
         alphas = self._alphas(full.sums[1], rows)
         thetas, deviance = [], []
         held = np.full((self.folds, len(alphas)), math.nan)
+        progress = self.job.progress("multinomial elastic-net path", len(alphas), "strength")
         for i, alpha in enumerate(alphas):
             self._solve(alpha)
             thetas.append([self._centred(m.theta) for m in self.models])
             deviance.append(2.0 * full.weight * full.sums[0])
             for m in self.models[1:]:
                 held[m.fold, i] = m.held
+            progress.update(i + 1)
+        progress.close()
         F1 = self.F + 1
         coefficients = np.array([t[0].reshape(self.K, F1).T for t in thetas])
         cv = None

@@ -156,17 +156,7 @@ class _Path:
         else:
             null_deviance, gradient = self._null()
         alphas = self._alphas(gradient, whole.weight, count)
-        thetas = []  # each strength's, each model's [w..., b]
-        self.deviance = np.full(len(alphas), math.nan)
-        self.held = np.full((self.K, len(alphas)), math.nan)
-        previous, ended = None, None
-        for i, alpha in enumerate(alphas):
-            ended = self._solve(alpha, previous, i)
-            if ended is not None:  # the path stops before this strength
-                alphas, self.deviance, self.held = alphas[:i], self.deviance[:i], self.held[:, :i]
-                break
-            previous = alpha
-            thetas.append([m.theta.copy() for m in self.models])
+        alphas, thetas, ended = self._walk(alphas)
         if not self.gaussian:
             self._evaluate()
         every = np.array(thetas).transpose(1, 0, 2)  # (models, strengths, F + 1)
@@ -198,6 +188,26 @@ class _Path:
             settings=s,
             ended=ended,
         )
+
+    def _walk(self, alphas: np.ndarray) -> tuple[np.ndarray, list, str | None]:
+        """Solve at each strength in turn, warm from the last; the strengths reached, each
+        one's coefficients of every model, and why the path stopped early (None if not)."""
+        thetas = []  # each strength's, each model's [w..., b]
+        self.deviance = np.full(len(alphas), math.nan)
+        self.held = np.full((self.K, len(alphas)), math.nan)
+        previous, ended = None, None
+        what = "elastic-net path" + (f" with {self.K}-fold cross-validation" if self.K else "")
+        progress = self.job.progress(what, len(alphas), "strength")
+        for i, alpha in enumerate(alphas):
+            ended = self._solve(alpha, previous, i)
+            if ended is not None:  # the path stops before this strength
+                alphas, self.deviance, self.held = alphas[:i], self.deviance[:i], self.held[:, :i]
+                break
+            previous = alpha
+            thetas.append([m.theta.copy() for m in self.models])
+            progress.update(i + 1, self.passes)
+        progress.close()
+        return alphas, thetas, ended
 
     # Passes over the rows (path_passes.py)
 

@@ -14,6 +14,7 @@ import numpy as np
 from hvd_linreg.coefficients import vec
 from hvd_linreg.solvers.least_squares import Optimum, design_rank
 from hvd_linreg.statistics.table import (
+    INTERCEPT,
     NO_INTERCEPT,
     SHOWN_COEFFICIENTS,
     cell,
@@ -97,10 +98,10 @@ def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> 
     # k: the features and the bias, where the model has one (without: R² uncentred, b 0)
     n, k = factor.count, len(params) - (not factor.centred)
     rss, rmse = optimum.loss * n, float(np.sqrt(optimum.loss))
-    names = [*(feature_names or (f"w[{j}]" for j in range(len(params) - 1))), "b"]
+    names = [*(feature_names or (f"w[{j}]" for j in range(len(params) - 1))), INTERCEPT]
     undefined: dict[str, str] = {}
     if not factor.centred:
-        undefined["b"] = NO_INTERCEPT
+        undefined[INTERCEPT] = NO_INTERCEPT
     y_ss = factor.centred_y_ss if factor.implicit_constant else factor.y_ss
     r2 = 1.0 - rss / y_ss if y_ss > 0 else None
     if r2 is None:
@@ -132,7 +133,7 @@ def describe(optimum: Optimum, feature_names: tuple[str, ...] | None = None) -> 
         columns = zip(names, fitted.tolist(), std_error.tolist(), [None] * k, [None] * k)
     coefficients = [Coefficient(*c) for c in columns]
     if not factor.centred:
-        coefficients.append(Coefficient("b", 0.0, None, None, None))
+        coefficients.append(Coefficient(INTERCEPT, 0.0, None, None, None))
     # statsmodels adjusts by n - 1 where the model has a constant, its own or implicit
     constant = 1 if factor.centred else int(factor.implicit_constant)
     adjusted = None if r2 is None else 1.0 - (1.0 - r2) * (n - constant) / dof

@@ -13,6 +13,7 @@ import numpy as np
 from hvd_linreg.coefficients import vec
 from hvd_linreg.solvers.irls import Fit
 from hvd_linreg.statistics.table import (
+    INTERCEPT,
     NO_INTERCEPT,
     SHOWN_COEFFICIENTS,
     cell,
@@ -104,8 +105,8 @@ def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statisti
     """The statistics of the IRLS optimum; each w is named by its column where the data names
     them, else w[j]."""
     n, k, params = fit.count, len(fit.params) - (not fit.factor.centred), vec(fit.params)
-    names = [*(feature_names or (f"w[{j}]" for j in range(len(params) - 1))), "b"]
-    undefined: dict[str, str] = {} if fit.factor.centred else {"b": NO_INTERCEPT}
+    names = [*(feature_names or (f"w[{j}]" for j in range(len(params) - 1))), INTERCEPT]
+    undefined: dict[str, str] = {} if fit.factor.centred else {INTERCEPT: NO_INTERCEPT}
     ll, null = fit.log_likelihood, fit.null_log_likelihood
     if not math.isfinite(ll):
         ll = null = None
@@ -149,7 +150,7 @@ def describe(fit: Fit, feature_names: tuple[str, ...] | None = None) -> Statisti
     columns = zip(names, params.tolist(), std_error.tolist(), z.tolist(), p)
     coefficients = [Coefficient(*c) for c in columns]
     if not fit.factor.centred:  # b is held at 0: no statistics
-        coefficients[-1] = Coefficient("b", 0.0, None, None, None)
+        coefficients[-1] = Coefficient(INTERCEPT, 0.0, None, None, None)
     return Statistics(
         coefficients, *figures, *fitting, undefined, fit.cov_type, bic, fit.clusters, fit.converged
     )

@@ -12,6 +12,7 @@ import numpy as np
 
 from hvd_linreg.coefficients import vec
 from hvd_linreg.solvers.path import PathFit
+from hvd_linreg.statistics.table import INTERCEPT
 
 NO_ERRORS = (
     "no standard errors or p-values: a penalized fit has none that mean what they would "
@@ -136,7 +137,7 @@ def path_lines(fit, what: str) -> list[str]:
 def describe(fit: PathFit, feature_names: tuple[str, ...] | None) -> PathStatistics:
     F = len(fit.params) - 1
     names = tuple(feature_names or (f"w[{j}]" for j in range(F)))
-    return PathStatistics(fit, (*names, "b"))
+    return PathStatistics(fit, (*names, INTERCEPT))
 
 
 def _numbers(values: np.ndarray) -> list:

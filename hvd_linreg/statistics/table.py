@@ -6,7 +6,10 @@ import numpy as np
 
 SHOWN_WEIGHTS = 8  # the summary's "w:" line lists at most this many; its table lists more
 # Why b has no statistics in a model without an intercept
-NO_INTERCEPT = "the model has no intercept (--no_intercept): b is 0, not estimated"
+# The intercept's name in every table, in fit()'s names and in the statistics' JSON, as
+# statsmodels and patsy name it (a model file keeps w and b)
+INTERCEPT = "Intercept"
+NO_INTERCEPT = "the model has no intercept (--no_intercept): it is 0, not estimated"
 SHOWN_COEFFICIENTS = 200  # the command line's table lists up to this many w's; fit()'s, all
 
 

@@ -129,6 +129,7 @@ def finish(cfg, job, family, shard, sgd, began: float, start=None) -> Multinomia
         job.size,
         path,
         fit_s,
+        job.controller,
     )
     _report(cfg, job, result)
     return result
@@ -247,6 +248,7 @@ class MultinomialResult:
     # the fit alone, from the loaded rows to the coefficients: Newton's method (with its
     # robust errors), the elastic net's path, or SGD's steps
     fit_s: float = 0.0
+    controller: str = "none"  # the job's collectives: ranks.py's Job.controller
 
     @property
     def params(self) -> np.ndarray:
@@ -315,15 +317,39 @@ class MultinomialResult:
         return np.asarray(self.classes, dtype=object)[best]
 
     def summary_lines(self, limit: int | None = None) -> list[str]:
+        """The summary as every family's is laid out: the run's figures, then the statistics
+        of the exact optimum or the path (a table per class)."""
+        from hvd_linreg.report import versions
         from hvd_linreg.statistics.multinomial import score_lines
 
         lines = ["Summary:", *self._sgd_lines()]
-        lines += [] if self.statistics is None else self.statistics.lines(limit)
+        if self.training["log_loss"] is not None:
+            weighted = "weighted " * self.shard.weighted
+            lines.append(
+                f"  final loss: {self.training['log_loss']:.6g} ({weighted}mean log-loss over "
+                f"all {self.shard.num_samples}"
+                f"{' training' * bool(self.shard.num_validation)} samples)"
+            )
         lines += score_lines("training", self.training, self.classes)
         if self.validation is not None:
             lines += score_lines("validation", self.validation, self.classes)
-        lines.append(f"  wall time: {self.wall_s:.3f} s")
-        return lines
+        v = versions()
+        lines += [
+            f"  wall time: {self.wall_s:.3f} s ({self._cost()})",
+            f"  ranks: {self.size}, controller: {self.controller}",
+            f"  versions: hvd_linreg {v['hvd_linreg']}, Horovod {v['horovod']}, "
+            f"TensorFlow {v['tensorflow']}, NumPy {v['numpy']}, Python {v['python']}",
+        ]
+        return lines + ([] if self.statistics is None else self.statistics.lines(limit))
+
+    def _cost(self) -> str:
+        """What the wall time went on, as the other families' summaries say it."""
+        if self.path is not None:
+            passes = self.path.passes
+            return f"{passes} pass{'es' * (passes > 1)} over the data, by proximal Newton"
+        if self.sgd is not None:
+            return f"{self.sgd.steps - self.sgd.first_step} SGD steps"
+        return "a pass and an allreduce per Newton iteration"
 
     def _sgd_lines(self) -> list[str]:
         """SGD's steps, its loss against the exact optimum's, and its B, a line per class."""

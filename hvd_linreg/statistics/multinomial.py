@@ -83,9 +83,9 @@ class MultinomialStatistics:
         """The summary's statistics: the likelihood's figures, then a table per class."""
         robust = robust_errors(self.cov_type, self.clusters)
         lines = [
-            f"Statistics of the exact optimum: log-likelihood {self.log_likelihood:.6g}, null "
-            f"log-likelihood {self.null_log_likelihood:.6g}, McFadden's pseudo-R² "
-            f"{self.pseudo_r2:.6g}, AIC {self.aic:.6g}, BIC {self.bic:.6g}; Newton: "
+            f"Statistics of the exact optimum: log-likelihood {self.log_likelihood:.6g}, AIC "
+            f"{self.aic:.6g}, BIC {self.bic:.6g}, null log-likelihood "
+            f"{self.null_log_likelihood:.6g}, McFadden's pseudo-R² {self.pseudo_r2:.6g}; Newton: "
             f"{self.iterations} iterations, gradient norm {self.gradient_norm:.3g}"
             + ("" if self.converged else " (did not converge: --max_iter)")
             + ("" if self.cov_type == "nonrobust" else f"; {robust}")

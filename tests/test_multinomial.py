@@ -78,7 +78,7 @@ def test_multinomial_is_mnlogit_at_any_rank_count(tmp_path, size, K):
 
 @pytest.mark.parametrize("size", SIZES[:2])
 def test_the_readmes_election_study_is_mnlogits(tmp_path, size):
-    """The README's run: docs/anes96_csv.py's file, 7 number classes, against MNLogit."""
+    """docs/examples.md's run: docs/anes96_csv.py's file, 7 number classes, against MNLogit."""
     import subprocess
     import sys
 

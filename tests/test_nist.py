@@ -110,4 +110,4 @@ def test_filip_from_the_command_line(tmp_path):
     coefficients = m["statistics"]["coefficients"]
     assert lre(np.append(m["w"], m["b"]), estimates) >= 7
     assert lre([c["std_error"] for c in coefficients], errors) >= 7
-    assert [c["name"] for c in coefficients] == [f"x{k}" for k in range(1, 11)] + ["b"]
+    assert [c["name"] for c in coefficients] == [f"x{k}" for k in range(1, 11)] + ["Intercept"]

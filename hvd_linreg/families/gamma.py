@@ -25,6 +25,9 @@ class Gamma(Family):
     def variance(self, mu):
         return mu * mu
 
+    def variance_derivative(self, mu):
+        return 2.0 * mu
+
     def unit_deviance(self, y, mu):
         return 2.0 * ((y - mu) / mu - namespace(mu).log(y / mu))
 

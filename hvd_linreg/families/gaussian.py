@@ -26,6 +26,9 @@ class Gaussian(Family):
     def variance(self, mu):
         return np.ones_like(mu)
 
+    def variance_derivative(self, mu):
+        return np.zeros_like(mu)
+
     def unit_deviance(self, y, mu):
         return (y - mu) ** 2
 

@@ -22,6 +22,9 @@ class InverseGaussian(Family):
     def variance(self, mu):
         return mu * mu * mu
 
+    def variance_derivative(self, mu):
+        return 3.0 * mu * mu
+
     def unit_deviance(self, y, mu):
         return (y - mu) ** 2 / (y * mu * mu)
 

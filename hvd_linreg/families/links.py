@@ -36,6 +36,10 @@ class Link:
         """g'(μ) = dη/dμ."""
         raise NotImplementedError
 
+    def second_derivative(self, mu: np.ndarray) -> np.ndarray:
+        """g''(μ): the observed information's term (Family.newton_weights)."""
+        raise NotImplementedError
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
@@ -52,6 +56,9 @@ class Identity(Link):
     def derivative(self, mu):
         return np.ones_like(mu)
 
+    def second_derivative(self, mu):
+        return np.zeros_like(mu)
+
 
 class Log(Link):
     name = "log"
@@ -64,6 +71,9 @@ class Log(Link):
 
     def derivative(self, mu):
         return 1.0 / mu
+
+    def second_derivative(self, mu):
+        return -1.0 / (mu * mu)
 
 
 class Logit(Link):
@@ -78,6 +88,10 @@ class Logit(Link):
 
     def derivative(self, mu):
         return 1.0 / (mu * (1.0 - mu))
+
+    def second_derivative(self, mu):
+        v = mu * (1.0 - mu)
+        return (2.0 * mu - 1.0) / (v * v)
 
 
 class Probit(Link):
@@ -96,6 +110,12 @@ class Probit(Link):
         eta = self(mu)
         return 1.0 / (np.exp(-0.5 * eta * eta) / math.sqrt(2.0 * math.pi))
 
+    def second_derivative(self, mu):
+        """η / φ(η)²: the derivative of 1 / φ(η) along μ."""
+        eta = self(mu)
+        density = np.exp(-0.5 * eta * eta) / math.sqrt(2.0 * math.pi)
+        return eta / (density * density)
+
 
 class CLogLog(Link):
     """The complementary log-log: η = log(-log(1 - μ))."""
@@ -112,6 +132,12 @@ class CLogLog(Link):
     def derivative(self, mu):
         return 1.0 / ((mu - 1.0) * np.log1p(-mu))
 
+    def second_derivative(self, mu):
+        """(L - 1) / ((1 - μ) L)², L = -log(1 - μ)."""
+        L = -np.log1p(-mu)
+        d = (1.0 - mu) * L
+        return (L - 1.0) / (d * d)
+
 
 class Power(Link):
     """η = μ^power; the inverse (-1) and the square root (1/2) are its cases."""
@@ -127,6 +153,9 @@ class Power(Link):
 
     def derivative(self, mu):
         return self.power * np.power(mu, self.power - 1.0)
+
+    def second_derivative(self, mu):
+        return self.power * (self.power - 1.0) * np.power(mu, self.power - 2.0)
 
     def __repr__(self) -> str:
         return f"Power({self.power})"

@@ -45,6 +45,9 @@ class Logistic(Family):
     def variance(self, mu):
         return mu * (1.0 - mu)
 
+    def variance_derivative(self, mu):
+        return 1.0 - 2.0 * mu
+
     def unit_deviance(self, y, mu):
         return 2.0 * (xlogy(y, y / mu) + xlogy(1.0 - y, (1.0 - y) / (1.0 - mu)))
 

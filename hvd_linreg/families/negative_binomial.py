@@ -31,6 +31,9 @@ class NegativeBinomial(Family):
     def variance(self, mu):
         return mu + self.alpha * mu * mu
 
+    def variance_derivative(self, mu):
+        return 1.0 + 2.0 * self.alpha * mu
+
     def unit_deviance(self, y, mu):
         k = 1.0 / self.alpha
         xp = namespace(mu)

@@ -26,6 +26,9 @@ class Poisson(Family):
     def variance(self, mu):
         return mu
 
+    def variance_derivative(self, mu):
+        return np.ones_like(mu)
+
     def unit_deviance(self, y, mu):
         return 2.0 * (namespace(mu).xlogy(y, y / mu) - (y - mu))
 

@@ -34,6 +34,9 @@ class Tweedie(Family):
     def variance(self, mu):
         return np.power(mu, self.power)
 
+    def variance_derivative(self, mu):
+        return self.power * np.power(mu, self.power - 1.0)
+
     def unit_deviance(self, y, mu):
         p, xp = self.power, namespace(mu)
         return 2.0 * (

@@ -81,9 +81,8 @@ def glm_pass(job: Job, shard, family: Family, folds: Folds | None, models: list)
                 sums[i, HELD_DEVIANCE] += weight[held] @ deviance[held]
                 sums[i, HELD_WEIGHT] += weight[held].sum()
             mu, valid, w, yt = mu[train], valid[train], weight[train], y[train]
-            variance, slope = family.variance_and_slope(mu)
-            W = np.where(valid, w / (variance * slope * slope), 0.0)
-            r = np.where(valid, (yt - mu) * slope, 0.0)
+            W, r = family.newton_weights(yt, mu, w)
+            W, r = np.where(valid, W, 0.0), np.where(valid, r, 0.0)
             moments[i] = moments[i].merge(Moments.of(np.c_[X[train], r], W))
             sums[i, TRAIN_DEVIANCE] += w @ deviance[train]
             sums[i, OUTSIDE] += len(yt) - np.count_nonzero(valid)

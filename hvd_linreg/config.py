@@ -269,6 +269,12 @@ class Config:
         "N",
         check=positive_int,
     )
+    whole_path: bool = setting(
+        False,
+        "fit every one of --n_alphas strengths; by default the path ends where glmnet's does, "
+        "from its fifth strength on, once the fraction of the deviance explained stops moving "
+        "or passes 0.999",
+    )
     alpha_min_ratio: float | None = setting(
         None,
         "the path's last strength over its first (default 1e-4, or 1e-2 with more features "

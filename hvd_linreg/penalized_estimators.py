@@ -144,7 +144,12 @@ class ElasticNetCV(RegressorMixin, _CrossValidated):
     def _path_settings(self, rows):
         given = _strengths(self.alphas)
         if isinstance(given, int):
-            return {"n_alphas": given, "alpha_min_ratio": self.eps, "standardize": False}
+            return {
+                "n_alphas": given,
+                "alpha_min_ratio": self.eps,
+                "standardize": False,
+                "whole_path": True,  # scikit-learn's path ends nowhere early
+            }
         return {"alpha": given, "standardize": False}
 
     def _store_path(self, raw):
@@ -292,6 +297,7 @@ class GeneralizedLinearRegressorCV(_Glum, _CrossValidated):
             ratio = 1e-6 if rows >= self.n_features_in_ else 1e-2
         return {
             "n_alphas": int(self.n_alphas),
+            "whole_path": True,  # glum's path ends nowhere early
             "alpha_min_ratio": ratio,
             "standardize": bool(self.scale_predictors),
         }

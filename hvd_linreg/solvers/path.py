@@ -51,6 +51,9 @@ _FIGURES = [TRAIN_DEVIANCE, HELD_DEVIANCE, HELD_WEIGHT]
 # Newton's method (a canonical link) squares its error at each step: a step that moves η by at
 # most this (in the same measure) is taken, and leaves an error about its square, 1e-14.
 FINISH_NEWTON = 1e-7
+# The IRLS iterations at a strength after which the objective alone may end them (_iteration),
+# with at most FLAT_GAIN of its tolerance left to gain
+PATIENCE, FLAT_GAIN = 5, 1e-4
 # With l1_ratio 0 (ridge) every strength keeps every coefficient: α_max is taken at this
 # l1_ratio instead, as glmnet does.
 RIDGE_L1_RATIO = 1e-3
@@ -156,7 +159,7 @@ class _Path:
         else:
             null_deviance, gradient = self._null()
         alphas = self._alphas(gradient, whole.weight, count)
-        alphas, thetas, ended = self._walk(alphas)
+        alphas, thetas, ended = self._walk(alphas, float(null_deviance))
         if not self.gaussian:
             self._evaluate()
         every = np.array(thetas).transpose(1, 0, 2)  # (models, strengths, F + 1)
@@ -189,9 +192,10 @@ class _Path:
             ended=ended,
         )
 
-    def _walk(self, alphas: np.ndarray) -> tuple[np.ndarray, list, str | None]:
+    def _walk(self, alphas, null_deviance: float) -> tuple[np.ndarray, list, str | None]:
         """Solve at each strength in turn, warm from the last; the strengths reached, each
-        one's coefficients of every model, and why the path stopped early (None if not)."""
+        one's coefficients of every model, and why the path stopped early (None if not). It
+        ends where glmnet's does (PathSettings.path_end), unless every strength is asked for."""
         thetas = []  # each strength's, each model's [w..., b]
         self.deviance = np.full(len(alphas), math.nan)
         self.held = np.full((self.K, len(alphas)), math.nan)
@@ -206,6 +210,15 @@ class _Path:
             previous = alpha
             thetas.append([m.theta.copy() for m in self.models])
             progress.update(i + 1, self.passes)
+            explained = 1.0 - self.deviance[: i + 1] / null_deviance if null_deviance > 0 else None
+            last = self.s.path_end(explained, "gaussian" if self.gaussian else self.family.NAME)
+            if last is not None:  # the deviance explained stopped moving at strength last
+                alphas, thetas = alphas[: last + 1], thetas[: last + 1]
+                self.deviance, self.held = self.deviance[: last + 1], self.held[:, : last + 1]
+                for model in self.models:  # their next strength's figures are not wanted
+                    if model.unevaluated is not None and model.unevaluated > last:
+                        model.unevaluated = None
+                break
         progress.close()
         return alphas, thetas, ended
 
@@ -383,7 +396,14 @@ class _Path:
             self.s.objective_tolerance * (abs(value) + 0.1)
         )
         tolerance = self.s.step_tolerance
-        if moved <= tolerance * tolerance * scale and settled:  # converged at theta
+        st.iterations += 1
+        # Past PATIENCE iterations Newton is in no quadratic phase (rows far from their fitted
+        # mean): the objective then ends them, settled and with no more than FLAT_GAIN of its
+        # tolerance left to gain by the quadratic model (½ Σ W Δη², coefficients within about
+        # 1e-8), where the step test would take hundreds of passes for digits below that.
+        gain = FLAT_GAIN * self.s.objective_tolerance * (abs(value) + 0.1)
+        flat = st.iterations > PATIENCE and moved <= gain
+        if (moved <= tolerance * tolerance * scale or flat) and settled:  # converged at theta
             model.gradient, model.deviance = gradient, float(row[TRAIN_DEVIANCE])
             if index is not None:  # not the null fit
                 self._record(model, index, *row[_FIGURES])
@@ -401,6 +421,7 @@ class _Step:
     best: tuple[np.ndarray, float] | None = None  # the best theta so far and its objective
     step: np.ndarray | None = None
     scale: float = 1.0
+    iterations: int = 0  # the steps solved at this strength
 
 
 def merged(parts: list[Moments]) -> Moments:

@@ -3,7 +3,10 @@ the tolerances its solvers take from --tol and --max_iter."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from hvd_linreg.data import folds
 from hvd_linreg.data.folds import Folds
@@ -11,6 +14,8 @@ from hvd_linreg.solvers import coordinate_descent
 from hvd_linreg.solvers.irls import MAX_ITERATIONS, OBJECTIVE_TOLERANCE
 
 TOLERANCE = 1e-10  # IRLS's test of the step (path.py)
+# glmnet's end of the path (glmnet.control's mnlam, fdev and devmax; path_end)
+MIN_STRENGTHS, DEV_CHANGE, DEV_MAX = 5, 1e-5, 0.999
 
 
 @dataclass(frozen=True)
@@ -21,6 +26,7 @@ class PathSettings:
     standardize: bool = True
     alphas: tuple[float, ...] | None = None  # --alpha: these strengths alone; None: the path
     n_alphas: int = 100
+    whole_path: bool = False  # every strength, not glmnet's end where the fit stops moving
     alpha_min_ratio: float | None = None  # None: 1e-4 with more rows than features, else 1e-2
     folds: Folds | None = None
     select: str = "min"  # the model reported with cross-validation: "min" or "1se"
@@ -47,6 +53,31 @@ class PathSettings:
     def iterations(self) -> int:
         return MAX_ITERATIONS if self.max_iter is None else self.max_iter
 
+    def path_end(self, explained: np.ndarray | None, family: str) -> int | None:
+        """glmnet's end of a path, given the fraction of the null deviance explained at each
+        strength so far (NaN where not yet known; None where the null deviance is 0): the
+        first strength, from the MIN_STRENGTHS-th on, where it passed DEV_MAX or stopped
+        moving, by glmnet's rule for the family: for "gaussian" (identity), by less than
+        DEV_CHANGE of itself from the strength before; for "poisson", by less than 10
+        DEV_CHANGE of itself from MIN_STRENGTHS - 1 strengths before; for the others, by less
+        than DEV_CHANGE. None where none has yet, or the strengths were given or all asked
+        for (glmnet fits a given lambda whole)."""
+        if explained is None or self.alphas is not None or self.whole_path:
+            return None
+        for j in range(MIN_STRENGTHS - 1, len(explained)):
+            if math.isnan(explained[j]):
+                return None  # its figures come with the next pass
+            if family == "gaussian":
+                still = explained[j] - explained[j - 1] < DEV_CHANGE * explained[j]
+            elif family == "poisson":
+                back = explained[j - MIN_STRENGTHS + 1]
+                still = explained[j] - back < 10 * DEV_CHANGE * explained[j]
+            else:
+                still = explained[j] - explained[j - 1] < DEV_CHANGE
+            if explained[j] > DEV_MAX or still:
+                return j
+        return None
+
 
 def settings_for(cfg, job, shard) -> PathSettings:
     """The elastic net the settings ask for, its folds agreed by every rank."""
@@ -60,6 +91,7 @@ def settings_for(cfg, job, shard) -> PathSettings:
         standardize=cfg.standardize,
         alphas=_strengths(cfg.alpha),
         n_alphas=cfg.n_alphas,
+        whole_path=cfg.whole_path,
         alpha_min_ratio=cfg.alpha_min_ratio,
         folds=chosen,
         select=cfg.select,

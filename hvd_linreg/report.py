@@ -120,7 +120,7 @@ def modelled(shard: Shard) -> str:
 def _penalized_run(cfg: Config) -> str:
     """The header's account of an elastic-net run."""
     if cfg.alpha is None:
-        what = f"a path of {cfg.n_alphas} strengths"
+        what = f"a path of {'' if cfg.whole_path else 'up to '}{cfg.n_alphas} strengths"
     elif isinstance(cfg.alpha, (list, tuple)):
         what = f"{len(cfg.alpha)} given strengths"
     else:

@@ -144,11 +144,11 @@ class Family:
         only linearly where y / μ spreads widely (a gamma model of prices with the log link
         took hundreds of passes), the observed information quadratically. The step's fixed
         point, where the gradient vanishes, is the same."""
-        variance, slope = self.variance_and_slope(mu)
+        clean = self.clean_mean(mu)
+        variance, slope = self.variance(clean), self.link.derivative(clean)
         fisher = weight / (variance * slope * slope)
         if self.canonical:
             return fisher, (y - mu) * slope
-        clean = self.clean_mean(mu)
         curvature = self.variance_derivative(clean) * slope
         curvature += variance * self.link.second_derivative(clean)
         observed = fisher + weight * (y - mu) * curvature / (variance * variance * slope**3)

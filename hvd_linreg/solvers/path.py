@@ -199,28 +199,29 @@ class _Path:
         thetas = []  # each strength's, each model's [w..., b]
         self.deviance = np.full(len(alphas), math.nan)
         self.held = np.full((self.K, len(alphas)), math.nan)
-        previous, ended = None, None
+        previous, ended, kept = None, None, len(alphas)
         what = "elastic-net path" + (f" with {self.K}-fold cross-validation" if self.K else "")
         progress = self.job.progress(what, len(alphas), "strength")
+        rule = "gaussian" if self.gaussian else self.family.NAME
         for i, alpha in enumerate(alphas):
             ended = self._solve(alpha, previous, i)
             if ended is not None:  # the path stops before this strength
-                alphas, self.deviance, self.held = alphas[:i], self.deviance[:i], self.held[:, :i]
+                kept = i
                 break
             previous = alpha
             thetas.append([m.theta.copy() for m in self.models])
             progress.update(i + 1, self.passes)
             explained = 1.0 - self.deviance[: i + 1] / null_deviance if null_deviance > 0 else None
-            last = self.s.path_end(explained, "gaussian" if self.gaussian else self.family.NAME)
+            last = self.s.path_end(explained, rule)
             if last is not None:  # the deviance explained stopped moving at strength last
-                alphas, thetas = alphas[: last + 1], thetas[: last + 1]
-                self.deviance, self.held = self.deviance[: last + 1], self.held[:, : last + 1]
+                kept = last + 1
                 for model in self.models:  # their next strength's figures are not wanted
                     if model.unevaluated is not None and model.unevaluated > last:
                         model.unevaluated = None
                 break
         progress.close()
-        return alphas, thetas, ended
+        self.deviance, self.held = self.deviance[:kept], self.held[:, :kept]
+        return alphas[:kept], thetas[:kept], ended
 
     # Passes over the rows (path_passes.py)
 

@@ -25,6 +25,7 @@ from hvd_linreg.constraints import (
     unit_interval,
 )
 from hvd_linreg.errors import UsageError
+from hvd_linreg.solvers.path_controls import parse as controls
 
 SOLVERS = ("sgd", "exact")
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -308,6 +309,34 @@ class Config:
         "ALPHA x all rows' weight / its training rows', as LogisticRegressionCV's C)",
         choices=FOLD_ALPHA,
         check=one_of(FOLD_ALPHA),
+    )
+    penalty_factor: str | None = setting(
+        None,
+        "glmnet's penalty.factor: each named feature's share of the penalty, NAME=F,... (a "
+        "categorical column's name: all its levels; 0 leaves it unpenalized; others 1; "
+        "rescaled to sum to the number of features, as glmnet does)",
+        "NAME=F,...",
+        check=controls,
+    )
+    exclude: str | None = setting(
+        None,
+        "features kept out of the elastic net's model (coefficient 0), NAME,... (glmnet's exclude)",
+        "NAME,...",
+        check=controls,
+    )
+    lower_limits: str | None = setting(
+        None,
+        "the coefficients' lower limit, <= 0: one number for all (0: non-negative "
+        "coefficients) or NAME=V,... (glmnet's lower.limits)",
+        "V",
+        check=controls,
+    )
+    upper_limits: str | None = setting(
+        None,
+        "the coefficients' upper limit, >= 0: one number for all or NAME=V,... (glmnet's "
+        "upper.limits)",
+        "V",
+        check=controls,
     )
     optimizer: str = setting(
         "sgd", "the optimizer Horovod wraps", choices=OPTIMIZERS, check=one_of(OPTIMIZERS)

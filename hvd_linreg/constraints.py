@@ -133,6 +133,16 @@ def check_penalty(cfg: Any) -> None:
             raise UsageError(
                 f"{flag} {value} is for cross-validated strengths: it needs --cv or --fold_column"
             )
+    controls = [
+        f"--{name}"
+        for name in ("penalty_factor", "exclude", "lower_limits", "upper_limits")
+        if getattr(cfg, name) is not None
+    ]
+    if controls and not cfg.penalized:
+        raise UsageError(
+            f"{', '.join(controls)} control the elastic net: give --alpha, --l1_ratio, --cv "
+            "or --fold_column with it (--solver exact)"
+        )
     if not cfg.penalized:
         return
     given = [

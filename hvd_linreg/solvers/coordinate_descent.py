@@ -44,10 +44,11 @@ def minimise(
     their KKT condition fails. scale: the quadratic's own size (the working response's sum of
     squares), which tolerance (--tol; TOLERANCE by default) is relative to. Returns β, the
     smooth part's gradient there, and the sweeps it took. A column with H_jj = 0 (constant)
-    keeps β_j = 0."""
+    keeps β_j = 0; the penalty's bounds hold every coefficient (glmnet's limits)."""
     H = np.ascontiguousarray(H, np.float64)  # its rows read whole by each coordinate's step
-    beta = np.where(np.diag(H) > 0, start, 0.0).astype(np.float64)
-    free = np.flatnonzero(np.diag(H) > 0)
+    lower, upper = penalty.bounds
+    beta = np.clip(np.where(np.diag(H) > 0, start, 0.0), lower, upper).astype(np.float64)
+    free = np.flatnonzero((np.diag(H) > 0) & (lower < upper))
     if candidates is None:
         candidates = free
     chosen = np.intersect1d(np.union1d(candidates, np.flatnonzero(beta)), free)
@@ -73,17 +74,18 @@ def _descend(H, gradient, beta, penalty, chosen, threshold, once=False) -> int:
     glmnet's active-set iteration. gradient and beta are updated in place; returns the sweeps,
     0 where the first one moved nothing."""
     diag, l1, l2 = np.diag(H).copy(), penalty.l1, penalty.l2
+    limits = penalty.bounds
     sweeps = 0
     for _ in range(MAX_SWEEPS):
         sweeps += 1
-        if _sweep(H, gradient, beta, diag, l1, l2, chosen) <= threshold:
+        if _sweep(H, gradient, beta, diag, l1, l2, limits, chosen) <= threshold:
             return sweeps if sweeps > 1 or not once else 0
         if once:
             return sweeps
         active = chosen[beta[chosen] != 0]
         for inner in range(MAX_SWEEPS):
             sweeps += 1
-            if _sweep(H, gradient, beta, diag, l1, l2, active) <= threshold:
+            if _sweep(H, gradient, beta, diag, l1, l2, limits, active) <= threshold:
                 break
             if inner % NEWTON_EVERY == NEWTON_EVERY - 1 and len(active) <= NEWTON_MOST:
                 _solve_on(H, gradient, beta, penalty, active)
@@ -97,8 +99,10 @@ def _solve_on(H, gradient, beta, penalty, active) -> None:
     """Where the sweeps crawl (strongly correlated features, a weak penalty): the exact
     minimiser on the active coefficients with their signs held, (H_AA + diag l2_A) β_A =
     H_AA β_A - g_A - l1_A sign(β_A), taken where it keeps every sign; the sweeps then confirm
-    it (or go on from where they were)."""
-    A = active[beta[active] != 0]
+    it (or go on from where they were). A coefficient at a bound stays there."""
+    lower, upper = penalty.bounds
+    b = beta[active]
+    A = active[(b != 0) & (b > lower[active]) & (b < upper[active])]
     if not len(A):
         return
     signs = np.sign(beta[A])
@@ -110,20 +114,25 @@ def _solve_on(H, gradient, beta, penalty, active) -> None:
         return
     if not np.isfinite(new).all() or not (np.sign(new) == signs).all():
         return
+    if not ((new >= lower[A]) & (new <= upper[A])).all():
+        return
     gradient += H[:, A] @ (new - beta[A])
     beta[A] = new
 
 
-def _sweep(H, gradient, beta, diag, l1, l2, coordinates) -> float:
+def _sweep(H, gradient, beta, diag, l1, l2, limits, coordinates) -> float:
     """One pass of exact minimisation along each coordinate: the soft-thresholded Newton step
-    of the coordinate's quadratic; the largest H_jj Δ² it made. Compiled where it can be
-    (kernels.py: the same arithmetic), else this loop."""
+    of the coordinate's quadratic, held to its limits (lower, upper); the largest H_jj Δ² it
+    made. Compiled where it can be (kernels.py: the same arithmetic), else this loop."""
     compiled = kernels.sweep()
+    lower, upper = limits
     if compiled is not None and H.flags.c_contiguous and H.dtype == np.float64:
         coords = np.ascontiguousarray(coordinates, np.int64)
-        arrays = (np.asarray(a, np.float64) for a in (diag, l1, l2))
+        arrays = (np.ascontiguousarray(a, np.float64) for a in (diag, l1, l2, lower, upper))
         return compiled(H, H.shape[0], gradient, beta, *arrays, coords, len(coords), _AT_THRESHOLD)
-    diag, l1, l2 = (a.tolist() if isinstance(a, np.ndarray) else a for a in (diag, l1, l2))
+    diag, l1, l2, lower, upper = (
+        a.tolist() if isinstance(a, np.ndarray) else a for a in (diag, l1, l2, lower, upper)
+    )
     biggest = 0.0
     for j in coordinates.tolist():
         h, old = diag[j], float(beta[j])
@@ -132,6 +141,10 @@ def _sweep(H, gradient, beta, diag, l1, l2, coordinates) -> float:
         # A coefficient at its threshold to the last bits of rounding stays 0: at α_max the
         # strongest feature's |u| is l1 itself, and must not enter by a rounding error.
         new = math.copysign(shrunk, u) / (h + l2[j]) if shrunk > _AT_THRESHOLD * l1[j] else 0.0
+        if new < lower[j]:
+            new = lower[j]
+        if new > upper[j]:
+            new = upper[j]
         if new != old:
             step = new - old
             gradient += H[j] * step  # H is symmetric: its row j is its column j

@@ -48,8 +48,9 @@ def sweep():
     double, long = ctypes.c_double, ctypes.c_long
     pointer = np.ctypeslib.ndpointer
     doubles = pointer(np.float64, flags="C_CONTIGUOUS")
-    function.argtypes = [doubles, long, doubles, doubles, doubles, doubles, doubles,
-                         pointer(np.int64, flags="C_CONTIGUOUS"), long, double]  # fmt: skip
+    indices = pointer(np.int64, flags="C_CONTIGUOUS")
+    # H, n, gradient, beta, diag, l1, l2, lower, upper, coords, m, at_threshold
+    function.argtypes = [doubles, long, *[doubles] * 7, indices, long, double]
     function.restype = double
     return function
 

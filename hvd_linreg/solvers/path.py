@@ -155,7 +155,7 @@ class _Path:
             self.models.append(self._model(k, merged(parts[:k] + parts[k + 1 :])))
         self.parts = parts
         if self.gaussian:
-            null_deviance, gradient = whole.scatter[F, F], whole.scatter[:F, F]
+            null_deviance, gradient = whole.scatter[F, F], self._free_gradient(whole)
         else:
             null_deviance, gradient = self._null()
         alphas = self._alphas(gradient, whole.weight, count)
@@ -169,7 +169,7 @@ class _Path:
         if cv is None and len(alphas) > 1:
             index = len(alphas) - 1  # the smallest strength: the path's end
         theta = coefficients[index]
-        penalty = Penalty.elastic_net(alphas[index], s.l1_ratio, self.models[0].scales)
+        penalty = s.controls.penalty(alphas[index], s.l1_ratio, self.models[0].scales)
         dev = float(deviance[index])
         if self.gaussian:  # the mean loss from the moments: no pass
             loss = 0.5 * self.family.LOSS_SCALE * dev / count
@@ -249,10 +249,29 @@ class _Path:
 
     def _null(self) -> tuple[float, np.ndarray]:
         """Every model's intercept-only fit (with the offsets, by IRLS on b alone): the path's
-        start. The full data's null deviance, and its gradient there, which gives α_max."""
+        start. The full data's null deviance, and its gradient at the null model, which gives
+        α_max: with unpenalized features (a penalty factor of 0), at their fit, as glmnet's."""
         self._irls(None, None)
         full = self.models[0]
-        return full.deviance, full.gradient
+        null_deviance = full.deviance
+        if self._null_penalty is not None:
+            self._irls(None, None, free=True)
+        return null_deviance, full.gradient
+
+    @property
+    def _null_penalty(self) -> Penalty | None:
+        return self.s.controls.null_penalty(self.F)
+
+    def _free_gradient(self, prior: Moments) -> np.ndarray:
+        """A gaussian identity model's gradient at the fit of its unpenalized features alone
+        (at 0 where there are none)."""
+        F, free = self.F, self._null_penalty
+        H, c = prior.scatter[:F, :F], prior.scatter[:F, F]
+        if free is None:
+            return c
+        zero = np.zeros(F)
+        tolerance = self.s.descent_tolerance
+        return minimise(H, c, zero, zero, free, None, prior.scatter[F, F], tolerance)[1]
 
     def _alphas(self, gradient: np.ndarray, weight: float, rows: int) -> list[float]:
         s = self.s
@@ -260,9 +279,14 @@ class _Path:
             return list(s.alphas)
         scales = self.models[0].scales
         ratio = max(s.l1_ratio, RIDGE_L1_RATIO)
-        penalized = scales > 0
+        penalized = s.controls.in_alpha_max(scales)
         if not penalized.any():
-            raise UsageError("every feature is constant: there is no path to fit")
+            raise UsageError(
+                "every feature is constant, excluded or unpenalized: there is no path to fit"
+                if s.controls.given
+                else "every feature is constant: there is no path to fit"
+            )
+        scales = scales * s.controls.l1_factors(self.F)
         top = float(np.max(np.abs(gradient[penalized]) / (weight * ratio * scales[penalized])))
         if not top > 0:
             top = 1.0  # no feature moves the fit: every strength gives the null model
@@ -300,7 +324,8 @@ class _Path:
     def _penalty(self, model: _Model, alpha: float) -> Penalty:
         if self.s.fold_alpha == "sum":  # the same α x Σw against every model's summed deviance
             alpha = alpha * self.models[0].prior.weight / model.prior.weight
-        return Penalty.elastic_net(alpha, self.s.l1_ratio, model.scales).scaled(model.prior.weight)
+        penalty = self.s.controls.penalty(alpha, self.s.l1_ratio, model.scales)
+        return penalty.scaled(model.prior.weight)
 
     def _strong(self, model: _Model, alpha: float, previous: float | None, penalty: Penalty):
         """The sequential strong rule's candidates: |gradient_j| >= l1_j (2α - α_previous)/α;
@@ -336,8 +361,9 @@ class _Path:
             held, weight = float(v @ part.scatter @ v + part.weight * error * error), part.weight
         self._record(model, index, deviance, held, weight)
 
-    def _irls(self, alpha: float | None, previous: float | None, index: int | None = None):
-        """Every model's IRLS at α (None: the intercept alone), from its current theta: the
+    def _irls(self, alpha: float | None, previous: float | None, index=None, free=False):
+        """Every model's IRLS at α (None: the intercept alone, or with free, the null model
+        of the unpenalized features too), from its current theta: the
         models step together, one pass for all of them per iteration. A model whose last step
         was small enough takes it and is done without a pass of its own: the first pass at the
         next strength (or _evaluate) gives its figures there (FINISH_NEWTON)."""
@@ -350,7 +376,9 @@ class _Path:
                 if model.unevaluated is not None:  # at the previous strength's final theta
                     self._record(model, model.unevaluated, *row[_FIGURES])
                     model.unevaluated = None
-                if self._iteration(model, M, row, state[id(model)], alpha, previous, index):
+                st = state[id(model)]
+                st.free = free
+                if self._iteration(model, M, row, st, alpha, previous, index):
                     still.append(model)
             pending = still
             if not pending:
@@ -382,7 +410,12 @@ class _Path:
         st.best, st.scale = (model.theta.copy(), value), 1.0
         H, c = M.scatter[:F, :F], M.scatter[:F, F]
         beta = model.theta[:-1]
-        if penalty is None:
+        if penalty is None and st.free:  # the unpenalized features' fit: the null model
+            new, gradient, _ = minimise(
+                H, c, beta, beta, self._null_penalty, None, M.scatter[F, F],
+                self.s.descent_tolerance,
+            )  # fmt: skip
+        elif penalty is None:
             new, gradient = beta, -c
         else:
             candidates = self._strong(model, alpha, previous, penalty)
@@ -423,6 +456,7 @@ class _Step:
     step: np.ndarray | None = None
     scale: float = 1.0
     iterations: int = 0  # the steps solved at this strength
+    free: bool = False  # the null model's unpenalized features are fitted
 
 
 def merged(parts: list[Moments]) -> Moments:

@@ -12,6 +12,7 @@ from hvd_linreg.data import folds
 from hvd_linreg.data.folds import Folds
 from hvd_linreg.solvers import coordinate_descent
 from hvd_linreg.solvers.irls import MAX_ITERATIONS, OBJECTIVE_TOLERANCE
+from hvd_linreg.solvers.path_controls import Controls, controls_for
 
 TOLERANCE = 1e-10  # IRLS's test of the step (path.py)
 # glmnet's end of the path (glmnet.control's mnlam, fdev and devmax; path_end)
@@ -35,6 +36,8 @@ class PathSettings:
     fold_alpha: str = "same"
     tol: float | None = None  # --tol: coordinate descent's; None: its TOLERANCE
     max_iter: int | None = None  # --max_iter: IRLS's iterations at a strength
+    # glmnet's penalty factors, excluded features and limits (path_controls.py)
+    controls: Controls = Controls()
 
     @property
     def descent_tolerance(self) -> float:
@@ -60,14 +63,16 @@ class PathSettings:
         moving, by glmnet's rule for the family: for "gaussian" (identity), by less than
         DEV_CHANGE of itself from the strength before; for "poisson", by less than 10
         DEV_CHANGE of itself from MIN_STRENGTHS - 1 strengths before; for the others, by less
-        than DEV_CHANGE. None where none has yet, or the strengths were given or all asked
-        for (glmnet fits a given lambda whole)."""
+        than DEV_CHANGE; with a limit at 0, by DEV_MAX alone (glmnet's). None where none has yet, or the
+        strengths were given or all asked for (glmnet fits a given lambda whole)."""
         if explained is None or self.alphas is not None or self.whole_path:
             return None
         for j in range(MIN_STRENGTHS - 1, len(explained)):
             if math.isnan(explained[j]):
                 return None  # its figures come with the next pass
-            if family == "gaussian":
+            if self.controls.zero_limit:  # glmnet's fdev = 0: DEV_MAX alone
+                still = False
+            elif family == "gaussian":
                 still = explained[j] - explained[j - 1] < DEV_CHANGE * explained[j]
             elif family == "poisson":
                 back = explained[j - MIN_STRENGTHS + 1]
@@ -98,7 +103,13 @@ def settings_for(cfg, job, shard) -> PathSettings:
         fold_alpha=cfg.fold_alpha,
         tol=cfg.tol,
         max_iter=cfg.max_iter,
+        controls=controls_for(cfg, _names(shard)),
     )
+
+
+def _names(shard) -> tuple[str, ...]:
+    F = shard.num_features
+    return tuple(shard.feature_names or (f"w[{j}]" for j in range(F)))
 
 
 def _strengths(alpha) -> tuple[float, ...] | None:

@@ -8,12 +8,16 @@ with d the family's unit deviance and the intercept not penalized. The elastic n
 and mixing l1_ratio ρ (scikit-learn's and glum's parameters; glmnet's lambda and alpha) is
 P1 = α ρ s and P2 = α (1 - ρ) s², where s is each feature's scale: its weighted standard
 deviation when the features are standardized (the penalty then applies to the standardized
-coefficient sⱼ βⱼ, as glmnet's standardize = TRUE has it), else 1.
+coefficient sⱼ βⱼ, as glmnet's standardize = TRUE has it), else 1. glmnet's penalty factor fⱼ
+(glum's P1 and P2 vectors) multiplies both: P1 = α ρ s f, P2 = α (1 - ρ) s² f.
+
+glmnet's limits bound each coefficient to [lowerⱼ, upperⱼ] (lower <= 0 <= upper, so that 0 is
+always feasible); a feature kept out of the model has both at 0.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -24,12 +28,41 @@ class Penalty:
 
     l1: np.ndarray  # (F,) P1
     l2: np.ndarray  # (F,) P2
+    lower: np.ndarray | None = None  # (F,) each coefficient's bound; None: unbounded
+    upper: np.ndarray | None = None
 
     @classmethod
-    def elastic_net(cls, alpha: float, l1_ratio: float, scales: np.ndarray) -> Penalty:
-        """α (ρ ‖s β‖₁ + (1 - ρ)/2 ‖s β‖₂²)."""
+    def elastic_net(
+        cls,
+        alpha: float,
+        l1_ratio: float,
+        scales: np.ndarray,
+        l1_factors: np.ndarray | None = None,
+        l2_factors: np.ndarray | None = None,
+    ) -> Penalty:
+        """α (ρ Σ f1ⱼ |sⱼ βⱼ| + (1 - ρ)/2 Σ f2ⱼ (sⱼ βⱼ)²), the factors 1 where not given."""
         scales = np.asarray(scales, np.float64)
-        return cls(alpha * l1_ratio * scales, alpha * (1.0 - l1_ratio) * scales * scales)
+        f1 = 1.0 if l1_factors is None else np.asarray(l1_factors, np.float64)
+        f2 = 1.0 if l2_factors is None else np.asarray(l2_factors, np.float64)
+        return cls(alpha * l1_ratio * scales * f1, alpha * (1.0 - l1_ratio) * scales * scales * f2)
+
+    def bounded(self, lower: np.ndarray | None, upper: np.ndarray | None) -> Penalty:
+        """The same penalty with the coefficients held to [lower, upper] (None: unbounded)."""
+        return replace(self, lower=lower, upper=upper)
+
+    @property
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """The lower and upper bounds, ±inf where there are none."""
+        n = len(self.l1)
+        lower = np.full(n, -np.inf) if self.lower is None else self.lower
+        upper = np.full(n, np.inf) if self.upper is None else self.upper
+        return lower, upper
+
+    def restricted(self, columns: np.ndarray) -> Penalty:
+        """The penalty of the coefficients in columns alone."""
+        lower = None if self.lower is None else self.lower[columns]
+        upper = None if self.upper is None else self.upper[columns]
+        return Penalty(self.l1[columns], self.l2[columns], lower, upper)
 
     @classmethod
     def ridge(cls, l2: float, num_features: int) -> Penalty:
@@ -48,14 +81,23 @@ class Penalty:
 
     def scaled(self, factor: float) -> Penalty:
         """The penalty times factor: the objective times Σw is the sums' own scale."""
-        return Penalty(self.l1 * factor, self.l2 * factor)
+        return replace(self, l1=self.l1 * factor, l2=self.l2 * factor)
 
     def violations(self, beta: np.ndarray, gradient: np.ndarray, tol: float) -> np.ndarray:
         """The coefficients where the objective's subgradient condition (KKT) fails by more
         than tol of its scale: gradient is the smooth loss's ∂/∂β at β. A zero coefficient
-        needs |gradient| <= l1; a non-zero one gradient + l2 β + l1 sign(β) = 0."""
+        needs |gradient| <= l1; a non-zero one gradient + l2 β + l1 sign(β) = 0. At a bound, only
+        the direction into the bounds counts: the derivative that way must not be negative."""
         g = gradient + self.l2 * beta
         scale = np.abs(gradient) + self.l1 + tol
         zero = beta == 0
         bad = np.where(zero, np.abs(g) - self.l1, np.abs(g + self.l1 * np.sign(beta)))
+        if self.lower is not None or self.upper is not None:
+            lower, upper = self.bounds
+            up = g + self.l1 * np.where(beta >= 0, 1.0, -1.0)  # the derivative moving up
+            down = -(g + self.l1 * np.where(beta <= 0, -1.0, 1.0))  # and moving down
+            at_lower, at_upper = beta <= lower, beta >= upper
+            bad = np.where(at_lower, -up, bad)
+            bad = np.where(at_upper, -down, bad)
+            bad = np.where(at_lower & at_upper, 0.0, bad)
         return np.flatnonzero(bad > tol * scale)

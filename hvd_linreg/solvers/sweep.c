@@ -5,8 +5,8 @@
 #include <math.h>
 
 double sweep(const double *H, long n, double *gradient, double *beta, const double *diag,
-             const double *l1, const double *l2, const long *coords, long m,
-             double at_threshold) {
+             const double *l1, const double *l2, const double *lower, const double *upper,
+             const long *coords, long m, double at_threshold) {
     double biggest = 0.0;
     for (long k = 0; k < m; k++) {
         long j = coords[k];
@@ -14,6 +14,10 @@ double sweep(const double *H, long n, double *gradient, double *beta, const doub
         double u = h * old - gradient[j];
         double shrunk = fabs(u) - l1[j];
         double updated = shrunk > at_threshold * l1[j] ? copysign(shrunk, u) / (h + l2[j]) : 0.0;
+        if (updated < lower[j])
+            updated = lower[j];
+        if (updated > upper[j])
+            updated = upper[j];
         if (updated != old) {
             double step = updated - old;
             const double *row = H + j * n;

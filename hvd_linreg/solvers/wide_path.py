@@ -170,7 +170,7 @@ class _WidePath(_Path):
         if penalty is None or not w:
             new = beta
         else:
-            part = type(penalty)(penalty.l1[W], penalty.l2[W])
+            part = penalty.restricted(W)
             new, _, _ = minimise(
                 H, c, beta, beta, part, None, M.scatter[w, w], self.s.descent_tolerance
             )

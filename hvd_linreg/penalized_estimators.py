@@ -36,15 +36,24 @@ _GLUM_FAMILIES = {
 }
 
 
+def _sign(estimator) -> dict:
+    """scikit-learn's positive=True: every coefficient's lower limit 0 (glmnet's)."""
+    return {"lower_limits": 0.0} if estimator.positive else {}
+
+
 class ElasticNet(RegressorMixin, _Exact):
     """Least squares with the elastic net's penalty, as sklearn.linear_model.ElasticNet."""
 
-    def __init__(self, alpha=1.0, *, l1_ratio=0.5, fit_intercept=True, tol=None, max_iter=1000):
+    def __init__(
+        self, alpha=1.0, *, l1_ratio=0.5, fit_intercept=True, tol=None, max_iter=1000,
+        positive=False,
+    ):  # fmt: skip
         self.alpha = alpha
         self.l1_ratio = l1_ratio
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
+        self.positive = positive
 
     def _ratio(self) -> float:
         return self.l1_ratio
@@ -58,7 +67,8 @@ class ElasticNet(RegressorMixin, _Exact):
         _check_iterations(self)
 
     def _fit_settings(self, job, weight_sum, rows, local_rows):
-        return {"alpha": float(self.alpha), "l1_ratio": float(self._ratio()), "standardize": False}
+        ratio = float(self._ratio())
+        return {"alpha": float(self.alpha), "l1_ratio": ratio, "standardize": False, **_sign(self)}
 
     def predict(self, X):
         return self._linear_predictor(X)
@@ -68,11 +78,12 @@ class Lasso(ElasticNet):
     """Least squares with an L1 penalty, as sklearn.linear_model.Lasso: ElasticNet at
     l1_ratio 1."""
 
-    def __init__(self, alpha=1.0, *, fit_intercept=True, tol=None, max_iter=1000):
+    def __init__(self, alpha=1.0, *, fit_intercept=True, tol=None, max_iter=1000, positive=False):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
+        self.positive = positive
 
     def _ratio(self) -> float:
         return 1.0
@@ -126,6 +137,7 @@ class ElasticNetCV(RegressorMixin, _CrossValidated):
         cv=None,
         tol=None,
         max_iter=1000,
+        positive=False,
     ):
         self.l1_ratio = l1_ratio
         self.eps = eps
@@ -134,6 +146,7 @@ class ElasticNetCV(RegressorMixin, _CrossValidated):
         self.cv = cv
         self.tol = tol
         self.max_iter = max_iter
+        self.positive = positive
 
     def _check_params(self):
         _check_ratio(self._ratio())
@@ -149,8 +162,9 @@ class ElasticNetCV(RegressorMixin, _CrossValidated):
                 "alpha_min_ratio": self.eps,
                 "standardize": False,
                 "whole_path": True,  # scikit-learn's path ends nowhere early
+                **_sign(self),
             }
-        return {"alpha": given, "standardize": False}
+        return {"alpha": given, "standardize": False, **_sign(self)}
 
     def _store_path(self, raw):
         self.mse_path_ = raw.T
@@ -164,14 +178,16 @@ class LassoCV(ElasticNetCV):
     sklearn.linear_model.LassoCV: ElasticNetCV at l1_ratio 1."""
 
     def __init__(
-        self, *, eps=1e-3, alphas=100, fit_intercept=True, cv=None, tol=None, max_iter=1000
-    ):
+        self, *, eps=1e-3, alphas=100, fit_intercept=True, cv=None, tol=None, max_iter=1000,
+        positive=False,
+    ):  # fmt: skip
         self.eps = eps
         self.alphas = alphas
         self.fit_intercept = fit_intercept
         self.cv = cv
         self.tol = tol
         self.max_iter = max_iter
+        self.positive = positive
 
     def _ratio(self) -> float:
         return 1.0

@@ -127,6 +127,13 @@ class _Path:
         self.F = shard.num_features
         self.folds = settings.folds.count if settings.folds else 0
         self.passes = 0
+        settings.controls.refuse_unpenalized(self.F, "the multinomial's path")
+        if settings.controls.lower is not None or settings.controls.upper is not None:
+            raise UsageError(
+                "--lower_limits and --upper_limits are not yet fitted by the multinomial's path "
+                "(its coefficients are reported against a reference class, glmnet's limits "
+                "hold each class's own)"
+            )
 
     def run(self) -> MultinomialPathFit:
         parts, rows = path_passes.prior_pass(self.job, self.shard, self.s.folds, False)
@@ -215,9 +222,10 @@ class _Path:
         if s.alphas is not None:
             return list(s.alphas)
         scales = self.models[0].scales
-        penalized = scales > 0
+        penalized = s.controls.in_alpha_max(scales)
         if not penalized.any():
-            raise UsageError("every feature is constant: there is no path to fit")
+            raise UsageError("every feature is constant or excluded: there is no path to fit")
+        scales = scales * s.controls.l1_factors(F)
         G = np.abs(gradient.reshape(self.K, F + 1)[:, :F]).max(axis=0)
         ratio = max(s.l1_ratio, RIDGE_L1_RATIO)
         top = float(np.max(G[penalized] / (ratio * scales[penalized])))
@@ -227,12 +235,20 @@ class _Path:
         return [float(a) for a in steps]
 
     def _penalty(self, model: _Model, alpha: float) -> Penalty:
-        """The penalty on θ, class by class; the intercepts' entries 0."""
-        one = Penalty.elastic_net(alpha, self.s.l1_ratio, model.scales)
-        pad = np.zeros(1)
+        """The penalty on θ, class by class (glmnet's factors alike for every class; an
+        excluded feature held at 0); the intercepts' entries 0 and unbounded."""
+        one = self.s.controls.penalty(alpha, self.s.l1_ratio, model.scales)
+        lower, upper = one.bounds
+
+        def tiled(a, pad):
+            return np.tile(np.concatenate([a, [pad]]), self.K)
+
+        bounded = one.lower is not None or one.upper is not None
         return Penalty(
-            np.tile(np.concatenate([one.l1, pad]), self.K),
-            np.tile(np.concatenate([one.l2, pad]), self.K),
+            tiled(one.l1, 0.0),
+            tiled(one.l2, 0.0),
+            tiled(lower, -np.inf) if bounded else None,
+            tiled(upper, np.inf) if bounded else None,
         )
 
     def _solve(self, alpha: float) -> None:

@@ -63,8 +63,9 @@ class PathSettings:
         moving, by glmnet's rule for the family: for "gaussian" (identity), by less than
         DEV_CHANGE of itself from the strength before; for "poisson", by less than 10
         DEV_CHANGE of itself from MIN_STRENGTHS - 1 strengths before; for the others, by less
-        than DEV_CHANGE; with a limit at 0, by DEV_MAX alone (glmnet's). None where none has yet, or the
-        strengths were given or all asked for (glmnet fits a given lambda whole)."""
+        than DEV_CHANGE; with a limit at 0, by DEV_MAX alone (glmnet's). None where none has
+        yet, or the strengths were given or all asked for (glmnet fits a given lambda
+        whole)."""
         if explained is None or self.alphas is not None or self.whole_path:
             return None
         for j in range(MIN_STRENGTHS - 1, len(explained)):

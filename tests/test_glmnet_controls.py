@@ -1,0 +1,212 @@
+"""glmnet's controls around the elastic net: penalty factors (a 0 among them), excluded
+features and coefficient limits, against R's glmnet and scikit-learn's positive=True, at 1
+and 2 ranks; and the mistakes a user can make with them, refused with exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+from test_elastic_net import FEATURES, _args, _data, _glmnet_available
+
+from conftest import launcher_env, refused, run_metrics
+
+# Every control at once: x0 unpenalized, x2 and x3 penalized more and less, x5 out of the
+# model, x1 non-negative (a limit at 0: glmnet then fits every strength), x3 and x4 bounded.
+CONTROLS = [
+    "--penalty_factor", "x0=0,x2=2,x3=0.5",
+    "--exclude", "x5",
+    "--lower_limits", "x1=0,x3=-0.1",
+    "--upper_limits", "x4=0.5",
+]  # fmt: skip
+R_CONTROLS = {
+    "pf": "0,1,2,0.5,1,1",
+    "ex": "6",
+    "lo": "-Inf,0,-Inf,-0.1,-Inf,-Inf",
+    "hi": "Inf,Inf,Inf,Inf,0.5,Inf",
+}
+
+R_SCRIPT = r"""
+library(glmnet)
+args <- commandArgs(TRUE)
+d <- read.csv(args[1]); X <- as.matrix(d[, strsplit(args[2], ",")[[1]]])
+lam <- as.numeric(strsplit(args[4], ",")[[1]])
+family <- args[5]; a <- as.numeric(args[6])
+v <- function(i) as.numeric(strsplit(args[i], ",")[[1]])
+off <- if (family == "poisson") log(d$exposure) else NULL
+run <- function(f, ...) f(X, d[[args[3]]], family=family, weights=d$w, offset=off, alpha=a,
+                           thresh=1e-20, maxit=1e7, penalty.factor=v(7), exclude=v(8),
+                           lower.limits=v(9), upper.limits=v(10), ...)
+free <- run(glmnet)
+fit <- run(glmnet, lambda=lam)
+cv <- run(cv.glmnet, lambda=lam, foldid=d$fold)
+g <- function(x) sprintf("%.17g", x)
+cat(g(free$lambda), "\n", g(as.matrix(coef(fit))), "\n", g(cv$cvm), "\n", g(cv$lambda.min),
+    g(cv$lambda.1se), "\n", g(cv$cvsd), "\n")
+"""
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """The elastic net's rows, with a gaussian target of unit spread (glmnet scales its own)."""
+    df = _data()
+    w = df.w.values
+    spread = np.sqrt(np.average((df.y - np.average(df.y, weights=w)) ** 2, weights=w))
+    df = df.assign(y_unit=df.y / spread)
+    path = tmp_path_factory.mktemp("controls") / "data.csv"
+    df.to_csv(path, index=False)
+    return df, path
+
+
+SIZES = [1, pytest.param(2, marks=pytest.mark.multiprocess)]
+
+
+@pytest.mark.glmnet
+@pytest.mark.skipif(not _glmnet_available(), reason="R's glmnet is not installed")
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize(
+    ("model", "target", "family", "l1_ratio", "more"),
+    [
+        ("linear", "y_unit", "gaussian", 1.0, []),
+        ("logistic", "yes", "binomial", 0.5, []),
+        ("poisson", "count", "poisson", 0.5, ["--exposure", "exposure"]),
+    ],
+    ids=["gaussian", "binomial", "poisson"],
+)
+def test_factors_exclusions_and_limits_equal_glmnet(
+    data, tmp_path, size, model, target, family, l1_ratio, more
+):
+    """With weights (and the Poisson's offset): glmnet's whole default sequence (its α_max is
+    taken at the fit of the unpenalized x0, and the limit at 0 keeps it from ending early),
+    the coefficients at every strength, cv.glmnet's means, standard errors and choices."""
+    _, path = data
+    args = _args(path, target, model, "--weights", "w", "--fold_column", "fold", *more)
+    m = run_metrics(tmp_path, size, [*args, "--l1_ratio", str(l1_ratio), *CONTROLS])
+    alphas = m["path"]["alpha"]
+    script = tmp_path / "glmnet.R"
+    script.write_text(R_SCRIPT)
+    lam = ",".join(repr(a) for a in alphas)
+    out = subprocess.run(
+        ["Rscript", str(script), str(path), ",".join(FEATURES), target, lam, family,
+         str(l1_ratio), *R_CONTROLS.values()],
+        capture_output=True, text=True, check=True, env=launcher_env(),
+    ).stdout.split("\n")  # fmt: skip
+    free = np.array(out[0].split(), float)
+    B = np.array(out[1].split(), float).reshape(len(alphas), len(FEATURES) + 1)
+    cvm, cvsd = np.array(out[2].split(), float), np.array(out[4].split(), float)
+    lambda_min, lambda_1se = map(float, out[3].split())
+    assert len(alphas) == len(free) == 100  # a limit at 0: no early end, in either
+    np.testing.assert_allclose(alphas, free, rtol=1e-8)
+    w = np.array(m["path"]["w"])
+    np.testing.assert_allclose(m["path"]["b"], B[:, 0], rtol=0, atol=1e-8)
+    np.testing.assert_allclose(w, B[:, 1:], rtol=0, atol=1e-8)
+    assert (w[:, 5] == 0).all() and (w[:, 1] >= 0).all() and (w[:, 4] <= 0.5).all()
+    assert (w[:, 3] >= -0.1).all() and (w[:, 0] != 0).all()  # x0 unpenalized: in from the start
+    np.testing.assert_allclose(m["cv"]["mean"], cvm, rtol=1e-8)
+    np.testing.assert_allclose(m["cv"]["se"], cvsd, rtol=1e-8)
+    assert m["cv"]["alpha_min"] == pytest.approx(lambda_min, rel=1e-12)
+    assert m["cv"]["alpha_1se"] == pytest.approx(lambda_1se, rel=1e-12)
+
+
+@pytest.mark.glmnet
+@pytest.mark.skipif(not _glmnet_available(), reason="R's glmnet is not installed")
+def test_penalty_factors_alone_end_the_path_where_glmnet_does(data, tmp_path):
+    """Without a limit at 0, glmnet's early end holds, on its rescaled factors' α_max."""
+    _, path = data
+    args = _args(path, "yes", "logistic", "--weights", "w", "--l1_ratio", "1")
+    m = run_metrics(tmp_path, 1, [*args, "--penalty_factor", "x0=3,x4=0.25"])
+    script = tmp_path / "glmnet.R"
+    script.write_text(
+        "library(glmnet); d <- read.csv(commandArgs(TRUE)[1]);"
+        f"X <- as.matrix(d[, c({', '.join(repr(f) for f in FEATURES)})]);"
+        "f <- glmnet(X, d$yes, family='binomial', weights=d$w, thresh=1e-20,"
+        "penalty.factor=c(3, 1, 1, 1, 0.25, 1)); cat(sprintf('%.17g', f$lambda))"
+    )
+    out = subprocess.run(
+        ["Rscript", str(script), str(path)], capture_output=True, text=True, check=True,
+        env=launcher_env(),
+    ).stdout  # fmt: skip
+    free = np.array(out.split(), float)
+    assert len(m["path"]["alpha"]) == len(free) < 100
+    np.testing.assert_allclose(m["path"]["alpha"], free, rtol=1e-8)
+
+
+def test_fit_takes_the_controls_by_name_by_position_and_as_lists(data):
+    """fit(): a mapping, a list per feature, positions for exclude; the same fit each way."""
+    import hvd_linreg
+
+    df, _ = data
+    X, y = df[FEATURES], df.y_unit.values
+    base = {"model": "linear", "solver": "exact", "l1_ratio": 1.0, "alpha": 0.01}
+    named = hvd_linreg.fit(
+        X, y, penalty_factor={"x0": 0, "x2": 2}, exclude=["x5"], lower_limits=0, **base
+    )
+    listed = hvd_linreg.fit(
+        X.values, y, penalty_factor=[0, 1, 2, 1, 1, 1], exclude=[5], lower_limits=[0] * 6, **base
+    )
+    np.testing.assert_allclose(named.params, listed.params, rtol=1e-12)
+    coef = np.asarray(named.params).ravel()[:-1]
+    assert coef[5] == 0 and (coef >= 0).all() and coef[0] > 0
+
+
+@pytest.mark.parametrize("estimator", ["Lasso", "ElasticNet"])
+def test_positive_equals_scikit_learns(estimator):
+    from sklearn import linear_model
+
+    from hvd_linreg import estimators
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 8))
+    y = X @ [1, -1, 0.5, -0.5, 0, 2, -2, 0] + rng.normal(size=400)
+    more = {"l1_ratio": 0.3} if estimator == "ElasticNet" else {}
+    ours = getattr(estimators, estimator)(alpha=0.05, positive=True, **more).fit(X, y)
+    theirs = getattr(linear_model, estimator)(
+        alpha=0.05, positive=True, tol=1e-12, max_iter=100_000, **more
+    ).fit(X, y)
+    assert (ours.coef_ >= 0).all() and (ours.coef_ == 0).sum() >= 3
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=0, atol=1e-10)
+    assert ours.intercept_ == pytest.approx(theirs.intercept_, abs=1e-10)
+
+
+def test_lasso_cv_positive_equals_scikit_learns_on_the_same_strengths():
+    from sklearn import linear_model
+
+    from hvd_linreg import estimators
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 6))
+    y = X @ [1, -1, 0.5, 0, 2, -2] + rng.normal(size=300)
+    alphas = list(np.geomspace(0.5, 0.001, 30))
+    ours = estimators.LassoCV(alphas=alphas, positive=True, cv=5).fit(X, y)
+    theirs = linear_model.LassoCV(
+        alphas=alphas, positive=True, cv=5, tol=1e-12, max_iter=100_000
+    ).fit(X, y)
+    assert ours.alpha_ == theirs.alpha_
+    np.testing.assert_allclose(ours.mse_path_, theirs.mse_path_, rtol=1e-8)
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("more", "says"),
+    [
+        (["--penalty_factor", "x9=0"], "--penalty_factor names 'x9', which is no feature"),
+        (["--penalty_factor", "x0=-1"], "--penalty_factor must be finite numbers >= 0"),
+        (["--penalty_factor", "x0"], "--penalty_factor takes NAME=VALUE"),
+        (["--exclude", "nope"], "--exclude names 'nope', which is no feature"),
+        (["--exclude", ",".join(FEATURES)], "--exclude leaves no feature in the model"),
+        (["--lower_limits", "0.5"], "--lower_limits must be <= 0 for every feature"),
+        (["--upper_limits", "x1=-1"], "--upper_limits must be >= 0 for every feature"),
+        (["--lower_limits", "x1=low"], "--lower_limits: x1='low' is not a number"),
+    ],
+)
+def test_mistakes_in_the_controls_end_with_exit_2(capsys, data, more, says):
+    _, path = data
+    args = _args(path, "y", "linear", "--l1_ratio", "1", *more)
+    assert refused(capsys, args).startswith(says)
+
+
+def test_the_controls_need_the_elastic_net(capsys, data):
+    _, path = data
+    message = refused(capsys, _args(path, "y", "linear", "--lower_limits", "0"))
+    assert message.startswith("--lower_limits control the elastic net")

@@ -224,7 +224,11 @@ class _Path:
         scales = self.models[0].scales
         penalized = s.controls.in_alpha_max(scales)
         if not penalized.any():
-            raise UsageError("every feature is constant or excluded: there is no path to fit")
+            raise UsageError(
+                "every feature is constant or excluded: there is no path to fit"
+                if s.controls.given
+                else "every feature is constant: there is no path to fit"
+            )
         scales = scales * s.controls.l1_factors(F)
         G = np.abs(gradient.reshape(self.K, F + 1)[:, :F]).max(axis=0)
         ratio = max(s.l1_ratio, RIDGE_L1_RATIO)

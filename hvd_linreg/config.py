@@ -36,6 +36,7 @@ MISSING = ("error", "drop")  # data/missing.py
 INDEX_BASES = ("auto", "0", "1")  # data/svmlight.py
 SELECT = ("min", "1se")  # solvers/path.py
 FOLD_ALPHA = ("same", "sum")  # solvers/path.py
+TYPE_MEASURES = ("deviance", "mse", "mae", "class", "auc")  # scoring/cv_measures.py
 MAX_LEVELS = 1000  # --max_levels' default: more in one column is an ID or free text
 SYNTHETIC_SAMPLES = 1000  # the seed's dataset
 SYNTHETIC_FEATURES = 1
@@ -309,6 +310,13 @@ class Config:
         "ALPHA x all rows' weight / its training rows', as LogisticRegressionCV's C)",
         choices=FOLD_ALPHA,
         check=one_of(FOLD_ALPHA),
+    )
+    type_measure: str = setting(
+        "deviance",
+        "cv.glmnet's type.measure: the held-out figure that chooses the strength, deviance, mse, "
+        "mae, or for a two-level target class (misclassification) or auc (the largest wins)",
+        choices=TYPE_MEASURES,
+        check=one_of(TYPE_MEASURES),
     )
     penalty_factor: str | None = setting(
         None,

@@ -128,6 +128,7 @@ def check_penalty(cfg: Any) -> None:
     for flag, value, default in (
         ("--select", cfg.select, "min"),
         ("--fold_alpha", cfg.fold_alpha, "same"),
+        ("--type_measure", cfg.type_measure, "deviance"),
     ):
         if value != default and not folded:
             raise UsageError(
@@ -138,6 +139,23 @@ def check_penalty(cfg: Any) -> None:
         for name in ("penalty_factor", "exclude", "lower_limits", "upper_limits")
         if getattr(cfg, name) is not None
     ]
+    if cfg.type_measure in ("class", "auc") and cfg.model not in ("logistic", "binomial"):
+        raise UsageError(
+            f"--type_measure {cfg.type_measure} is for a two-level target (--model logistic or "
+            f"binomial), not --model {cfg.model}: choose deviance, mse or mae"
+        )
+    if cfg.model == "multinomial" and cfg.type_measure != "deviance":
+        raise UsageError(
+            f"--type_measure {cfg.type_measure} is not yet computed by the multinomial's path: "
+            "it is chosen by the held-out deviance"
+        )
+    limits = [flag for flag in controls if flag.endswith("_limits")]
+    if cfg.model == "multinomial" and limits:
+        raise UsageError(
+            f"{', '.join(limits)} are not yet fitted by the multinomial's path (its "
+            "coefficients are reported against a reference class, glmnet's limits hold each "
+            "class's own)"
+        )
     if controls and not cfg.penalized:
         raise UsageError(
             f"{', '.join(controls)} control the elastic net: give --alpha, --l1_ratio, --cv "

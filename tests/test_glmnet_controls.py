@@ -1,6 +1,7 @@
 """glmnet's controls around the elastic net: penalty factors (a 0 among them), excluded
-features and coefficient limits, against R's glmnet and scikit-learn's positive=True, at 1
-and 2 ranks; and the mistakes a user can make with them, refused with exit 2."""
+features and coefficient limits, against R's glmnet and scikit-learn's positive=True, and
+cv.glmnet's type.measure, at 1 and 2 ranks; and the mistakes a user can make with them,
+refused with exit 2."""
 
 from __future__ import annotations
 
@@ -132,6 +133,63 @@ def test_penalty_factors_alone_end_the_path_where_glmnet_does(data, tmp_path):
     np.testing.assert_allclose(m["path"]["alpha"], free, rtol=1e-8)
 
 
+MEASURE_SCRIPT = r"""
+library(glmnet)
+args <- commandArgs(TRUE)
+d <- read.csv(args[1]); X <- as.matrix(d[, strsplit(args[2], ",")[[1]]])
+lam <- as.numeric(strsplit(args[4], ",")[[1]]); family <- args[5]
+off <- if (family == "poisson") log(d$exposure) else NULL
+cv <- cv.glmnet(X, d[[args[3]]], family=family, weights=d$w, offset=off, alpha=as.numeric(args[6]),
+                lambda=lam, foldid=d$fold, thresh=1e-20, maxit=1e7, type.measure=args[7])
+g <- function(x) sprintf("%.17g", x)
+cat(g(cv$cvm), "\n", g(cv$cvsd), "\n", g(cv$lambda.min), g(cv$lambda.1se), "\n")
+"""
+
+
+@pytest.mark.glmnet
+@pytest.mark.skipif(not _glmnet_available(), reason="R's glmnet is not installed")
+@pytest.mark.parametrize(
+    ("model", "target", "family", "l1_ratio", "measure", "size"),
+    [
+        ("logistic", "yes", "binomial", 0.5, "auc", 1),
+        ("logistic", "yes", "binomial", 0.5, "class", 1),
+        ("logistic", "yes", "binomial", 0.5, "mse", 1),
+        ("logistic", "yes", "binomial", 0.5, "mae", 1),
+        ("poisson", "count", "poisson", 0.5, "mse", 1),
+        ("linear", "y_unit", "gaussian", 1.0, "mae", 1),
+        pytest.param("logistic", "yes", "binomial", 0.5, "auc", 2, marks=pytest.mark.multiprocess),
+        pytest.param("poisson", "count", "poisson", 0.5, "mae", 2, marks=pytest.mark.multiprocess),
+    ],
+    ids=lambda v: str(v),
+)
+def test_each_cv_measure_equals_cv_glmnets(
+    data, tmp_path, model, target, family, l1_ratio, measure, size
+):
+    """cv.glmnet's cvm, cvsd, lambda.min and lambda.1se for type.measure, on the tool's
+    strengths; the first strength's auc is left out (every held-out score ties there, which
+    glmnet breaks at random and the tool counts one half)."""
+    _, path = data
+    more = ["--exposure", "exposure"] if family == "poisson" else []
+    args = _args(path, target, model, "--weights", "w", "--fold_column", "fold", *more)
+    argv = [*args, "--l1_ratio", str(l1_ratio), "--type_measure", measure]
+    m = run_metrics(tmp_path, size, argv)
+    script = tmp_path / "measure.R"
+    script.write_text(MEASURE_SCRIPT)
+    lam = ",".join(repr(a) for a in m["path"]["alpha"])
+    out = subprocess.run(
+        ["Rscript", str(script), str(path), ",".join(FEATURES), target, lam, family,
+         str(l1_ratio), measure],
+        capture_output=True, text=True, check=True, env=launcher_env(),
+    ).stdout.split("\n")  # fmt: skip
+    cvm, cvsd = np.array(out[0].split(), float), np.array(out[1].split(), float)
+    lambda_min, lambda_1se = map(float, out[2].split())
+    assert m["cv"]["measure"] == measure
+    np.testing.assert_allclose(m["cv"]["mean"][1:], cvm[1:], rtol=1e-8)
+    np.testing.assert_allclose(m["cv"]["se"][1:], cvsd[1:], rtol=1e-8)
+    assert m["cv"]["alpha_min"] == pytest.approx(lambda_min, rel=1e-12)
+    assert m["cv"]["alpha_1se"] == pytest.approx(lambda_1se, rel=1e-12)
+
+
 def test_fit_takes_the_controls_by_name_by_position_and_as_lists(data):
     """fit(): a mapping, a list per feature, positions for exclude; the same fit each way."""
     import hvd_linreg
@@ -198,6 +256,9 @@ def test_lasso_cv_positive_equals_scikit_learns_on_the_same_strengths():
         (["--lower_limits", "0.5"], "--lower_limits must be <= 0 for every feature"),
         (["--upper_limits", "x1=-1"], "--upper_limits must be >= 0 for every feature"),
         (["--lower_limits", "x1=low"], "--lower_limits: x1='low' is not a number"),
+        (["--model", "poisson", "--cv", "3", "--type_measure", "auc"], "--type_measure auc is for"),
+        (["--type_measure", "mae"], "--type_measure mae is for cross-validated strengths"),
+        (["--type_measure", "gini", "--cv", "3"], "argument --type_measure/--type-measure"),
     ],
 )
 def test_mistakes_in_the_controls_end_with_exit_2(capsys, data, more, says):

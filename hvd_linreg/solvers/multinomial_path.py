@@ -128,12 +128,6 @@ class _Path:
         self.folds = settings.folds.count if settings.folds else 0
         self.passes = 0
         settings.controls.refuse_unpenalized(self.F, "the multinomial's path")
-        if settings.controls.lower is not None or settings.controls.upper is not None:
-            raise UsageError(
-                "--lower_limits and --upper_limits are not yet fitted by the multinomial's path "
-                "(its coefficients are reported against a reference class, glmnet's limits "
-                "hold each class's own)"
-            )
 
     def run(self) -> MultinomialPathFit:
         parts, rows = path_passes.prior_pass(self.job, self.shard, self.s.folds, False)

@@ -38,6 +38,7 @@ from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
 from hvd_linreg.families.gaussian import Gaussian
 from hvd_linreg.ranks import Job
+from hvd_linreg.scoring import cv_measures
 from hvd_linreg.solvers import path_passes
 from hvd_linreg.solvers.coordinate_descent import minimise
 from hvd_linreg.solvers.loss import mean_loss
@@ -61,16 +62,17 @@ RIDGE_L1_RATIO = 1e-3
 
 @dataclass(frozen=True)
 class CrossValidation:
-    """cv.glmnet's figures: each fold's mean held-out deviance at each strength (weighted by
-    the rows' weights), their mean over the folds weighted by each fold's weight, and its
-    standard error."""
+    """cv.glmnet's figures: each fold's held-out measure at each strength (its mean deviance,
+    or mse, mae, class weighted by the rows' weights; or its auc), their mean over the folds
+    weighted by each fold's weight, and its standard error."""
 
     raw: np.ndarray  # (K, strengths)
     weights: np.ndarray  # (K,) each fold's Σw
     mean: np.ndarray
     se: np.ndarray
-    index_min: int  # the largest strength with the least mean
+    index_min: int  # the largest strength with the best mean (least; auc: largest)
     index_1se: int  # the largest strength within one standard error of it
+    measure: str = "deviance"
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,13 @@ class _Path:
             self._evaluate()
         every = np.array(thetas).transpose(1, 0, 2)  # (models, strengths, F + 1)
         coefficients, deviance = every[0], self.deviance
-        cv = cross_validation(self.held, np.array([p.weight for p in parts])) if self.K else None
+        if self.K and s.type_measure not in ("deviance", "mse" if self.gaussian else ""):
+            self.passes += 1
+            self.held = cv_measures.held_out(
+                self.job, self.shard, self.family, s.folds, every[1:], s.type_measure
+            )
+        fold_weights = np.array([p.weight for p in parts])
+        cv = cross_validation(self.held, fold_weights, s.type_measure) if self.K else None
         index = 0 if cv is None else (cv.index_1se if s.select == "1se" else cv.index_min)
         if cv is None and len(alphas) > 1:
             index = len(alphas) - 1  # the smallest strength: the path's end
@@ -466,12 +474,13 @@ def merged(parts: list[Moments]) -> Moments:
     return out
 
 
-def cross_validation(held: np.ndarray, weights: np.ndarray) -> CrossValidation:
+def cross_validation(held: np.ndarray, weights: np.ndarray, measure="deviance") -> CrossValidation:
     """cv.glmnet's mean and standard error over the folds (grouped, weighted by each fold's
-    Σw), and its two choices of strength."""
+    Σw), and its two choices of strength (for auc, the largest is best)."""
     K = len(weights)
     mean = weights @ held / weights.sum()
     se = np.sqrt((weights @ (held - mean) ** 2) / weights.sum() / (K - 1))
-    best = int(np.argmin(mean))  # the first, the largest strength, of the least
-    within = np.flatnonzero(mean <= mean[best] + se[best])
-    return CrossValidation(held, weights, mean, se, best, int(within[0]))
+    sign = -1.0 if measure in cv_measures.LARGER_IS_BETTER else 1.0
+    best = int(np.argmin(sign * mean))  # the first, the largest strength, of the best
+    within = np.flatnonzero(sign * mean <= sign * mean[best] + se[best])
+    return CrossValidation(held, weights, mean, se, best, int(within[0]), measure)

@@ -34,6 +34,7 @@ class PathSettings:
     # A fold's strength: "same", α on its mean deviance (glmnet, glum, ElasticNetCV); "sum", the
     # same penalty against its summed deviance, α x Σw / its Σw (LogisticRegressionCV's C)
     fold_alpha: str = "same"
+    type_measure: str = "deviance"  # cv.glmnet's: the held-out figure that chooses
     tol: float | None = None  # --tol: coordinate descent's; None: its TOLERANCE
     max_iter: int | None = None  # --max_iter: IRLS's iterations at a strength
     # glmnet's penalty factors, excluded features and limits (path_controls.py)
@@ -102,6 +103,7 @@ def settings_for(cfg, job, shard) -> PathSettings:
         folds=chosen,
         select=cfg.select,
         fold_alpha=cfg.fold_alpha,
+        type_measure=cfg.type_measure,
         tol=cfg.tol,
         max_iter=cfg.max_iter,
         controls=controls_for(cfg, _names(shard)),

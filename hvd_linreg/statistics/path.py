@@ -103,6 +103,7 @@ def cv_section(fit) -> dict | None:
         return None
     return {
         "folds": len(cv.weights),
+        "measure": cv.measure,
         "mean": _numbers(cv.mean),
         "se": _numbers(cv.se),
         "alpha_min": float(fit.alphas[cv.index_min]),
@@ -120,7 +121,8 @@ def path_lines(fit, what: str) -> list[str]:
         f"  {what}, l1_ratio {s.l1_ratio:g}, features {scaled}: {len(fit.alphas)} "
         f"strength{'s' * (len(fit.alphas) > 1)}, {fit.passes} pass"
         f"{'es' * (fit.passes > 1)} over the data",
-        f"  {'alpha':>12}{'nonzero':>9}{'%dev':>9}" + ("  cv mean deviance ± se" if cv else ""),
+        f"  {'alpha':>12}{'nonzero':>9}{'%dev':>9}"
+        + (f"  cv mean {cv.measure} ± se" if cv else ""),
     ]
     for i, alpha in enumerate(fit.alphas):
         row = f"  {alpha:>12.5g}{fit.nonzero[i]:>9d}{100 * fit.dev_ratio[i]:>9.2f}"

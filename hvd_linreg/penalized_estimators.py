@@ -110,8 +110,9 @@ class _CrossValidated(_Exact):
         path = result.path
         raw = path.cv.raw  # (folds, strengths): each fold's mean held-out deviance
         best = int(np.argmin(raw.mean(axis=0)))  # the first: the largest strength of the least
-        self.alpha_ = float(path.alphas[best])
-        self.alphas_ = np.asarray(path.alphas)
+        scale = self._alpha_scale()  # the tool's strengths in the estimator's own
+        self.alpha_ = float(path.alphas[best]) * scale
+        self.alphas_ = np.asarray(path.alphas) * scale
         self.l1_ratio_ = float(self._ratio())
         self.coef_ = path.coefficients[best, :-1]
         self.intercept_ = float(path.coefficients[best, -1])
@@ -119,6 +120,9 @@ class _CrossValidated(_Exact):
 
     def _store_path(self, raw: np.ndarray) -> None:
         raise NotImplementedError
+
+    def _alpha_scale(self) -> float:
+        return 1.0
 
 
 class ElasticNetCV(RegressorMixin, _CrossValidated):
@@ -194,7 +198,45 @@ class LassoCV(ElasticNetCV):
 
 
 class _Glum(RegressorMixin):
-    """glum's family and link, its prediction and its score."""
+    """glum's family and link, its penalty vectors and bounds, its prediction and its score."""
+
+    def _factors(self) -> np.ndarray | None:
+        """glum's P1 (the lasso's) or P2 (the ridge's) as the tool's one penalty factor per
+        feature: the one the objective uses, or both where they are equal; None: all 1."""
+        P1, P2 = (_vector(name, getattr(self, name)) for name in ("P1", "P2"))
+        F = self.n_features_in_
+        for name, P in (("P1", P1), ("P2", P2)):
+            if P is not None and (len(P) != F or not (P >= 0).all() or not np.isfinite(P).all()):
+                raise ValueError(f"{name} must be {F} finite numbers >= 0, one per feature")
+        if self.l1_ratio == 1:
+            return P1
+        if self.l1_ratio == 0:
+            return P2
+        ones = np.ones(F)
+        if not np.array_equal(ones if P1 is None else P1, ones if P2 is None else P2):
+            raise ValueError(
+                "P1 and P2 that differ are not supported with 0 < l1_ratio < 1: the tool's "
+                "penalty factor (glmnet's) weighs the L1 and L2 parts alike"
+            )
+        return P1 if P1 is not None else P2
+
+    def _alpha_scale(self) -> float:
+        """The tool rescales penalty factors to sum to the number of features (glmnet's
+        convention): glum's alpha is the tool's times F / Σ P."""
+        P = self._factors()
+        return 1.0 if P is None or not P.sum() > 0 else self.n_features_in_ / float(P.sum())
+
+    def _control_settings(self) -> dict:
+        out = {}
+        P = self._factors()
+        if P is not None:
+            out["penalty_factor"] = [float(p) for p in P]
+        for ours, theirs in (("lower_limits", "lower_bounds"), ("upper_limits", "upper_bounds")):
+            bound = getattr(self, theirs)
+            if bound is not None:
+                values = np.ravel(np.asarray(bound, np.float64))
+                out[ours] = float(values[0]) if values.size == 1 else [float(v) for v in values]
+        return out
 
     def _settings(self):
         if self.family not in _GLUM_FAMILIES:
@@ -242,6 +284,10 @@ class GeneralizedLinearRegressor(_Glum, _Exact):
         fit_intercept=True,
         max_iter=100,
         scale_predictors=False,
+        P1=None,
+        P2=None,
+        lower_bounds=None,
+        upper_bounds=None,
     ):
         self.alpha = alpha
         self.l1_ratio = l1_ratio
@@ -250,6 +296,10 @@ class GeneralizedLinearRegressor(_Glum, _Exact):
         self.fit_intercept = fit_intercept
         self.max_iter = max_iter
         self.scale_predictors = scale_predictors
+        self.P1 = P1
+        self.P2 = P2
+        self.lower_bounds = lower_bounds
+        self.upper_bounds = upper_bounds
 
     def _elastic(self) -> bool:
         return self.alpha is not None
@@ -265,9 +315,10 @@ class GeneralizedLinearRegressor(_Glum, _Exact):
         if self.alpha is None:
             return {}
         return {
-            "alpha": float(self.alpha),
+            "alpha": float(self.alpha) / self._alpha_scale(),
             "l1_ratio": float(self.l1_ratio),
             "standardize": bool(self.scale_predictors),
+            **self._control_settings(),
         }
 
 
@@ -288,6 +339,10 @@ class GeneralizedLinearRegressorCV(_Glum, _CrossValidated):
         min_alpha_ratio=None,
         cv=None,
         scale_predictors=False,
+        P1=None,
+        P2=None,
+        lower_bounds=None,
+        upper_bounds=None,
     ):
         self.l1_ratio = l1_ratio
         self.family = family
@@ -298,6 +353,10 @@ class GeneralizedLinearRegressorCV(_Glum, _CrossValidated):
         self.min_alpha_ratio = min_alpha_ratio
         self.cv = cv
         self.scale_predictors = scale_predictors
+        self.P1 = P1
+        self.P2 = P2
+        self.lower_bounds = lower_bounds
+        self.upper_bounds = upper_bounds
 
     def _check_params(self):
         _check_ratio(self.l1_ratio)
@@ -316,10 +375,20 @@ class GeneralizedLinearRegressorCV(_Glum, _CrossValidated):
             "whole_path": True,  # glum's path ends nowhere early
             "alpha_min_ratio": ratio,
             "standardize": bool(self.scale_predictors),
+            **self._control_settings(),
         }
 
     def _store_path(self, raw):
         self.deviance_path_ = raw
+
+
+def _vector(name: str, value) -> np.ndarray | None:
+    """glum's P1 or P2: None or "identity" (all 1), else one number per feature."""
+    if value is None or isinstance(value, str) and value == "identity":
+        return None
+    if isinstance(value, str):
+        raise ValueError(f"{name} must be 'identity' or one number per feature, got {value!r}")
+    return np.ravel(np.asarray(value, np.float64))
 
 
 def _folds(job, local_rows: int, cv, y: np.ndarray | None = None) -> np.ndarray:

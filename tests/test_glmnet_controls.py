@@ -271,3 +271,56 @@ def test_the_controls_need_the_elastic_net(capsys, data):
     _, path = data
     message = refused(capsys, _args(path, "y", "linear", "--lower_limits", "0"))
     assert message.startswith("--lower_limits control the elastic net")
+
+
+def _poisson_rows(n: int = 500, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 6))
+    y = rng.poisson(np.exp(0.3 * X[:, 0] - 0.4 * X[:, 1] + 0.2 * X[:, 2])).astype(float)
+    return X, y
+
+
+@pytest.mark.parametrize("l1_ratio", [1.0, 0.5, 0.0])
+def test_glums_penalty_vectors_and_bounds_equal_glums(l1_ratio):
+    """P1 (one of 0), P2 and bounds in GeneralizedLinearRegressor: glum's coefficients."""
+    glum = pytest.importorskip("glum")
+    from hvd_linreg import estimators
+
+    X, y = _poisson_rows()
+    P = np.array([0, 1, 2, 1, 0.5, 1.0])
+    vectors = {1.0: {"P1": P}, 0.0: {"P2": P}, 0.5: {"P1": P, "P2": P}}[l1_ratio]
+    lower = np.r_[-np.inf, -np.inf, 0, -np.inf, -np.inf, -np.inf]
+    upper = np.r_[0.2, np.full(5, np.inf)]
+    settings = dict(alpha=0.01, l1_ratio=l1_ratio, family="poisson", lower_bounds=lower,
+                    upper_bounds=upper, **vectors)  # fmt: skip
+    ours = estimators.GeneralizedLinearRegressor(**settings).fit(X, y)
+    theirs = glum.GeneralizedLinearRegressor(gradient_tol=1e-12, **settings).fit(X, y)
+    assert ours.coef_[0] == 0.2 and ours.coef_[2] >= 0
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=0, atol=1e-9)
+    assert ours.intercept_ == pytest.approx(theirs.intercept_, abs=1e-9)
+
+
+def test_glums_cv_with_p1_equals_glums():
+    """The path on glum's strengths (the tool's rescaled factors undone), its choice and fit."""
+    glum = pytest.importorskip("glum")
+    from hvd_linreg import estimators
+
+    X, y = _poisson_rows()
+    P1 = np.array([0.5, 1, 2, 1, 0.5, 1.0])
+    settings = dict(l1_ratio=1.0, family="poisson", P1=P1, cv=5)
+    ours = estimators.GeneralizedLinearRegressorCV(**settings).fit(X, y)
+    theirs = glum.GeneralizedLinearRegressorCV(gradient_tol=1e-12, **settings).fit(X, y)
+    np.testing.assert_allclose(ours.alphas_, theirs.alphas_, rtol=1e-9)
+    assert ours.alpha_ == pytest.approx(theirs.alpha_, rel=1e-9)
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=0, atol=1e-9)
+
+
+def test_glums_p1_and_p2_that_differ_are_refused_where_both_count():
+    from hvd_linreg import estimators
+
+    X, y = _poisson_rows(100)
+    model = estimators.GeneralizedLinearRegressor(
+        alpha=0.01, l1_ratio=0.5, family="poisson", P1=np.ones(6), P2=np.full(6, 2.0)
+    )
+    with pytest.raises(ValueError, match="P1 and P2 that differ are not supported"):
+        model.fit(X, y)

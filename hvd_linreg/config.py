@@ -318,6 +318,18 @@ class Config:
         choices=TYPE_MEASURES,
         check=one_of(TYPE_MEASURES),
     )
+    relax: bool = setting(
+        False,
+        "glmnet's relaxed lasso: at each strength also the unpenalized fit of the features "
+        "the lasso keeps, and the blend gamma x lasso + (1 - gamma) x relaxed; with folds, "
+        "the strength and gamma are chosen together (gamma among 0, 0.25, 0.5, 0.75, 1)",
+    )
+    relax_gamma: float | None = setting(
+        None,
+        "--relax's blend, 0 (the relaxed fit; the default without folds) to 1 (the lasso)",
+        "G",
+        check=optional(unit_interval),
+    )
     penalty_factor: str | None = setting(
         None,
         "glmnet's penalty.factor: each named feature's share of the penalty, NAME=F,... (a "

@@ -136,9 +136,13 @@ def check_penalty(cfg: Any) -> None:
             )
     controls = [
         f"--{name}"
-        for name in ("penalty_factor", "exclude", "lower_limits", "upper_limits")
+        for name in ("penalty_factor", "exclude", "lower_limits", "upper_limits", "relax_gamma")
         if getattr(cfg, name) is not None
-    ]
+    ] + (["--relax"] if cfg.relax else [])
+    if cfg.relax_gamma is not None and not cfg.relax:
+        raise UsageError("--relax_gamma is the relaxed lasso's blend: it needs --relax")
+    if cfg.model == "multinomial" and cfg.relax:
+        raise UsageError("--relax is not yet fitted by the multinomial's path")
     if cfg.type_measure in ("class", "auc") and cfg.model not in ("logistic", "binomial"):
         raise UsageError(
             f"--type_measure {cfg.type_measure} is for a two-level target (--model logistic or "

@@ -324,3 +324,112 @@ def test_glums_p1_and_p2_that_differ_are_refused_where_both_count():
     )
     with pytest.raises(ValueError, match="P1 and P2 that differ are not supported"):
         model.fit(X, y)
+
+
+RELAX_SCRIPT = r"""
+suppressMessages(library(glmnet))
+args <- commandArgs(TRUE)
+d <- read.csv(args[1]); X <- as.matrix(d[, strsplit(args[2], ",")[[1]]])
+lamv <- as.numeric(strsplit(args[4], ",")[[1]]); fam <- args[5]; av <- as.numeric(args[6])
+offv <- if (fam == "poisson") log(d$exposure) else NULL
+yv <- d[[args[3]]]; wv <- d$w; foldv <- d$fold
+fit <- glmnet(X, yv, family=fam, weights=wv, offset=offv, alpha=av, lambda=lamv, thresh=1e-20,
+              maxit=1e7, relax=TRUE)
+cv <- cv.glmnet(X, yv, family=fam, weights=wv, offset=offv, alpha=av, lambda=lamv,
+                foldid=foldv, thresh=1e-20, maxit=1e7, relax=TRUE, type.measure=args[7])
+g <- function(x) sprintf("%.17g", x)
+cat(g(as.matrix(coef(fit$relaxed))), "\n")
+for (s in cv$relaxed$statlist) cat(g(s$cvm), " ")
+cat("\n")
+for (s in cv$relaxed$statlist) cat(g(s$cvsd), " ")
+cat("\n", g(cv$relaxed$lambda.min), g(cv$relaxed$gamma.min), g(cv$relaxed$lambda.1se),
+    g(cv$relaxed$gamma.1se), "\n")
+# The relaxed fits' held-out deviance, each refitted by glm on its fold's lasso active set
+link <- switch(fam, gaussian=gaussian(), binomial=quasibinomial(), poisson=quasipoisson())
+o <- if (is.null(offv)) rep(0, nrow(d)) else offv
+exact <- sapply(seq_along(lamv), function(j) {
+  raw <- sapply(1:5, function(k) {
+    tr <- foldv != k
+    fo <- if (is.null(offv)) NULL else o[tr]
+    f <- glmnet(X[tr, ], yv[tr], family=fam, weights=wv[tr], offset=fo, alpha=av, lambda=lamv,
+                thresh=1e-20, maxit=1e7)
+    A <- which(f$beta[, j] != 0)
+    Z <- cbind(1, X[, A, drop=FALSE])
+    m <- glm.fit(Z[tr, , drop=FALSE], yv[tr], weights=wv[tr], offset=o[tr], family=link,
+                 control=glm.control(epsilon=1e-14, maxit=100))
+    eta <- Z[!tr, , drop=FALSE] %*% m$coefficients + o[!tr]
+    mu <- link$linkinv(eta); y <- yv[!tr]; w <- wv[!tr]
+    sum(w * link$dev.resids(y, mu, rep(1, length(y)))) / sum(w)
+  })
+  fw <- tapply(wv, foldv, sum)
+  sum(fw * raw) / sum(fw)
+})
+cat(g(exact), "\n")
+"""
+
+
+@pytest.mark.glmnet
+@pytest.mark.skipif(not _glmnet_available(), reason="R's glmnet is not installed")
+@pytest.mark.parametrize(
+    ("model", "target", "family", "l1_ratio", "measure", "size"),
+    [
+        ("logistic", "yes", "binomial", 1.0, "deviance", 1),
+        ("poisson", "count", "poisson", 0.5, "deviance", 1),
+        ("linear", "y_unit", "gaussian", 1.0, "deviance", 1),
+        ("logistic", "yes", "binomial", 0.5, "auc", 1),
+        pytest.param(
+            "logistic", "yes", "binomial", 1.0, "class", 2, marks=pytest.mark.multiprocess
+        ),
+        pytest.param(
+            "poisson", "count", "poisson", 0.5, "deviance", 2, marks=pytest.mark.multiprocess
+        ),
+    ],
+    ids=lambda v: str(v),
+)
+def test_the_relaxed_lasso_equals_glmnets(
+    data, tmp_path, model, target, family, l1_ratio, measure, size
+):
+    """relax = TRUE: the relaxed fits at every strength (1e-8; measured 1e-10), cv.glmnet's
+    mean and standard error of every blend (γ 0.25 to 1: 1e-8) and its choice of strength and
+    γ. cv.glmnet's figures for the relaxed fits themselves (γ = 0) by a deviance stray from the
+    held-out deviance of those very fits by up to 3e-7: these are held instead to glm()'s
+    relaxed fit of each fold's lasso active set, to 1e-8, and the choice is compared where a
+    measure of ranks (auc, class) leaves them equal."""
+    _, path = data
+    more = ["--exposure", "exposure"] if family == "poisson" else []
+    args = _args(path, target, model, "--weights", "w", "--fold_column", "fold", *more)
+    argv = [*args, "--l1_ratio", str(l1_ratio), "--relax", "--type_measure", measure]
+    m = run_metrics(tmp_path, size, argv)
+    alphas, r = m["path"]["alpha"], m["relaxed"]
+    S = len(alphas)
+    script = tmp_path / "relax.R"
+    script.write_text(RELAX_SCRIPT)
+    out = subprocess.run(
+        ["Rscript", str(script), str(path), ",".join(FEATURES), target,
+         ",".join(repr(a) for a in alphas), family, str(l1_ratio), measure],
+        capture_output=True, text=True, check=True, env=launcher_env(),
+    ).stdout.split("\n")  # fmt: skip
+    R = np.array(out[0].split(), float).reshape(S, len(FEATURES) + 1)
+    np.testing.assert_allclose(r["b"], R[:, 0], rtol=0, atol=1e-8)
+    np.testing.assert_allclose(r["w"], R[:, 1:], rtol=0, atol=1e-8)
+    cvm = np.array(out[1].split(), float).reshape(5, S)
+    cvsd = np.array(out[2].split(), float).reshape(5, S)
+    mean, se = np.array(r["mean"], float), np.array(r["se"], float)
+    assert r["gamma"] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    first = 1 if measure == "auc" else 0  # every score ties at the first strength
+    np.testing.assert_allclose(mean[1:, first:], cvm[1:, first:], rtol=1e-8)
+    np.testing.assert_allclose(se[1:, first:], cvsd[1:, first:], rtol=1e-8)
+    np.testing.assert_allclose(mean[4], m["cv"]["mean"], rtol=1e-12)  # γ = 1: the lasso
+    if measure == "deviance":
+        exact = np.array(out[4].split(), float)
+        np.testing.assert_allclose(mean[0], exact, rtol=1e-8)
+        np.testing.assert_allclose(mean[0], cvm[0], rtol=1e-6)
+        return
+    np.testing.assert_allclose(mean[0, first:], cvm[0, first:], rtol=1e-8)
+    lambda_min, gamma_min, lambda_1se, gamma_1se = map(float, out[3].split())
+    assert (r["alpha_min"], r["gamma_min"]) == (pytest.approx(lambda_min, rel=1e-12), gamma_min)
+    assert (r["alpha_1se"], r["gamma_1se"]) == (pytest.approx(lambda_1se, rel=1e-12), gamma_1se)
+    chosen = m["statistics"]
+    assert (
+        chosen["alpha"] == pytest.approx(lambda_min, rel=1e-12) and r["chosen_gamma"] == gamma_min
+    )

@@ -1,5 +1,6 @@
 """cv.glmnet's type.measure: each fold's held-out figure at each strength of the path, by a
-measure other than the deviance (which the path's own passes give).
+measure other than the deviance (which the path's own passes give), or by any measure at other
+coefficients (the relaxed lasso's blends, solvers/relaxed.py).
 
 One more pass over the rows after the path: each row is predicted by its own fold's model at
 every strength. mse, mae and class are weighted means over a fold's held-out rows, summed in one
@@ -41,7 +42,9 @@ def held_out(job, shard, family, folds, fold_coefficients: np.ndarray, measure: 
                 continue
             mu = _means(family, X, offset, mine, fold_coefficients[k])
             yk, wk = y[mine][:, None], weight[mine]
-            if measure == "mse":
+            if measure == "deviance":
+                terms = family.unit_deviance(yk, mu)
+            elif measure == "mse":
                 terms = (yk - mu) ** 2 * (2.0 if two else 1.0)
             elif measure == "mae":
                 terms = np.abs(yk - mu) * (2.0 if two else 1.0)

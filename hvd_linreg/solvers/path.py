@@ -39,13 +39,14 @@ from hvd_linreg.families.family import Family
 from hvd_linreg.families.gaussian import Gaussian
 from hvd_linreg.ranks import Job
 from hvd_linreg.scoring import cv_measures
-from hvd_linreg.solvers import path_passes
+from hvd_linreg.solvers import path_passes, relaxed
 from hvd_linreg.solvers.coordinate_descent import minimise
 from hvd_linreg.solvers.loss import mean_loss
 from hvd_linreg.solvers.moments import Moments
 from hvd_linreg.solvers.path_passes import HELD_DEVIANCE, HELD_WEIGHT, OUTSIDE, TRAIN_DEVIANCE
 from hvd_linreg.solvers.path_settings import PathSettings
 from hvd_linreg.solvers.penalty import Penalty
+from hvd_linreg.solvers.relaxed import Relaxed
 
 # A pass's sums that _record takes: training deviance, held-out deviance and weight
 _FIGURES = [TRAIN_DEVIANCE, HELD_DEVIANCE, HELD_WEIGHT]
@@ -97,6 +98,8 @@ class PathFit:
     count: int  # rows of weight > 0
     settings: PathSettings = field(repr=False)
     ended: str | None = None  # why the path ended before the strengths asked for
+    relaxed: Relaxed | None = None  # --relax: the relaxed fits and the choice among blends
+    gamma: float | None = None  # --relax: the chosen blend's γ (1: the lasso)
 
     @property
     def iterations(self) -> int:
@@ -130,6 +133,7 @@ class _Model:
     gradient: np.ndarray | None = None  # of the smooth part at the last solution (Σ scale)
     deviance: float = math.nan  # its training rows' Σ w d at theta (the null fit's)
     unevaluated: int | None = None  # the strength whose figures the next pass gives
+    relaxed: Penalty | None = None  # while relaxing (relaxed.py): its unpenalized refit's
 
 
 def fit(job: Job, shard, family: Family, settings: PathSettings) -> PathFit:
@@ -177,12 +181,23 @@ class _Path:
         if cv is None and len(alphas) > 1:
             index = len(alphas) - 1  # the smallest strength: the path's end
         theta = coefficients[index]
+        relax, gamma = None, None
+        if s.relax:
+            relax = self._relax(thetas, every, np.asarray(alphas), fold_weights)
+            gamma, index = (
+                (relax.gamma_1se, relax.index_1se)
+                if s.select == "1se"
+                else (relax.gamma_min, relax.index_min)
+            )
+            theta = relax.blend(coefficients, gamma, index)
         penalty = s.controls.penalty(alphas[index], s.l1_ratio, self.models[0].scales)
         dev = float(deviance[index])
-        if self.gaussian:  # the mean loss from the moments: no pass
+        if self.gaussian and not s.relax:  # the mean loss from the moments: no pass
             loss = 0.5 * self.family.LOSS_SCALE * dev / count
         else:
             loss = mean_loss(self.job, self.shard, self.family, theta)
+            if s.relax:
+                dev = 2.0 * loss * count / self.family.LOSS_SCALE
         return PathFit(
             params=matrix(theta),
             loss=loss,
@@ -198,7 +213,46 @@ class _Path:
             count=count,
             settings=s,
             ended=ended,
+            relaxed=relax,
+            gamma=gamma,
         )
+
+    def _relax(self, thetas, every, alphas, fold_weights) -> Relaxed:
+        """--relax: every model's relaxed fits (relaxed.py) and, with folds, the blends'
+        cross-validation (one more pass) and cv.glmnet's choice among them."""
+        s = self.s
+        again = relaxed.refits(self, thetas)  # (models, strengths, F + 1)
+        gammas = np.array(relaxed.GAMMAS if s.relax_gamma is None else (s.relax_gamma,))
+        last = len(alphas) - 1
+        if not self.K:
+            g = 0.0 if s.relax_gamma is None else s.relax_gamma
+            return Relaxed(gammas, again[0], None, None, g, last, g, last)
+        S = len(alphas)
+        blends = np.concatenate([g * every[1:] + (1 - g) * again[1:] for g in gammas], axis=1)
+        self.passes += 1
+        held = cv_measures.held_out(
+            self.job, self.shard, self.family, s.folds, blends, s.type_measure
+        ).reshape(self.K, len(gammas), S)
+        each = [
+            cross_validation(held[:, g], fold_weights, s.type_measure) for g in range(len(gammas))
+        ]
+        mean, se = np.array([c.mean for c in each]), np.array([c.se for c in each])
+        larger = s.type_measure in cv_measures.LARGER_IS_BETTER
+        g0, i0, g1, i1 = relaxed.choose(mean, se, alphas, gammas, larger)
+        return Relaxed(gammas, again[0], mean, se, g0, i0, g1, i1)
+
+    def refit(self, models: list[_Model]) -> None:
+        """The relaxed fits (relaxed.py) of these models, each by its model.relaxed penalty:
+        the path's IRLS (or a gaussian's moments) with no penalty, from their theta."""
+        saved, self.models = self.models, models
+        try:
+            if self.gaussian:
+                for model in models:
+                    self._least_squares(model, 0.0, None, None)
+            else:
+                self._irls(0.0, None, None)
+        finally:
+            self.models = saved
 
     def _walk(self, alphas, null_deviance: float) -> tuple[np.ndarray, list, str | None]:
         """Solve at each strength in turn, warm from the last; the strengths reached, each
@@ -330,6 +384,8 @@ class _Path:
                 model.unevaluated = None
 
     def _penalty(self, model: _Model, alpha: float) -> Penalty:
+        if model.relaxed is not None:  # an unpenalized refit (relaxed.py)
+            return model.relaxed
         if self.s.fold_alpha == "sum":  # the same α x Σw against every model's summed deviance
             alpha = alpha * self.models[0].prior.weight / model.prior.weight
         penalty = self.s.controls.penalty(alpha, self.s.l1_ratio, model.scales)
@@ -367,7 +423,8 @@ class _Path:
             part = self.parts[model.fold]
             error = part.mean[F] - part.mean[:F] @ beta - b
             held, weight = float(v @ part.scatter @ v + part.weight * error * error), part.weight
-        self._record(model, index, deviance, held, weight)
+        if index is not None:  # not a relaxed refit
+            self._record(model, index, deviance, held, weight)
 
     def _irls(self, alpha: float | None, previous: float | None, index=None, free=False):
         """Every model's IRLS at α (None: the intercept alone, or with free, the null model

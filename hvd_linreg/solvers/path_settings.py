@@ -35,6 +35,8 @@ class PathSettings:
     # same penalty against its summed deviance, α x Σw / its Σw (LogisticRegressionCV's C)
     fold_alpha: str = "same"
     type_measure: str = "deviance"  # cv.glmnet's: the held-out figure that chooses
+    relax: bool = False  # glmnet's relaxed lasso (relaxed.py)
+    relax_gamma: float | None = None  # its blend; None: chosen by CV (0 without folds)
     tol: float | None = None  # --tol: coordinate descent's; None: its TOLERANCE
     max_iter: int | None = None  # --max_iter: IRLS's iterations at a strength
     # glmnet's penalty factors, excluded features and limits (path_controls.py)
@@ -104,6 +106,8 @@ def settings_for(cfg, job, shard) -> PathSettings:
         select=cfg.select,
         fold_alpha=cfg.fold_alpha,
         type_measure=cfg.type_measure,
+        relax=cfg.relax,
+        relax_gamma=cfg.relax_gamma,
         tol=cfg.tol,
         max_iter=cfg.max_iter,
         controls=controls_for(cfg, _names(shard)),

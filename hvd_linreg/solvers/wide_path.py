@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
 from hvd_linreg.matrix import DenseMatrix
 from hvd_linreg.matrix.split import as_split
@@ -63,6 +64,8 @@ class _WidePath(_Path):
     def __init__(self, job: Job, shard, family: Family, settings: PathSettings):
         super().__init__(job, shard, family, settings)
         settings.controls.refuse_unpenalized(self.F, "a wide design's path")
+        if settings.relax:
+            raise UsageError("--relax is not yet fitted by a wide design's path")
         self.gaussian = False  # least squares too by IRLS's passes, on working sets
         self.working: dict[int, np.ndarray] = {}  # a model's working set, by id
         # a model's Σ W (x - x̄)(r - r̄) over every column, from the last pass at its theta
@@ -207,8 +210,6 @@ class _WidePath(_Path):
     def _halve(self, model: _Model, st: _Step) -> bool:
         """A step that made things worse (or left the domain), halved from the best theta."""
         if st.best is None:
-            from hvd_linreg.errors import UsageError
-
             raise UsageError(
                 f"IRLS cannot start: --model {self.family.NAME} with the "
                 f"{self.family.link.name} link has no valid mean at the target's mean"

@@ -54,6 +54,7 @@ class PathStatistics:
                 "chosen": fit.index,
             },
             "cv": cv_section(fit),
+            "relaxed": relaxed_section(fit),
             "passes": fit.passes,
             "ended": fit.ended,
         }
@@ -64,13 +65,38 @@ class PathStatistics:
         fit = self.fit
         lines = path_lines(fit, "elastic net")
         width = max(12, 1 + max(len(name) for name in self.names))
+        relaxed = "" if fit.gamma is None else f", relaxed gamma {fit.gamma:g}"
         lines += [
-            f"  chosen: alpha {fit.alpha:.6g}, {self.chosen}",
+            f"  chosen: alpha {fit.alpha:.6g}{relaxed}, {self.chosen}",
             f"  {'coefficient':<{width}}{'estimate':>14}",
             *(f"  {name:<{width}}{v:>14.6g}" for name, v in zip(self.names, vec(fit.params))),
             f"  {NO_ERRORS}",
         ]
         return lines
+
+
+def relaxed_section(fit) -> dict | None:
+    """The metrics JSON's relaxed lasso (--relax): the relaxed fits along the path, and with
+    folds each blend's cross-validated mean and standard error and cv.glmnet's choices."""
+    r = getattr(fit, "relaxed", None)
+    if r is None:
+        return None
+    out = {
+        "gamma": r.gammas.tolist(),
+        "w": r.coefficients[:, :-1].tolist(),
+        "b": r.coefficients[:, -1].tolist(),
+        "chosen_gamma": fit.gamma,
+    }
+    if r.mean is not None:
+        out |= {
+            "mean": [_numbers(m) for m in r.mean],
+            "se": [_numbers(m) for m in r.se],
+            "gamma_min": r.gamma_min,
+            "alpha_min": float(fit.alphas[r.index_min]),
+            "gamma_1se": r.gamma_1se,
+            "alpha_1se": float(fit.alphas[r.index_1se]),
+        }
+    return out
 
 
 def chosen(fit) -> str:

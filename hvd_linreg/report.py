@@ -132,7 +132,9 @@ def _penalized_run(cfg: Config) -> str:
         if cfg.fold_column
         else ""
     )
-    return f"elastic net (l1_ratio {cfg.penalty_l1_ratio:g}), {what}{folds}"
+    relaxed = ", relaxed" if cfg.relax else ""
+    measure = f", chosen by {cfg.type_measure}" if folds and cfg.type_measure != "deviance" else ""
+    return f"elastic net (l1_ratio {cfg.penalty_l1_ratio:g}{relaxed}), {what}{folds}{measure}"
 
 
 def versions() -> dict[str, str]:
@@ -251,7 +253,7 @@ class Report:
             **(
                 self.statistics.sections()
                 if self.penalized
-                else {"path": None, "cv": None, "passes": None, "ended": None}
+                else {"path": None, "cv": None, "relaxed": None, "passes": None, "ended": None}
             ),
             "training_scores": None
             if result.training is None

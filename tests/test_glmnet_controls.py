@@ -259,6 +259,9 @@ def test_lasso_cv_positive_equals_scikit_learns_on_the_same_strengths():
         (["--model", "poisson", "--cv", "3", "--type_measure", "auc"], "--type_measure auc is for"),
         (["--type_measure", "mae"], "--type_measure mae is for cross-validated strengths"),
         (["--type_measure", "gini", "--cv", "3"], "argument --type_measure/--type-measure"),
+        (["--relax_gamma", "0.5"], "--relax_gamma is the relaxed lasso's blend: it needs --relax"),
+        (["--relax", "--relax_gamma", "2"], "--relax_gamma must be a number in [0, 1]"),
+        (["--model", "multinomial", "--relax"], "--relax is not yet fitted by the multinomial"),
     ],
 )
 def test_mistakes_in_the_controls_end_with_exit_2(capsys, data, more, says):
@@ -271,6 +274,32 @@ def test_the_controls_need_the_elastic_net(capsys, data):
     _, path = data
     message = refused(capsys, _args(path, "y", "linear", "--lower_limits", "0"))
     assert message.startswith("--lower_limits control the elastic net")
+    message = refused(capsys, _args(path, "y", "linear", "--relax"))
+    assert message.startswith("--relax control the elastic net")
+
+
+def test_the_relaxed_fit_without_folds_is_the_unpenalized_fit_of_the_last_active_set(data):
+    """No folds: γ 0 (or --relax_gamma) at the path's last strength; its coefficients are
+    statsmodels' GLM on the features the lasso keeps there."""
+    import statsmodels.api as sm
+
+    import hvd_linreg
+
+    df, _ = data
+    X, y = df[FEATURES], df.yes.values
+    base = {"model": "logistic", "solver": "exact", "l1_ratio": 1.0, "n_alphas": 12}
+    lasso = hvd_linreg.fit(X, y, alpha_min_ratio=0.2, **base)
+    relaxed = hvd_linreg.fit(X, y, alpha_min_ratio=0.2, relax=True, **base)
+    half = hvd_linreg.fit(X, y, alpha_min_ratio=0.2, relax=True, relax_gamma=0.5, **base)
+    kept = np.flatnonzero(np.asarray(lasso.params).ravel()[:-1])
+    assert 0 < len(kept) < len(FEATURES)
+    glm = sm.GLM(y, sm.add_constant(X.iloc[:, kept].values), family=sm.families.Binomial())
+    reference = glm.fit(tol=1e-14).params
+    ours = np.asarray(relaxed.params).ravel()
+    np.testing.assert_allclose(ours[kept], reference[1:], rtol=1e-8)
+    assert ours[-1] == pytest.approx(reference[0], rel=1e-8)
+    blend = 0.5 * np.asarray(lasso.params).ravel() + 0.5 * ours
+    np.testing.assert_allclose(np.asarray(half.params).ravel(), blend, rtol=1e-10, atol=1e-12)
 
 
 def _poisson_rows(n: int = 500, seed: int = 0):

@@ -274,7 +274,7 @@ class _Path:
             thetas.append([m.theta.copy() for m in self.models])
             progress.update(i + 1, self.passes)
             explained = 1.0 - self.deviance[: i + 1] / null_deviance if null_deviance > 0 else None
-            last = self.s.path_end(explained, rule)
+            last = self.s.path_end(explained, rule, self._glmnets_own())
             if last is not None:  # the deviance explained stopped moving at strength last
                 kept = last + 1
                 for model in self.models:  # their next strength's figures are not wanted
@@ -284,6 +284,15 @@ class _Path:
         progress.close()
         self.deviance, self.held = self.deviance[:kept], self.held[:, :kept]
         return alphas[:kept], thetas[:kept], ended
+
+    def _glmnets_own(self) -> bool:
+        """Whether glmnet fits this family by its own Fortran (gaussian, binomial and Poisson
+        with their canonical links), not as a family object (glmnet.path): the two end a path
+        with a limit at 0 differently (path_settings.path_end)."""
+        name = self.family.NAME
+        return self.gaussian or (
+            name in ("logistic", "binomial", "poisson") and self.family.canonical
+        )
 
     # Passes over the rows (path_passes.py)
 

@@ -59,14 +59,16 @@ class PathSettings:
     def iterations(self) -> int:
         return MAX_ITERATIONS if self.max_iter is None else self.max_iter
 
-    def path_end(self, explained: np.ndarray | None, family: str) -> int | None:
+    def path_end(self, explained: np.ndarray | None, family: str, own: bool = True) -> int | None:
         """glmnet's end of a path, given the fraction of the null deviance explained at each
         strength so far (NaN where not yet known; None where the null deviance is 0): the
         first strength, from the MIN_STRENGTHS-th on, where it passed DEV_MAX or stopped
         moving, by glmnet's rule for the family: for "gaussian" (identity), by less than
         DEV_CHANGE of itself from the strength before; for "poisson", by less than 10
         DEV_CHANGE of itself from MIN_STRENGTHS - 1 strengths before; for the others, by less
-        than DEV_CHANGE; with a limit at 0, by DEV_MAX alone (glmnet's). None where none has
+        than DEV_CHANGE; with a limit at 0, by DEV_MAX alone where glmnet fits the family by
+        its own code (own; not a family object's glmnet.path, which keeps its rule). None where
+        none has
         yet, or the strengths were given or all asked for (glmnet fits a given lambda
         whole)."""
         if explained is None or self.alphas is not None or self.whole_path:
@@ -74,7 +76,7 @@ class PathSettings:
         for j in range(MIN_STRENGTHS - 1, len(explained)):
             if math.isnan(explained[j]):
                 return None  # its figures come with the next pass
-            if self.controls.zero_limit:  # glmnet's fdev = 0: DEV_MAX alone
+            if self.controls.zero_limit and own:  # glmnet's fdev = 0: DEV_MAX alone
                 still = False
             elif family == "gaussian":
                 still = explained[j] - explained[j - 1] < DEV_CHANGE * explained[j]

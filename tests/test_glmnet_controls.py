@@ -470,3 +470,31 @@ def test_the_relaxed_lasso_equals_glmnets(
     assert (
         chosen["alpha"] == pytest.approx(lambda_min, rel=1e-12) and r["chosen_gamma"] == gamma_min
     )
+
+
+def test_a_wide_designs_path_takes_the_controls_as_the_dense_path_does():
+    """A 600-level categorical column (a wide design's path, on working sets) with an
+    unpenalized feature, an upper limit and an excluded feature: the same path as its dense
+    dummies give on the path of narrow designs (checked against glmnet above)."""
+    import pandas as pd
+
+    import hvd_linreg
+
+    rng = np.random.default_rng(3)
+    n, levels = 2000, 600
+    g, z, u = rng.integers(0, levels, n), rng.normal(size=n), rng.normal(size=n)
+    effect = rng.normal(scale=0.3, size=levels)
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-(0.8 * z + 0.3 * u + effect[g])))).astype(float)
+    X = pd.DataFrame({"z": z, "u": u, "g": pd.Categorical(g.astype(str))})
+    dummies = pd.get_dummies(X.g, prefix="g", dtype=float, drop_first=True)
+    dense = pd.concat([X[["z", "u"]], dummies], axis=1)
+    settings = dict(
+        model="logistic", solver="exact", l1_ratio=1.0, n_alphas=20, whole_path=True,
+        penalty_factor={"z": 0}, upper_limits={"z": 0.5}, exclude=["u"],
+    )  # fmt: skip
+    wide = hvd_linreg.fit(X, y, **settings).path
+    narrow = hvd_linreg.fit(dense, y, **settings).path
+    np.testing.assert_allclose(wide.alphas, narrow.alphas, rtol=1e-10)
+    np.testing.assert_allclose(wide.coefficients, narrow.coefficients, rtol=0, atol=1e-9)
+    assert (wide.coefficients[:, 0] == 0.5).all() and (wide.coefficients[:, 1] == 0).all()
+    assert wide.nonzero[0] == 1  # z, unpenalized, from the first strength on

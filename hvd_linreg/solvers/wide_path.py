@@ -63,7 +63,6 @@ class _Diagonal(Moments):
 class _WidePath(_Path):
     def __init__(self, job: Job, shard, family: Family, settings: PathSettings):
         super().__init__(job, shard, family, settings)
-        settings.controls.refuse_unpenalized(self.F, "a wide design's path")
         if settings.relax:
             raise UsageError("--relax is not yet fitted by a wide design's path")
         self.gaussian = False  # least squares too by IRLS's passes, on working sets
@@ -97,7 +96,8 @@ class _WidePath(_Path):
 
     def _model(self, fold: int | None, prior: Moments) -> _Model:
         model = super()._model(fold, prior)
-        self.working[id(model)] = np.zeros(0, np.intp)
+        # the unpenalized features (a factor of 0) are in from the null model on
+        self.working[id(model)] = np.flatnonzero(self.s.controls.unpenalized(self.F))
         return model
 
     def _glm_pass(self, models: list[_Model]) -> tuple[list[Moments], np.ndarray]:
@@ -171,7 +171,12 @@ class _WidePath(_Path):
         st.best, st.scale = (model.theta.copy(), value), 1.0
         H, c = M.scatter[:w, :w], M.scatter[:w, w]
         beta = model.theta[W]
-        if penalty is None or not w:
+        if penalty is None and st.free and w:  # the null model of the unpenalized features
+            part = self._null_penalty.restricted(W)
+            new, _, _ = minimise(
+                H, c, beta, beta, part, None, M.scatter[w, w], self.s.descent_tolerance
+            )
+        elif penalty is None or not w:
             new = beta
         else:
             part = penalty.restricted(W)

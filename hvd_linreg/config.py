@@ -314,7 +314,8 @@ class Config:
     type_measure: str = setting(
         "deviance",
         "cv.glmnet's type.measure: the held-out figure that chooses the strength, deviance, mse, "
-        "mae, or for a two-level target class (misclassification) or auc (the largest wins)",
+        "mae, class (misclassification: logistic, binomial, multinomial) or auc (a two-level "
+        "target; the largest wins)",
         choices=TYPE_MEASURES,
         check=one_of(TYPE_MEASURES),
     )

@@ -143,15 +143,19 @@ def check_penalty(cfg: Any) -> None:
         raise UsageError("--relax_gamma is the relaxed lasso's blend: it needs --relax")
     if cfg.model == "multinomial" and cfg.relax:
         raise UsageError("--relax is not yet fitted by the multinomial's path")
-    if cfg.type_measure in ("class", "auc") and cfg.model not in ("logistic", "binomial"):
-        raise UsageError(
-            f"--type_measure {cfg.type_measure} is for a two-level target (--model logistic or "
-            f"binomial), not --model {cfg.model}: choose deviance, mse or mae"
+    classes = ("logistic", "binomial", "multinomial")
+    if (cfg.type_measure == "class" and cfg.model not in classes) or (
+        cfg.type_measure == "auc" and cfg.model not in classes[:2]
+    ):
+        which = "a target of classes" if cfg.type_measure == "class" else "a two-level target"
+        models = (
+            "logistic, binomial or multinomial"
+            if cfg.type_measure == "class"
+            else ("logistic or binomial")
         )
-    if cfg.model == "multinomial" and cfg.type_measure != "deviance":
         raise UsageError(
-            f"--type_measure {cfg.type_measure} is not yet computed by the multinomial's path: "
-            "it is chosen by the held-out deviance"
+            f"--type_measure {cfg.type_measure} is for {which} (--model {models}), not "
+            f"--model {cfg.model}: choose deviance, mse or mae"
         )
     limits = [flag for flag in controls if flag.endswith("_limits")]
     if cfg.model == "multinomial" and limits:

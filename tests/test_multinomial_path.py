@@ -168,6 +168,55 @@ def test_penalty_factors_and_exclude_equal_glmnets(iris, tmp_path, size):
         assert ours <= objective(frame, alpha, theirs_w[i], theirs_b[i], factors) + 1e-14 * ours
 
 
+MEASURE_SCRIPT = r"""
+library(glmnet)
+a <- commandArgs(TRUE)
+d <- read.csv(a[1])
+X <- as.matrix(d[, c("sl", "sw", "pl", "pw")]); y <- factor(d$species)
+lam <- as.numeric(strsplit(a[2], ",")[[1]])
+cv <- cv.glmnet(X, y, weights = d$w, family = "multinomial", alpha = 0.5, lambda = lam,
+                foldid = d$fold, thresh = 1e-14, maxit = 1e7, type.measure = a[3])
+g <- function(x) sprintf("%.17g", x)
+cat(g(cv$cvm), "\n", g(cv$cvsd), "\n", g(cv$lambda.min), g(cv$lambda.1se), "\n")
+"""
+
+
+@pytest.mark.glmnet
+@pytest.mark.skipif(not _glmnet_available(), reason="R's glmnet is not installed")
+@pytest.mark.parametrize(
+    ("measure", "size"),
+    [
+        ("class", 1),
+        ("mse", 1),
+        ("mae", 1),
+        pytest.param("class", 2, marks=pytest.mark.multiprocess),
+    ],
+)
+def test_each_cv_measure_equals_cv_glmnets(iris, tmp_path, measure, size):
+    """cv.glmnet's type.measure for the multinomial: its means and standard errors over the
+    folds (to glmnet's own fifth digit, its fits' precision; class counts agree exactly) and
+    its two choices."""
+    path, _ = iris
+    args = ["--data", str(path), "--model", "multinomial", "--solver", "exact"]
+    args += ["--features", ",".join(FEATURES), "--target", "species", "--weights", "w"]
+    args += ["--l1_ratio", "0.5", "--n_alphas", "30", "--fold_column", "fold"]
+    m = run_metrics(tmp_path, size, [*args, "--type_measure", measure])
+    alphas = m["path"]["alpha"]
+    script = tmp_path / "measure.R"
+    script.write_text(MEASURE_SCRIPT)
+    out = subprocess.run(
+        ["Rscript", str(script), str(path), ",".join(repr(a) for a in alphas), measure],
+        capture_output=True, text=True, check=True, env=launcher_env(),
+    ).stdout.split("\n")  # fmt: skip
+    close = 1e-12 if measure == "class" else 5e-5
+    assert m["cv"]["measure"] == measure
+    np.testing.assert_allclose(m["cv"]["mean"], np.array(out[0].split(), float), rtol=close)
+    np.testing.assert_allclose(m["cv"]["se"], np.array(out[1].split(), float), rtol=10 * close)
+    lambda_min, lambda_1se = map(float, out[2].split())
+    assert m["cv"]["alpha_min"] == pytest.approx(lambda_min, rel=1e-12)
+    assert m["cv"]["alpha_1se"] == pytest.approx(lambda_1se, rel=1e-12)
+
+
 @pytest.mark.parametrize("size", SIZES[:2])
 def test_one_strength_is_scikit_learns_elastic_net(tmp_path, size):
     """LogisticRegression(l1_ratio=0.5, C) minimises C Σ loss + its

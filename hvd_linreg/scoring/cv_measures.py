@@ -57,6 +57,44 @@ def held_out(job, shard, family, folds, fold_coefficients: np.ndarray, measure: 
         return sums[:, :S] / sums[:, S:]
 
 
+def held_out_classes(job, shard, folds, fold_thetas: np.ndarray, measure: str) -> np.ndarray:
+    """(K, strengths): each fold's held-out measure of a model of C classes, each row by its
+    own fold's model at each strength; fold_thetas (K, strengths, C, F + 1), each class's
+    [w..., b]. glmnet's multinomial measures: mse Σ_c (y_c - p_c)², mae Σ_c |y_c - p_c| (y_c
+    the row's class indicator), class the misclassified weight (the most probable class
+    predicted)."""
+    from hvd_linreg.solvers import path_passes
+
+    K, S, C = fold_thetas.shape[:3]
+    sums = np.zeros((K, S + 1))
+    for X, y, _, weight, fold in path_passes.blocks(shard, folds):
+        codes = y.astype(np.int64)
+        for k in range(K):
+            mine = fold == k
+            if not mine.any():
+                continue
+            theta = fold_thetas[k]  # (S, C, F + 1)
+            eta = np.einsum("rf,scf->rsc", X[mine], theta[:, :, :-1]) + theta[:, :, -1]
+            eta -= eta.max(axis=2, keepdims=True)
+            p = np.exp(eta)
+            p /= p.sum(axis=2, keepdims=True)
+            onehot = np.eye(C)[codes[mine]][:, None, :]  # (rows, 1, C)
+            if measure == "deviance":
+                terms = -2.0 * np.log(np.take_along_axis(p, codes[mine][:, None, None], 2)[..., 0])
+            elif measure == "mse":
+                terms = ((onehot - p) ** 2).sum(axis=2)
+            elif measure == "mae":
+                terms = np.abs(onehot - p).sum(axis=2)
+            else:  # class
+                terms = (p.argmax(axis=2) != codes[mine][:, None]).astype(np.float64)
+            w = weight[mine]
+            sums[k, :S] += w @ terms
+            sums[k, S] += w.sum()
+    sums = job.allreduce_sum(sums, "cv_measure_classes")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return sums[:, :S] / sums[:, S:]
+
+
 def _means(family, X, offset, rows, theta: np.ndarray) -> np.ndarray:
     """The fitted means of the rows at each strength's [w..., b] (theta: strengths x F + 1)."""
     W, b = theta[:, :-1], theta[:, -1]

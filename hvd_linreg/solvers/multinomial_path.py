@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hvd_linreg.errors import UsageError
+from hvd_linreg.scoring import cv_measures
 from hvd_linreg.solvers import path_passes
 from hvd_linreg.solvers.coordinate_descent import minimise
 from hvd_linreg.solvers.path import (
@@ -157,7 +158,16 @@ class _Path:
         coefficients = np.array([t[0].reshape(self.K, F1).T for t in thetas])
         cv = None
         if self.folds:
-            cv = cross_validation(held, np.array([p.weight for p in parts]))
+            measure = self.s.type_measure
+            if measure != "deviance":  # one more pass: every fold's model at every strength
+                self.passes += 1
+                fold_thetas = np.array(
+                    [[t[j].reshape(self.K, F1) for t in thetas] for j in range(1, self.folds + 1)]
+                )
+                held = cv_measures.held_out_classes(
+                    self.job, self.shard, self.s.folds, fold_thetas, measure
+                )
+            cv = cross_validation(held, np.array([p.weight for p in parts]), measure)
         index = len(alphas) - 1 if cv is None else cv.index_min
         if cv is not None and self.s.select == "1se":
             index = cv.index_1se

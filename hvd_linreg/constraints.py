@@ -157,13 +157,6 @@ def check_penalty(cfg: Any) -> None:
             f"--type_measure {cfg.type_measure} is for {which} (--model {models}), not "
             f"--model {cfg.model}: choose deviance, mse or mae"
         )
-    limits = [flag for flag in controls if flag.endswith("_limits")]
-    if cfg.model == "multinomial" and limits:
-        raise UsageError(
-            f"{', '.join(limits)} are not yet fitted by the multinomial's path (its "
-            "coefficients are reported against a reference class, glmnet's limits hold each "
-            "class's own)"
-        )
     if controls and not cfg.penalized:
         raise UsageError(
             f"{', '.join(controls)} control the elastic net: give --alpha, --l1_ratio, --cv "

@@ -123,7 +123,8 @@ X <- as.matrix(d[, c("sl", "sw", "pl", "pw")]); y <- factor(d$species)
 lam <- as.numeric(strsplit(a[2], ",")[[1]])
 run <- function(...) glmnet(X, y, weights = d$w, family = "multinomial", alpha = 0.5,
                             thresh = 1e-14, maxit = 1e7, penalty.factor = c(1, 2, 0.5, 1),
-                            exclude = 2, ...)
+                            exclude = 2, lower.limits = c(-Inf, -Inf, -Inf, -0.5),
+                            upper.limits = c(Inf, Inf, 1, Inf), ...)
 free <- run(nlambda = 30)
 fit <- run(lambda = lam)
 g <- function(x) sprintf("%.17g", x)
@@ -135,14 +136,16 @@ cat(g(free$lambda[1]), "\n", g(sapply(coef(fit), function(m) as.matrix(m))), "\n
 @pytest.mark.skipif(not _glmnet_available(), reason="R's glmnet is not installed")
 @pytest.mark.parametrize("size", SIZES[:2])
 def test_penalty_factors_and_exclude_equal_glmnets(iris, tmp_path, size):
-    """glmnet's penalty.factor and exclude on the multinomial: its α_max, every class's
+    """glmnet's penalty.factor, exclude and limits (each class's coefficient held to them) on
+    the multinomial: its α_max, every class's
     coefficients at each strength to glmnet's own fifth digit, and at every strength ours
     have the lower objective; sw stays 0."""
     path, _ = iris
     args = ["--data", str(path), "--model", "multinomial", "--solver", "exact"]
     args += ["--features", ",".join(FEATURES), "--target", "species", "--weights", "w"]
     args += ["--l1_ratio", "0.5", "--n_alphas", "30", "--penalty_factor", "sw=2,pl=0.5"]
-    m = run_metrics(tmp_path, size, [*args, "--exclude", "sw"])
+    limits = ["--lower_limits", "pw=-0.5", "--upper_limits", "pl=1"]
+    m = run_metrics(tmp_path, size, [*args, "--exclude", "sw", *limits])
     alphas = m["path"]["alpha"]
     script = tmp_path / "glmnet.R"
     script.write_text(CONTROLS_SCRIPT)
@@ -153,7 +156,8 @@ def test_penalty_factors_and_exclude_equal_glmnets(iris, tmp_path, size):
     assert alphas[0] == pytest.approx(float(out[0]), rel=1e-8)
     B = np.array(out[1].split(), float).reshape(3, len(alphas), 5)
     ours_w = np.array(m["path"]["w"])  # strengths x classes x features
-    assert (ours_w[:, :, 1] == 0).all()
+    assert (ours_w[:, :, 1] == 0).all() and (ours_w[:, :, 2] <= 1).all()
+    assert (ours_w[:, :, 3] >= -0.5).all() and (ours_w[:, :, 3] == -0.5).any()
     ours_b, theirs_b, theirs_w = (
         np.array(m["path"]["b"]),
         B[:, :, 0].T,

@@ -121,51 +121,67 @@ a <- commandArgs(TRUE)
 d <- read.csv(a[1])
 X <- as.matrix(d[, c("sl", "sw", "pl", "pw")]); y <- factor(d$species)
 lam <- as.numeric(strsplit(a[2], ",")[[1]])
+v <- function(i) as.numeric(strsplit(a[i], ",")[[1]])
 run <- function(...) glmnet(X, y, weights = d$w, family = "multinomial", alpha = 0.5,
-                            thresh = 1e-14, maxit = 1e7, penalty.factor = c(1, 2, 0.5, 1),
-                            exclude = 2, lower.limits = c(-Inf, -Inf, -Inf, -0.5),
-                            upper.limits = c(Inf, Inf, 1, Inf), ...)
+                            thresh = 1e-14, maxit = 1e7, penalty.factor = v(3),
+                            exclude = if (a[4] == "") NULL else v(4), lower.limits = v(5),
+                            upper.limits = v(6), ...)
 free <- run(nlambda = 30)
 fit <- run(lambda = lam)
 g <- function(x) sprintf("%.17g", x)
 cat(g(free$lambda[1]), "\n", g(sapply(coef(fit), function(m) as.matrix(m))), "\n")
 """
+# The tool's flags, glmnet's penalty.factor, exclude, lower and upper limits, and the factors
+# as the tool rescales them (an excluded feature counting 1, the four summing to 4)
+MULTINOMIAL_CONTROLS = {
+    "factors, exclusion and limits": (
+        ["--penalty_factor", "sw=2,pl=0.5", "--exclude", "sw", "--lower_limits", "pw=-0.5",
+         "--upper_limits", "pl=1"],
+        ["1,2,0.5,1", "2", "-Inf,-Inf,-Inf,-0.5", "Inf,Inf,1,Inf"],
+        np.array([1.0, 1.0, 0.5, 1.0]) * 4 / 3.5,
+    ),
+    "an unpenalized feature": (
+        ["--penalty_factor", "sl=0"],
+        ["0,1,1,1", "", "-Inf", "Inf"],
+        np.array([0.0, 1.0, 1.0, 1.0]) * 4 / 3,
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.glmnet
 @pytest.mark.skipif(not _glmnet_available(), reason="R's glmnet is not installed")
+@pytest.mark.parametrize("case", MULTINOMIAL_CONTROLS)
 @pytest.mark.parametrize("size", SIZES[:2])
-def test_penalty_factors_and_exclude_equal_glmnets(iris, tmp_path, size):
-    """glmnet's penalty.factor, exclude and limits (each class's coefficient held to them) on
-    the multinomial: its α_max, every class's
-    coefficients at each strength to glmnet's own fifth digit, and at every strength ours
-    have the lower objective; sw stays 0."""
+def test_penalty_factors_exclude_and_limits_equal_glmnets(iris, tmp_path, size, case):
+    """glmnet's penalty.factor (one of 0: α_max at the unpenalized feature's fit), exclude
+    and limits (each class's coefficient held to them) on the multinomial: its α_max, every
+    class's coefficients at each strength to glmnet's own fifth digit, and at every strength
+    ours have the lower objective."""
+    flags, controls, factors = MULTINOMIAL_CONTROLS[case]
     path, _ = iris
     args = ["--data", str(path), "--model", "multinomial", "--solver", "exact"]
     args += ["--features", ",".join(FEATURES), "--target", "species", "--weights", "w"]
-    args += ["--l1_ratio", "0.5", "--n_alphas", "30", "--penalty_factor", "sw=2,pl=0.5"]
-    limits = ["--lower_limits", "pw=-0.5", "--upper_limits", "pl=1"]
-    m = run_metrics(tmp_path, size, [*args, "--exclude", "sw", *limits])
+    args += ["--l1_ratio", "0.5", "--n_alphas", "30"]
+    m = run_metrics(tmp_path, size, [*args, *flags])
     alphas = m["path"]["alpha"]
     script = tmp_path / "glmnet.R"
     script.write_text(CONTROLS_SCRIPT)
     out = subprocess.run(
-        ["Rscript", str(script), str(path), ",".join(repr(a) for a in alphas)],
+        ["Rscript", str(script), str(path), ",".join(repr(a) for a in alphas), *controls],
         capture_output=True, text=True, check=True, env=launcher_env(),
     ).stdout.split("\n")  # fmt: skip
     assert alphas[0] == pytest.approx(float(out[0]), rel=1e-8)
     B = np.array(out[1].split(), float).reshape(3, len(alphas), 5)
     ours_w = np.array(m["path"]["w"])  # strengths x classes x features
-    assert (ours_w[:, :, 1] == 0).all() and (ours_w[:, :, 2] <= 1).all()
-    assert (ours_w[:, :, 3] >= -0.5).all() and (ours_w[:, :, 3] == -0.5).any()
-    ours_b, theirs_b, theirs_w = (
-        np.array(m["path"]["b"]),
-        B[:, :, 0].T,
-        B[:, :, 1:].transpose(1, 0, 2),
-    )
+    if case == "an unpenalized feature":
+        assert (ours_w[:, :, 0] != 0).all()  # in from the first strength
+    else:
+        assert (ours_w[:, :, 1] == 0).all() and (ours_w[:, :, 2] <= 1).all()
+        assert (ours_w[:, :, 3] >= -0.5).all() and (ours_w[:, :, 3] == -0.5).any()
+    ours_b, theirs_b = np.array(m["path"]["b"]), B[:, :, 0].T
+    theirs_w = B[:, :, 1:].transpose(1, 0, 2)
     np.testing.assert_allclose(ours_b, theirs_b, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(ours_w, theirs_w, rtol=1e-4, atol=1e-5)
-    factors = np.array([1.0, 1.0, 0.5, 1.0]) * 4 / 3.5  # sw excluded counts 1; sum to 4
     frame = iris[1]
     for i, alpha in enumerate(alphas):
         ours = objective(frame, alpha, ours_w[i], ours_b[i], factors)

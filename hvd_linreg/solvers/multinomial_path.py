@@ -128,7 +128,14 @@ class _Path:
         self.F = shard.num_features
         self.folds = settings.folds.count if settings.folds else 0
         self.passes = 0
-        settings.controls.refuse_unpenalized(self.F, "the multinomial's path")
+        self.free = False  # fitting the null model's unpenalized features (_penalty)
+        # The softmax is the same with a constant added to every class's coefficient of a
+        # feature: the intercepts and the unpenalized features are held to sum 0 over the
+        # classes by a term ½ (Σ_k θ_kj)² each (their columns of ones, K (F + 1) x count)
+        free = [*np.flatnonzero(settings.controls.unpenalized(self.F)), self.F]
+        self.centring = np.zeros((self.K * (self.F + 1), len(free)))
+        for i, j in enumerate(free):
+            self.centring[j :: self.F + 1, i] = 1.0
 
     def run(self) -> MultinomialPathFit:
         parts, rows = path_passes.prior_pass(self.job, self.shard, self.s.folds, False)
@@ -142,6 +149,10 @@ class _Path:
         self._null()
         full = self.models[0]
         null_deviance = 2.0 * full.weight * full.sums[0]
+        if self.s.controls.unpenalized(self.F).any():  # glmnet's α_max: at their fit
+            self.free = True
+            self._solve(0.0)
+            self.free = False
         alphas = self._alphas(full.sums[1], rows)
         thetas, deviance = [], []
         held = np.full((self.folds, len(alphas)), math.nan)
@@ -246,6 +257,8 @@ class _Path:
         """The penalty on θ, class by class (glmnet's factors alike for every class; an
         excluded feature held at 0); the intercepts' entries 0 and unbounded."""
         one = self.s.controls.penalty(alpha, self.s.l1_ratio, model.scales)
+        if self.free:  # the null model: the unpenalized features alone
+            one = self.s.controls.null_penalty(self.F)
         lower, upper = one.bounds
 
         def tiled(a, pad):
@@ -288,19 +301,19 @@ class _Path:
 
     def _objective(self, model: _Model, alpha: float) -> float:
         """The penalized objective at the model's theta (from its last pass), with the
-        intercepts' centring term."""
-        centre = model.theta[self.F :: self.F + 1].sum()
-        return model.sums[0] + self._penalty(model, alpha).value(model.theta) + 0.5 * centre**2
+        centring terms (the intercepts' and the unpenalized features')."""
+        centre = self.centring.T @ model.theta
+        penalty = self._penalty(model, alpha).value(model.theta)
+        return model.sums[0] + penalty + 0.5 * float(centre @ centre)
 
     def _step(self, model: _Model, alpha: float) -> _Step:
         """The proximal Newton step: coordinate descent on the quadratic model + penalty."""
         penalty = self._penalty(model, alpha)
         smooth, g, H = model.sums
-        c = np.zeros(len(model.theta))
-        c[self.F :: self.F + 1] = 1.0  # the intercepts' sum
+        C = self.centring
         new, _, _ = minimise(
-            H + np.outer(c, c),
-            -(g + c * (c @ model.theta)),
+            H + C @ C.T,
+            -(g + C @ (C.T @ model.theta)),
             model.theta,
             model.theta,
             penalty,

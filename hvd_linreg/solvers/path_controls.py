@@ -58,14 +58,6 @@ class Controls:
         out = self.factors == 0
         return out & ~self.excluded if self.excluded is not None else out
 
-    def refuse_unpenalized(self, n: int, fit: str) -> None:
-        """A fit whose null model cannot hold unpenalized features refuses a factor of 0."""
-        if self.unpenalized(n).any():
-            raise UsageError(
-                f"--penalty_factor 0 (an unpenalized feature) is not yet fitted by {fit}: give "
-                "the feature a small factor instead, such as 1e-6"
-            )
-
     def in_alpha_max(self, scales: np.ndarray) -> np.ndarray:
         """The features whose gradient sets α_max: penalized, in the model, not constant."""
         keep = scales > 0

@@ -498,3 +498,53 @@ def test_a_wide_designs_path_takes_the_controls_as_the_dense_path_does():
     np.testing.assert_allclose(wide.coefficients, narrow.coefficients, rtol=0, atol=1e-9)
     assert (wide.coefficients[:, 0] == 0.5).all() and (wide.coefficients[:, 1] == 0).all()
     assert wide.nonzero[0] == 1  # z, unpenalized, from the first strength on
+
+
+def _wide_rows(n: int = 2000, levels: int = 600, seed: int = 3):
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    g, z, u = rng.integers(0, levels, n), rng.normal(size=n), rng.normal(size=n)
+    effect = rng.normal(scale=0.3, size=levels)
+    X = pd.DataFrame({"z": z, "u": u, "g": pd.Categorical(g.astype(str))})
+    dummies = pd.get_dummies(X.g, prefix="g", dtype=float, drop_first=True)
+    return X, pd.concat([X[["z", "u"]], dummies], axis=1), 0.8 * z + 0.3 * u + effect[g], rng
+
+
+def test_a_wide_designs_relaxed_lasso_is_the_dense_paths():
+    """--relax on a 600-level categorical column with folds: the relaxed fits, each blend's
+    cross-validated mean and the choice of strength and γ of the dense dummies' path."""
+    import hvd_linreg
+
+    X, dense, signal, rng = _wide_rows()
+    y = signal + rng.normal(size=len(signal))
+    fold = np.arange(len(y)) % 4
+    settings = dict(
+        model="linear", solver="exact", l1_ratio=1.0, n_alphas=12, alpha_min_ratio=0.05,
+        relax=True, penalty_factor={"z": 0},
+    )  # fmt: skip
+    wide = hvd_linreg.fit(X, y, fold=fold, **settings)
+    narrow = hvd_linreg.fit(dense, y, fold=fold, **settings)
+    a, b = wide.path, narrow.path
+    np.testing.assert_allclose(a.relaxed.coefficients, b.relaxed.coefficients, atol=1e-10)
+    np.testing.assert_allclose(a.relaxed.mean, b.relaxed.mean, rtol=1e-10)
+    assert (a.gamma, a.index) == (b.gamma, b.index) and a.nonzero[-1] > 100
+    np.testing.assert_allclose(np.asarray(wide.params), np.asarray(narrow.params), atol=1e-10)
+
+
+def test_a_relaxed_fit_that_does_not_converge_says_where_and_the_remedy_works():
+    """Many levels of a few rows each, a two-level target: the unpenalized refit of the
+    lasso's hundreds of levels runs away at the path's small strengths; the message names the
+    strength, and --alpha_min_ratio, as it says, ends the path before it."""
+    import hvd_linreg
+
+    X, _, signal, rng = _wide_rows()
+    y = (rng.uniform(size=len(signal)) < 1 / (1 + np.exp(-signal))).astype(float)
+    fold = np.arange(len(y)) % 4
+    settings = dict(
+        model="logistic", solver="exact", l1_ratio=1.0, n_alphas=12, relax=True, fold=fold,
+        penalty_factor={"z": 0},
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"--relax: the unpenalized refit of the \d+ features"):
+        hvd_linreg.fit(X, y, alpha_min_ratio=0.05, **settings)
+    assert hvd_linreg.fit(X, y, alpha_min_ratio=0.3, **settings).path.gamma is not None

@@ -221,7 +221,7 @@ class _Path:
         """--relax: every model's relaxed fits (relaxed.py) and, with folds, the blends'
         cross-validation (one more pass) and cv.glmnet's choice among them."""
         s = self.s
-        again = relaxed.refits(self, thetas)  # (models, strengths, F + 1)
+        again = relaxed.refits(self, thetas, alphas)  # (models, strengths, F + 1)
         gammas = np.array(relaxed.GAMMAS if s.relax_gamma is None else (s.relax_gamma,))
         last = len(alphas) - 1
         if not self.K:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hvd_linreg.errors import UsageError
 from hvd_linreg.solvers.penalty import Penalty
 
 GAMMAS = (0.0, 0.25, 0.5, 0.75, 1.0)  # cv.glmnet's default gamma
@@ -40,9 +41,11 @@ class Relaxed:
         return gamma * lasso[index] + (1.0 - gamma) * self.coefficients[index]
 
 
-def refits(path, thetas: list) -> np.ndarray:
+def refits(path, thetas: list, alphas) -> np.ndarray:
     """(models, strengths, F + 1): every model's relaxed fit at every strength, given thetas,
-    each strength's list of every model's lasso fit; path: the path.py fit that made them."""
+    each strength's list of every model's lasso fit (at alphas); path: the path.py fit that
+    made them. A refit that does not converge (rows that separate its features drive a
+    coefficient to infinity) ends the run with a UsageError that says where."""
     F, models = path.F, path.models
     lower, upper = path.s.controls.penalty(1.0, 1.0, np.ones(F)).bounds
     out = np.array(thetas).transpose(1, 0, 2).copy()  # the lasso's, replaced where refitted
@@ -64,7 +67,17 @@ def refits(path, thetas: list) -> np.ndarray:
             )
             todo.append((j, model, key))
         if todo:
-            path.refit([model for _, model, _ in todo])
+            try:
+                path.refit([model for _, model, _ in todo])
+            except UsageError:
+                kept = max(int(np.count_nonzero(at[j][:-1])) for j, _, _ in todo)
+                raise UsageError(
+                    f"--relax: the unpenalized refit of the {kept} features the lasso keeps at "
+                    f"alpha {alphas[i]:.6g} did not converge in --max_iter iterations (with few "
+                    "rows to a feature, rows that separate them drive coefficients to "
+                    "infinity): raise --alpha_min_ratio to end the path before it, or fit "
+                    "without --relax"
+                ) from None
             for j, model, key in todo:
                 out[j, i] = seen[j][key] = model.theta.copy()
     for model in models:

@@ -63,8 +63,6 @@ class _Diagonal(Moments):
 class _WidePath(_Path):
     def __init__(self, job: Job, shard, family: Family, settings: PathSettings):
         super().__init__(job, shard, family, settings)
-        if settings.relax:
-            raise UsageError("--relax is not yet fitted by a wide design's path")
         self.gaussian = False  # least squares too by IRLS's passes, on working sets
         self.working: dict[int, np.ndarray] = {}  # a model's working set, by id
         # a model's Σ W (x - x̄)(r - r̄) over every column, from the last pass at its theta

@@ -141,8 +141,7 @@ def check_penalty(cfg: Any) -> None:
     ] + (["--relax"] if cfg.relax else [])
     if cfg.relax_gamma is not None and not cfg.relax:
         raise UsageError("--relax_gamma is the relaxed lasso's blend: it needs --relax")
-    if cfg.model == "multinomial" and cfg.relax:
-        raise UsageError("--relax is not yet fitted by the multinomial's path")
+
     classes = ("logistic", "binomial", "multinomial")
     if (cfg.type_measure == "class" and cfg.model not in classes) or (
         cfg.type_measure == "auc" and cfg.model not in classes[:2]

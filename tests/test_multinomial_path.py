@@ -284,3 +284,84 @@ def test_an_offset_with_the_elastic_net_is_refused(iris, capsys):
     args = ["--data", str(iris[0]), "--model", "multinomial", "--solver", "exact"]
     says = refused(capsys, [*args, "--target", "species", "--offset", "w", "--l1_ratio", "1"])
     assert "an offset is not taken by the multinomial elastic net yet" in says
+
+
+RELAX_SCRIPT = r"""
+suppressMessages(library(glmnet))
+a <- commandArgs(TRUE)
+d <- read.csv(a[1])
+X <- as.matrix(d[, c("sl", "sw", "pl", "pw")]); yv <- factor(d$species); wv <- d$w
+foldv <- d$fold; lamv <- as.numeric(strsplit(a[2], ",")[[1]])
+cv <- cv.glmnet(X, yv, weights = wv, family = "multinomial", alpha = 0.5, lambda = lamv,
+                foldid = foldv, thresh = 1e-14, maxit = 1e7, relax = TRUE, type.measure = a[3])
+g <- function(x) sprintf("%.17g", x)
+for (s in cv$relaxed$statlist) cat(g(s$cvm), " ")
+cat("\n", g(cv$relaxed$lambda.min), g(cv$relaxed$gamma.min), g(cv$relaxed$lambda.1se),
+    g(cv$relaxed$gamma.1se), "\n")
+"""
+
+
+@pytest.fixture(scope="module")
+def overlapping(tmp_path_factory) -> tuple:
+    """Three classes drawn from a softmax of four features, none separable (iris's setosa is:
+    its unpenalized fit has no optimum), with weights and five folds; (path, frame)."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 4))
+    eta = X @ np.array([[1, -0.5, 0, 0.3], [0, 0.8, -0.6, 0], [0, 0, 0, 0]]).T
+    p = np.exp(eta) / np.exp(eta).sum(axis=1, keepdims=True)
+    frame = pd.DataFrame(X, columns=FEATURES)
+    frame["w"] = rng.integers(1, 4, len(frame)).astype(float)
+    frame["fold"] = np.arange(len(frame)) % 5 + 1
+    frame["species"] = np.array(["a", "b", "c"])[[rng.choice(3, p=row) for row in p]]
+    path = tmp_path_factory.mktemp("overlapping") / "classes.csv"
+    frame.to_csv(path, index=False, float_format="%.17g")
+    return path, frame
+
+
+@pytest.mark.glmnet
+@pytest.mark.skipif(not _glmnet_available(), reason="R's glmnet is not installed")
+@pytest.mark.parametrize(
+    ("measure", "size"),
+    [("deviance", 1), ("class", 1), pytest.param("deviance", 2, marks=pytest.mark.multiprocess)],
+)
+def test_the_relaxed_lasso_equals_glmnets(overlapping, tmp_path, measure, size):
+    """cv.glmnet(relax = TRUE) for the multinomial: each blend's mean (γ 0.25 to 1 to 1e-7;
+    γ = 0 by a deviance 1e-6, glmnet's own predictions at γ = 0 stray as the binary model's
+    do) and its choice of strength and γ; the relaxed fit at the last strength is scikit-learn's
+    unpenalized multinomial fit of the same features."""
+    path, frame = overlapping
+    args = ["--data", str(path), "--model", "multinomial", "--solver", "exact"]
+    args += ["--features", ",".join(FEATURES), "--target", "species", "--weights", "w"]
+    args += ["--l1_ratio", "0.5", "--n_alphas", "30", "--fold_column", "fold", "--relax"]
+    m = run_metrics(tmp_path, size, [*args, "--type_measure", measure])
+    alphas, r = m["path"]["alpha"], m["relaxed"]
+    script = tmp_path / "relax.R"
+    script.write_text(RELAX_SCRIPT)
+    out = subprocess.run(
+        ["Rscript", str(script), str(path), ",".join(repr(a) for a in alphas), measure],
+        capture_output=True, text=True, check=True, env=launcher_env(),
+    ).stdout.split("\n")  # fmt: skip
+    cvm = np.array(out[0].split(), float).reshape(5, len(alphas))
+    mean = np.array(r["mean"], float)
+    np.testing.assert_allclose(mean[1:], cvm[1:], rtol=1e-7)
+    np.testing.assert_allclose(mean[0], cvm[0], rtol=1e-6 if measure == "deviance" else 1e-12)
+    lambda_min, gamma_min, lambda_1se, gamma_1se = map(float, out[1].split())
+    assert (r["alpha_min"], r["gamma_min"]) == (pytest.approx(lambda_min, rel=1e-12), gamma_min)
+    assert (r["alpha_1se"], r["gamma_1se"]) == (pytest.approx(lambda_1se, rel=1e-12), gamma_1se)
+    from sklearn.linear_model import LogisticRegression
+
+    X, w = frame[FEATURES].to_numpy(), frame.w.to_numpy()
+    y = np.searchsorted(["a", "b", "c"], frame.species)
+    W, b = np.array(r["w"][-1]), np.array(r["b"][-1])  # classes x features, classes
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        reference = LogisticRegression(C=np.inf, tol=1e-12, max_iter=10_000)
+        reference.fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(
+        reference.predict_proba(X), _softmax(X @ W.T + b), rtol=1e-6, atol=1e-9
+    )
+
+
+def _softmax(eta: np.ndarray) -> np.ndarray:
+    p = np.exp(eta - eta.max(axis=1, keepdims=True))
+    return p / p.sum(axis=1, keepdims=True)

@@ -29,7 +29,7 @@ import numpy as np
 
 from hvd_linreg.errors import UsageError
 from hvd_linreg.scoring import cv_measures
-from hvd_linreg.solvers import path_passes
+from hvd_linreg.solvers import path_passes, relaxed
 from hvd_linreg.solvers.coordinate_descent import minimise
 from hvd_linreg.solvers.path import (
     RIDGE_L1_RATIO,
@@ -39,6 +39,7 @@ from hvd_linreg.solvers.path import (
 )
 from hvd_linreg.solvers.path_settings import PathSettings
 from hvd_linreg.solvers.penalty import Penalty
+from hvd_linreg.solvers.relaxed import Relaxed
 
 OBJECTIVE_TOLERANCE = 1e-13
 FINISH = 1e-8  # Newton's step squares its error: one this small leaves one about 1e-16
@@ -60,6 +61,8 @@ class MultinomialPathFit:
     passes: int
     weight: float  # Σ w
     settings: PathSettings
+    relaxed: Relaxed | None = None  # --relax: coefficients (strengths, K (F + 1)), class by class
+    gamma: float | None = None  # --relax: the chosen blend's γ
     ended = None  # a path of classes fits every strength asked for
 
     @property
@@ -90,6 +93,7 @@ class _Model:
     theta: np.ndarray  # (K (F + 1),) class by class: [β_k..., b_k]
     sums: tuple | None = None  # the last pass's (objective's smooth part, g, H) at theta
     held: float = math.nan  # its held-out rows' mean deviance at theta
+    relaxed: tuple | None = None  # while relaxing: its refit's penalty and centring
 
 
 @dataclass
@@ -132,10 +136,7 @@ class _Path:
         # The softmax is the same with a constant added to every class's coefficient of a
         # feature: the intercepts and the unpenalized features are held to sum 0 over the
         # classes by a term ½ (Σ_k θ_kj)² each (their columns of ones, K (F + 1) x count)
-        free = [*np.flatnonzero(settings.controls.unpenalized(self.F)), self.F]
-        self.centring = np.zeros((self.K * (self.F + 1), len(free)))
-        for i, j in enumerate(free):
-            self.centring[j :: self.F + 1, i] = 1.0
+        self.centring = self._centring(settings.controls.unpenalized(self.F))
 
     def run(self) -> MultinomialPathFit:
         parts, rows = path_passes.prior_pass(self.job, self.shard, self.s.folds, False)
@@ -182,8 +183,16 @@ class _Path:
         index = len(alphas) - 1 if cv is None else cv.index_min
         if cv is not None and self.s.select == "1se":
             index = cv.index_1se
+        params, relax, gamma = coefficients[index], None, None
+        if self.s.relax:
+            relax = self._relax(thetas, np.asarray(alphas), np.array([p.weight for p in parts]))
+            one = self.s.select == "1se"
+            gamma = relax.gamma_1se if one else relax.gamma_min
+            index = relax.index_1se if one else relax.index_min
+            blend = gamma * thetas[index][0] + (1 - gamma) * relax.coefficients[index]
+            params = blend.reshape(self.K, F1).T
         return MultinomialPathFit(
-            coefficients[index],
+            params,
             index,
             np.asarray(alphas),
             coefficients,
@@ -193,7 +202,74 @@ class _Path:
             self.passes,
             full.weight,
             self.s,
+            relax,
+            gamma,
         )
+
+    def _relax(self, thetas, alphas, fold_weights) -> Relaxed:
+        """--relax (relaxed.py): every model's unpenalized refit of each distinct set of
+        features its lasso keeps (in any class), the other features held at 0 and the refit's
+        features centred over the classes; with folds, each blend's cross-validation in one
+        more pass and cv.glmnet's choice among them."""
+        F1, s = self.F + 1, self.s
+        lower, upper = s.controls.penalty(1.0, 1.0, np.ones(self.F)).bounds
+        n = self.K * F1
+        again = np.array(thetas).transpose(1, 0, 2).copy()  # (models, strengths, K (F + 1))
+        seen = [{} for _ in self.models]
+        saved = self.models
+        for i, at in enumerate(thetas):
+            todo = []
+            for j, model in enumerate(saved):
+                active = np.any(at[j].reshape(self.K, F1)[:, :-1] != 0, axis=0)
+                key = active.tobytes()
+                if not active.any():
+                    continue
+                if key in seen[j]:
+                    again[j, i] = seen[j][key]
+                    continue
+                lo = np.tile(np.append(np.where(active, lower, 0.0), -np.inf), self.K)
+                hi = np.tile(np.append(np.where(active, upper, 0.0), np.inf), self.K)
+                penalty = Penalty(np.zeros(n), np.zeros(n), lo, hi)
+                model.theta = at[j].copy()
+                model.relaxed = (penalty, self._centring(active))
+                todo.append((j, model, key))
+            if todo:
+                self.models = [model for _, model, _ in todo]
+                try:
+                    self._pass(self.models)  # the sums at the lasso's theta, where it starts
+                    self._solve(0.0)
+                except UsageError:
+                    raise UsageError(
+                        f"--relax: an unpenalized refit of the multinomial at alpha "
+                        f"{alphas[i]:.6g} did not converge in --max_iter Newton steps (rows that "
+                        "separate the classes drive coefficients to infinity): raise "
+                        "--alpha_min_ratio to end the path before it, or fit without --relax"
+                    ) from None
+                finally:
+                    self.models = saved
+                for j, model, key in todo:
+                    again[j, i] = seen[j][key] = self._centred(model.theta)
+        for model in saved:
+            model.relaxed = None
+        gammas = np.array(relaxed.GAMMAS if s.relax_gamma is None else (s.relax_gamma,))
+        last = len(alphas) - 1
+        if not self.folds:
+            g = 0.0 if s.relax_gamma is None else s.relax_gamma
+            return Relaxed(gammas, again[0], None, None, g, last, g, last)
+        lasso = np.array(thetas).transpose(1, 0, 2)
+        blends = np.concatenate([g * lasso[1:] + (1 - g) * again[1:] for g in gammas], axis=1)
+        K, S = self.folds, len(alphas)
+        self.passes += 1
+        held = cv_measures.held_out_classes(
+            self.job, self.shard, s.folds, blends.reshape(K, len(gammas) * S, self.K, F1),
+            s.type_measure,
+        ).reshape(K, len(gammas), S)  # fmt: skip
+        each = [
+            cross_validation(held[:, g], fold_weights, s.type_measure) for g in range(len(gammas))
+        ]
+        mean, se = np.array([c.mean for c in each]), np.array([c.se for c in each])
+        g0, i0, g1, i1 = relaxed.choose(mean, se, alphas, gammas, False)
+        return Relaxed(gammas, again[0], mean, se, g0, i0, g1, i1)
 
     def _model(self, fold, prior) -> _Model:
         F = self.F
@@ -256,6 +332,8 @@ class _Path:
     def _penalty(self, model: _Model, alpha: float) -> Penalty:
         """The penalty on θ, class by class (glmnet's factors alike for every class; an
         excluded feature held at 0); the intercepts' entries 0 and unbounded."""
+        if model.relaxed is not None:  # a relaxed refit (relaxed.py): its own
+            return model.relaxed[0]
         one = self.s.controls.penalty(alpha, self.s.l1_ratio, model.scales)
         if self.free:  # the null model: the unpenalized features alone
             one = self.s.controls.null_penalty(self.F)
@@ -299,10 +377,26 @@ class _Path:
             f"--max_iter {self.s.iterations} Newton steps: raise --max_iter or --alpha_min_ratio"
         )
 
+    def _centring(self, free: np.ndarray) -> np.ndarray:
+        """The columns of ones that centre the intercepts and these features (a boolean mask)
+        over the classes, K (F + 1) x count: those without limits (a box holds the others)."""
+        c = self.s.controls
+        for bound in (c.lower, c.upper):
+            if bound is not None:
+                free = free & ~np.isfinite(bound)
+        columns = [*np.flatnonzero(free), self.F]
+        out = np.zeros((self.K * (self.F + 1), len(columns)))
+        for i, j in enumerate(columns):
+            out[j :: self.F + 1, i] = 1.0
+        return out
+
+    def _centring_of(self, model: _Model) -> np.ndarray:
+        return self.centring if model.relaxed is None else model.relaxed[1]
+
     def _objective(self, model: _Model, alpha: float) -> float:
         """The penalized objective at the model's theta (from its last pass), with the
         centring terms (the intercepts' and the unpenalized features')."""
-        centre = self.centring.T @ model.theta
+        centre = self._centring_of(model).T @ model.theta
         penalty = self._penalty(model, alpha).value(model.theta)
         return model.sums[0] + penalty + 0.5 * float(centre @ centre)
 
@@ -310,7 +404,7 @@ class _Path:
         """The proximal Newton step: coordinate descent on the quadratic model + penalty."""
         penalty = self._penalty(model, alpha)
         smooth, g, H = model.sums
-        C = self.centring
+        C = self._centring_of(model)
         new, _, _ = minimise(
             H + C @ C.T,
             -(g + C @ (C.T @ model.theta)),

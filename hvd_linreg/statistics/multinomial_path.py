@@ -10,7 +10,14 @@ from dataclasses import dataclass
 
 from hvd_linreg.data.frames import plain
 from hvd_linreg.solvers.multinomial_path import MultinomialPathFit
-from hvd_linreg.statistics.path import NO_ERRORS, chosen, chosen_json, cv_section, path_lines
+from hvd_linreg.statistics.path import (
+    NO_ERRORS,
+    chosen,
+    chosen_json,
+    cv_section,
+    path_lines,
+    relaxed_section,
+)
 
 
 @dataclass(frozen=True)
@@ -50,8 +57,17 @@ class MultinomialPathStatistics:
                 "chosen": fit.index,
             },
             "cv": cv_section(fit),
+            "relaxed": self._relaxed(),
             "passes": fit.passes,
         }
+
+    def _relaxed(self) -> dict | None:
+        fit = self.fit
+        if fit.relaxed is None:
+            return None
+        K = len(self.classes)
+        theta = fit.relaxed.coefficients.reshape(len(fit.alphas), K, -1)  # class by class
+        return relaxed_section(fit, theta[:, :, :-1], theta[:, :, -1])
 
     def lines(self, limit: int | None = None) -> list[str]:
         """The path, then the chosen model's coefficients, a column per class."""
@@ -60,8 +76,9 @@ class MultinomialPathStatistics:
         width = max(12, 1 + max(len(name) for name in self.names))
         cells = max(12, *(len(str(c)) + 2 for c in self.classes))
         shown = len(self.names) if limit is None else min(limit, len(self.names))
+        relaxed = "" if fit.gamma is None else f", relaxed gamma {fit.gamma:g}"
         lines += [
-            f"  chosen: alpha {fit.alpha:.6g}, {self.chosen}",
+            f"  chosen: alpha {fit.alpha:.6g}{relaxed}, {self.chosen}",
             f"  {'coefficient':<{width}}" + "".join(f"{str(c):>{cells}}" for c in self.classes),
         ]
         for i, name in enumerate(self.names[:shown]):

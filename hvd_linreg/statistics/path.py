@@ -75,16 +75,17 @@ class PathStatistics:
         return lines
 
 
-def relaxed_section(fit) -> dict | None:
-    """The metrics JSON's relaxed lasso (--relax): the relaxed fits along the path, and with
-    folds each blend's cross-validated mean and standard error and cv.glmnet's choices."""
+def relaxed_section(fit, w=None, b=None) -> dict | None:
+    """The metrics JSON's relaxed lasso (--relax): the relaxed fits along the path (w and b,
+    as the path's are laid out; by default a path of one class's), and with folds each
+    blend's cross-validated mean and standard error and cv.glmnet's choices."""
     r = getattr(fit, "relaxed", None)
     if r is None:
         return None
     out = {
         "gamma": r.gammas.tolist(),
-        "w": r.coefficients[:, :-1].tolist(),
-        "b": r.coefficients[:, -1].tolist(),
+        "w": (r.coefficients[:, :-1] if w is None else w).tolist(),
+        "b": (r.coefficients[:, -1] if b is None else b).tolist(),
         "chosen_gamma": fit.gamma,
     }
     if r.mean is not None:

@@ -8,9 +8,12 @@ from typing import Any
 from hvd_linreg.constraints import (
     between_1_and_2,
     check_columns,
+    check_elastic,
     check_iterations,
     check_penalty,
+    check_steps,
     column_names,
+    control,
     finite_from_0,
     folds,
     fraction,
@@ -24,8 +27,6 @@ from hvd_linreg.constraints import (
     strengths,
     unit_interval,
 )
-from hvd_linreg.errors import UsageError
-from hvd_linreg.solvers.path_controls import parse as controls
 
 SOLVERS = ("sgd", "exact")
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -313,51 +314,35 @@ class Config:
     )
     type_measure: str = setting(
         "deviance",
-        "cv.glmnet's type.measure: the held-out figure that chooses the strength, deviance, mse, "
-        "mae, class (misclassification: logistic, binomial, multinomial) or auc (a two-level "
-        "target; the largest wins)",
+        "cv.glmnet's type.measure, the held-out figure that chooses: deviance, mse, mae, class "
+        "(misclassification, for classes) or auc (two levels; the largest wins)",
         choices=TYPE_MEASURES,
         check=one_of(TYPE_MEASURES),
     )
     relax: bool = setting(
         False,
-        "glmnet's relaxed lasso: at each strength also the unpenalized fit of the features "
-        "the lasso keeps, and the blend gamma x lasso + (1 - gamma) x relaxed; with folds, "
-        "the strength and gamma are chosen together (gamma among 0, 0.25, 0.5, 0.75, 1)",
+        "glmnet's relaxed lasso: blend each strength's fit with the unpenalized refit of the "
+        "features it keeps, gamma x lasso + (1 - gamma) x refit; gamma chosen by CV too",
     )
     relax_gamma: float | None = setting(
         None,
-        "--relax's blend, 0 (the relaxed fit; the default without folds) to 1 (the lasso)",
+        "--relax's blend, 0 (the refit; the default without folds) to 1 (the lasso)",
         "G",
         check=optional(unit_interval),
     )
-    penalty_factor: str | None = setting(
-        None,
-        "glmnet's penalty.factor: each named feature's share of the penalty, NAME=F,... (a "
-        "categorical column's name: all its levels; 0 leaves it unpenalized; others 1; "
-        "rescaled to sum to the number of features, as glmnet does)",
+    penalty_factor: str | None = control(
+        "glmnet's penalty.factor, each named feature's (or categorical column's) share of the "
+        "penalty, NAME=F,...: 0 unpenalized, others 1, rescaled to sum to the features' count",
         "NAME=F,...",
-        check=controls,
     )
-    exclude: str | None = setting(
-        None,
-        "features kept out of the elastic net's model (coefficient 0), NAME,... (glmnet's exclude)",
-        "NAME,...",
-        check=controls,
+    exclude: str | None = control(
+        "features kept out of the elastic net's model, NAME,... (glmnet's exclude)", "NAME,..."
     )
-    lower_limits: str | None = setting(
-        None,
-        "the coefficients' lower limit, <= 0: one number for all (0: non-negative "
-        "coefficients) or NAME=V,... (glmnet's lower.limits)",
-        "V",
-        check=controls,
+    lower_limits: str | None = control(
+        "the coefficients' lower limit, <= 0: a number (0: non-negative) or NAME=V,...", "V"
     )
-    upper_limits: str | None = setting(
-        None,
-        "the coefficients' upper limit, >= 0: one number for all or NAME=V,... (glmnet's "
-        "upper.limits)",
-        "V",
-        check=controls,
+    upper_limits: str | None = control(
+        "the coefficients' upper limit, >= 0: a number or NAME=V,... (glmnet's limits)", "V"
     )
     optimizer: str = setting(
         "sgd", "the optimizer Horovod wraps", choices=OPTIMIZERS, check=one_of(OPTIMIZERS)
@@ -412,35 +397,11 @@ class Config:
         for f in fields(self):
             if f.metadata["check"]:
                 f.metadata["check"](f.name, getattr(self, f.name))
-        self._check_whole_steps()
-        self._check_elastic()
+        check_steps(self)
+        check_elastic(self)
         check_columns(self)
         check_penalty(self)
         check_iterations(self)
-
-    def _check_whole_steps(self) -> None:
-        """Checkpoints and log lines fall between updates, never inside an accumulation."""
-        k = self.backward_passes_per_step
-        if self.checkpoint_every % k or self.log_every % k:
-            raise UsageError(
-                f"--checkpoint_every and --log_every must be multiples of "
-                f"--backward_passes_per_step {k}, so that no step is cut in two"
-            )
-
-    def _check_elastic(self) -> None:
-        """What a reset cannot carry over: a rate scaled by the rank count, gradients
-        accumulated over several passes, and nothing to carry for the exact solver."""
-        if not self.elastic:
-            if self.commit_every is not None:
-                raise UsageError("--commit_every is for --elastic runs")
-            return
-        for flag, conflicts in (
-            ("--scale_lr", self.scale_lr),
-            ("--backward_passes_per_step above 1", self.backward_passes_per_step > 1),
-            ("--solver exact", self.solver == "exact"),
-        ):
-            if conflicts:
-                raise UsageError(f"--elastic cannot be combined with {flag} (README, Elastic)")
 
     @property
     def penalized(self) -> bool:

@@ -5,9 +5,11 @@ elastic net's checks across its settings (check_penalty)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import field
 from typing import Any
+
+import numpy as np
 
 from hvd_linreg.errors import UsageError
 
@@ -27,6 +29,11 @@ def setting(
     README's table against it; Config.__post_init__ applies each check)."""
     metadata = {"help": help, "metavar": metavar, "choices": choices, "check": check}
     return field(default=default, metadata=metadata)
+
+
+def control(help: str, metavar: str) -> Any:
+    """A Config field of glmnet's per-feature controls (per_feature's form), None by default."""
+    return setting(None, help, metavar, check=per_feature)
 
 
 def positive_int(name: str, value: Any) -> None:
@@ -119,6 +126,67 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def per_feature(name: str, value: Any) -> None:
+    """The form of --penalty_factor, --exclude, --lower_limits and --upper_limits, before any
+    row is read: NAME=V,... or a number (limits), names (exclude); from Python also a mapping
+    or a list (solvers/path_controls.py resolves them against the features)."""
+    if value is None:
+        return
+    if name == "exclude":
+        feature_names(value, name)
+        return
+    if isinstance(value, str):
+        assignments(value, name)
+    elif isinstance(value, Mapping):
+        for key, v in value.items():
+            number(v, name, key)
+    elif isinstance(value, Sequence) or isinstance(value, np.ndarray):
+        for v in value:
+            number(v, name, None)
+    else:
+        number(value, name, None)
+
+
+def feature_names(value, flag: str) -> list:
+    if isinstance(value, str):
+        out = [part.strip() for part in value.split(",") if part.strip()]
+    elif isinstance(value, (Sequence, np.ndarray)):
+        out = list(value)
+    else:
+        raise UsageError(f"--{flag} takes feature names, NAME,NAME,..., got {value!r}")
+    if not out:
+        raise UsageError(f"--{flag} takes feature names, NAME,NAME,..., got {value!r}")
+    return out
+
+
+def assignments(text: str, flag: str) -> dict[str, float] | float:
+    """NAME=V,NAME=V,... or (limits) one number for every feature."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    out = {}
+    for part in text.split(","):
+        key, sep, v = part.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(
+                f"--{flag} takes NAME=VALUE,NAME=VALUE,... (a feature's or categorical "
+                f"column's name and a number), got {part!r}"
+            )
+        try:
+            out[key.strip()] = float(v)
+        except ValueError:
+            raise UsageError(f"--{flag}: {key.strip()}={v!r} is not a number") from None
+    return out
+
+
+def number(v, flag: str, key) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        where = f" for {key}" if key is not None else ""
+        raise UsageError(f"--{flag} must be numbers, got {v!r}{where}")
+    return float(v)
+
+
 def check_penalty(cfg: Any) -> None:
     """The elastic net is the exact solver's, on its own: no second penalty, no standard
     errors, and cross-validation by one of --cv and --fold_column."""
@@ -134,33 +202,7 @@ def check_penalty(cfg: Any) -> None:
             raise UsageError(
                 f"{flag} {value} is for cross-validated strengths: it needs --cv or --fold_column"
             )
-    controls = [
-        f"--{name}"
-        for name in ("penalty_factor", "exclude", "lower_limits", "upper_limits", "relax_gamma")
-        if getattr(cfg, name) is not None
-    ] + (["--relax"] if cfg.relax else [])
-    if cfg.relax_gamma is not None and not cfg.relax:
-        raise UsageError("--relax_gamma is the relaxed lasso's blend: it needs --relax")
-
-    classes = ("logistic", "binomial", "multinomial")
-    if (cfg.type_measure == "class" and cfg.model not in classes) or (
-        cfg.type_measure == "auc" and cfg.model not in classes[:2]
-    ):
-        which = "a target of classes" if cfg.type_measure == "class" else "a two-level target"
-        models = (
-            "logistic, binomial or multinomial"
-            if cfg.type_measure == "class"
-            else ("logistic or binomial")
-        )
-        raise UsageError(
-            f"--type_measure {cfg.type_measure} is for {which} (--model {models}), not "
-            f"--model {cfg.model}: choose deviance, mse or mae"
-        )
-    if controls and not cfg.penalized:
-        raise UsageError(
-            f"{', '.join(controls)} control the elastic net: give --alpha, --l1_ratio, --cv "
-            "or --fold_column with it (--solver exact)"
-        )
+    _check_controls(cfg)
     if not cfg.penalized:
         return
     given = [
@@ -195,6 +237,61 @@ def check_penalty(cfg: Any) -> None:
             f"--cov_type {cfg.cov_type} is for an unpenalized fit: a penalized fit has no "
             "standard errors"
         )
+
+
+def _check_controls(cfg: Any) -> None:
+    """glmnet's controls are the elastic net's, and each measure is for its kind of target."""
+    controls = [
+        f"--{name}"
+        for name in ("penalty_factor", "exclude", "lower_limits", "upper_limits", "relax_gamma")
+        if getattr(cfg, name) is not None
+    ] + (["--relax"] if cfg.relax else [])
+    if cfg.relax_gamma is not None and not cfg.relax:
+        raise UsageError("--relax_gamma is the relaxed lasso's blend: it needs --relax")
+    measure, classes = cfg.type_measure, ("logistic", "binomial", "multinomial")
+    if (measure == "class" and cfg.model not in classes) or (
+        measure == "auc" and cfg.model not in classes[:2]
+    ):
+        which, models = (
+            ("a target of classes", "logistic, binomial or multinomial")
+            if measure == "class"
+            else ("a two-level target", "logistic or binomial")
+        )
+        raise UsageError(
+            f"--type_measure {measure} is for {which} (--model {models}), not --model "
+            f"{cfg.model}: choose deviance, mse or mae"
+        )
+    if controls and not cfg.penalized:
+        raise UsageError(
+            f"{', '.join(controls)} control the elastic net: give --alpha, --l1_ratio, --cv "
+            "or --fold_column with it (--solver exact)"
+        )
+
+
+def check_steps(cfg: Any) -> None:
+    """Checkpoints and log lines fall between updates, never inside an accumulation."""
+    k = cfg.backward_passes_per_step
+    if cfg.checkpoint_every % k or cfg.log_every % k:
+        raise UsageError(
+            f"--checkpoint_every and --log_every must be multiples of "
+            f"--backward_passes_per_step {k}, so that no step is cut in two"
+        )
+
+
+def check_elastic(cfg: Any) -> None:
+    """What a reset cannot carry over: a rate scaled by the rank count, gradients
+    accumulated over several passes, and nothing to carry for the exact solver."""
+    if not cfg.elastic:
+        if cfg.commit_every is not None:
+            raise UsageError("--commit_every is for --elastic runs")
+        return
+    for flag, conflicts in (
+        ("--scale_lr", cfg.scale_lr),
+        ("--backward_passes_per_step above 1", cfg.backward_passes_per_step > 1),
+        ("--solver exact", cfg.solver == "exact"),
+    ):
+        if conflicts:
+            raise UsageError(f"--elastic cannot be combined with {flag} (README, Elastic)")
 
 
 def check_iterations(cfg: Any) -> None:

@@ -240,3 +240,59 @@ def _non_negative(name: str, value) -> float:
     if not isinstance(value, (int, float, np.number)) or not value >= 0:
         raise ValueError(f"{name} must be a number >= 0, got {value!r}")
     return float(value)
+
+
+def _glum_factors(estimator) -> np.ndarray | None:
+    """glum's P1 (the lasso's) or P2 (the ridge's) as the tool's one penalty factor per
+    feature: the one the objective uses, or both where they are equal; None: all 1."""
+    P1, P2 = (_vector(name, getattr(estimator, name)) for name in ("P1", "P2"))
+    F = estimator.n_features_in_
+    for name, P in (("P1", P1), ("P2", P2)):
+        if P is not None and (len(P) != F or not (P >= 0).all() or not np.isfinite(P).all()):
+            raise ValueError(f"{name} must be {F} finite numbers >= 0, one per feature")
+    if estimator.l1_ratio == 1:
+        return P1
+    if estimator.l1_ratio == 0:
+        return P2
+    ones = np.ones(F)
+    if not np.array_equal(ones if P1 is None else P1, ones if P2 is None else P2):
+        raise ValueError(
+            "P1 and P2 that differ are not supported with 0 < l1_ratio < 1: the tool's "
+            "penalty factor (glmnet's) weighs the L1 and L2 parts alike"
+        )
+    return P1 if P1 is not None else P2
+
+
+def glum_alpha_scale(estimator) -> float:
+    """The tool rescales penalty factors to sum to the number of features (glmnet's
+    convention): glum's alpha is the tool's times F / Σ P."""
+    P = _glum_factors(estimator)
+    return 1.0 if P is None or not P.sum() > 0 else estimator.n_features_in_ / float(P.sum())
+
+
+def glum_controls(estimator) -> dict:
+    """fit()'s settings of glum's P1/P2 and bounds: penalty_factor and the limits."""
+    out = {}
+    P = _glum_factors(estimator)
+    if P is not None:
+        out["penalty_factor"] = [float(p) for p in P]
+    for ours, theirs in (("lower_limits", "lower_bounds"), ("upper_limits", "upper_bounds")):
+        bound = getattr(estimator, theirs)
+        if bound is not None:
+            values = np.ravel(np.asarray(bound, np.float64))
+            out[ours] = float(values[0]) if values.size == 1 else [float(v) for v in values]
+    return out
+
+
+def _vector(name: str, value) -> np.ndarray | None:
+    """glum's P1 or P2: None or "identity" (all 1), else one number per feature."""
+    if value is None or isinstance(value, str) and value == "identity":
+        return None
+    if isinstance(value, str):
+        raise ValueError(f"{name} must be 'identity' or one number per feature, got {value!r}")
+    return np.ravel(np.asarray(value, np.float64))
+
+
+def positive_limits(estimator) -> dict:
+    """scikit-learn's positive=True: every coefficient's lower limit 0 (glmnet's)."""
+    return {"lower_limits": 0.0} if estimator.positive else {}

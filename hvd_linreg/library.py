@@ -284,7 +284,7 @@ class FitResult:
 
     @property
     def path(self):
-        """A penalized fit's path and cross-validation (solvers.path.PathFit: alphas,
+        """A penalized fit's path and cross-validation (solvers.path_fit.PathFit: alphas,
         coefficients, deviance, dev_ratio, nonzero, cv, the chosen index and alpha); None for
         an unpenalized fit."""
         return self.report.optimum if self.report.penalized else None

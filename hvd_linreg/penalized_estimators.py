@@ -22,7 +22,15 @@ import numbers
 import numpy as np
 from sklearn.base import RegressorMixin
 
-from hvd_linreg.estimator_base import _check_iterations, _Exact, _non_negative, _positive
+from hvd_linreg.estimator_base import (
+    _check_iterations,
+    _Exact,
+    _non_negative,
+    _positive,
+    glum_alpha_scale,
+    glum_controls,
+    positive_limits,
+)
 from hvd_linreg.families import links
 
 # glum's family names -> the tool's model and glum's "auto" link for it
@@ -34,11 +42,6 @@ _GLUM_FAMILIES = {
     "binomial": ("logistic", "logit"),
     "inverse.gaussian": ("inverse_gaussian", "log"),
 }
-
-
-def _sign(estimator) -> dict:
-    """scikit-learn's positive=True: every coefficient's lower limit 0 (glmnet's)."""
-    return {"lower_limits": 0.0} if estimator.positive else {}
 
 
 class ElasticNet(RegressorMixin, _Exact):
@@ -68,7 +71,12 @@ class ElasticNet(RegressorMixin, _Exact):
 
     def _fit_settings(self, job, weight_sum, rows, local_rows):
         ratio = float(self._ratio())
-        return {"alpha": float(self.alpha), "l1_ratio": ratio, "standardize": False, **_sign(self)}
+        return {
+            "alpha": float(self.alpha),
+            "l1_ratio": ratio,
+            "standardize": False,
+            **positive_limits(self),
+        }
 
     def predict(self, X):
         return self._linear_predictor(X)
@@ -166,9 +174,9 @@ class ElasticNetCV(RegressorMixin, _CrossValidated):
                 "alpha_min_ratio": self.eps,
                 "standardize": False,
                 "whole_path": True,  # scikit-learn's path ends nowhere early
-                **_sign(self),
+                **positive_limits(self),
             }
-        return {"alpha": given, "standardize": False, **_sign(self)}
+        return {"alpha": given, "standardize": False, **positive_limits(self)}
 
     def _store_path(self, raw):
         self.mse_path_ = raw.T
@@ -200,43 +208,8 @@ class LassoCV(ElasticNetCV):
 class _Glum(RegressorMixin):
     """glum's family and link, its penalty vectors and bounds, its prediction and its score."""
 
-    def _factors(self) -> np.ndarray | None:
-        """glum's P1 (the lasso's) or P2 (the ridge's) as the tool's one penalty factor per
-        feature: the one the objective uses, or both where they are equal; None: all 1."""
-        P1, P2 = (_vector(name, getattr(self, name)) for name in ("P1", "P2"))
-        F = self.n_features_in_
-        for name, P in (("P1", P1), ("P2", P2)):
-            if P is not None and (len(P) != F or not (P >= 0).all() or not np.isfinite(P).all()):
-                raise ValueError(f"{name} must be {F} finite numbers >= 0, one per feature")
-        if self.l1_ratio == 1:
-            return P1
-        if self.l1_ratio == 0:
-            return P2
-        ones = np.ones(F)
-        if not np.array_equal(ones if P1 is None else P1, ones if P2 is None else P2):
-            raise ValueError(
-                "P1 and P2 that differ are not supported with 0 < l1_ratio < 1: the tool's "
-                "penalty factor (glmnet's) weighs the L1 and L2 parts alike"
-            )
-        return P1 if P1 is not None else P2
-
-    def _alpha_scale(self) -> float:
-        """The tool rescales penalty factors to sum to the number of features (glmnet's
-        convention): glum's alpha is the tool's times F / Σ P."""
-        P = self._factors()
-        return 1.0 if P is None or not P.sum() > 0 else self.n_features_in_ / float(P.sum())
-
-    def _control_settings(self) -> dict:
-        out = {}
-        P = self._factors()
-        if P is not None:
-            out["penalty_factor"] = [float(p) for p in P]
-        for ours, theirs in (("lower_limits", "lower_bounds"), ("upper_limits", "upper_bounds")):
-            bound = getattr(self, theirs)
-            if bound is not None:
-                values = np.ravel(np.asarray(bound, np.float64))
-                out[ours] = float(values[0]) if values.size == 1 else [float(v) for v in values]
-        return out
+    _alpha_scale = glum_alpha_scale  # the tool's rescaled factors undone
+    _control_settings = glum_controls
 
     def _settings(self):
         if self.family not in _GLUM_FAMILIES:
@@ -284,11 +257,8 @@ class GeneralizedLinearRegressor(_Glum, _Exact):
         fit_intercept=True,
         max_iter=100,
         scale_predictors=False,
-        P1=None,
-        P2=None,
-        lower_bounds=None,
-        upper_bounds=None,
-    ):
+        P1=None, P2=None, lower_bounds=None, upper_bounds=None,
+    ):  # fmt: skip
         self.alpha = alpha
         self.l1_ratio = l1_ratio
         self.family = family
@@ -296,10 +266,8 @@ class GeneralizedLinearRegressor(_Glum, _Exact):
         self.fit_intercept = fit_intercept
         self.max_iter = max_iter
         self.scale_predictors = scale_predictors
-        self.P1 = P1
-        self.P2 = P2
-        self.lower_bounds = lower_bounds
-        self.upper_bounds = upper_bounds
+        self.P1, self.P2 = P1, P2
+        self.lower_bounds, self.upper_bounds = lower_bounds, upper_bounds
 
     def _elastic(self) -> bool:
         return self.alpha is not None
@@ -339,11 +307,8 @@ class GeneralizedLinearRegressorCV(_Glum, _CrossValidated):
         min_alpha_ratio=None,
         cv=None,
         scale_predictors=False,
-        P1=None,
-        P2=None,
-        lower_bounds=None,
-        upper_bounds=None,
-    ):
+        P1=None, P2=None, lower_bounds=None, upper_bounds=None,
+    ):  # fmt: skip
         self.l1_ratio = l1_ratio
         self.family = family
         self.link = link
@@ -353,10 +318,8 @@ class GeneralizedLinearRegressorCV(_Glum, _CrossValidated):
         self.min_alpha_ratio = min_alpha_ratio
         self.cv = cv
         self.scale_predictors = scale_predictors
-        self.P1 = P1
-        self.P2 = P2
-        self.lower_bounds = lower_bounds
-        self.upper_bounds = upper_bounds
+        self.P1, self.P2 = P1, P2
+        self.lower_bounds, self.upper_bounds = lower_bounds, upper_bounds
 
     def _check_params(self):
         _check_ratio(self.l1_ratio)
@@ -380,15 +343,6 @@ class GeneralizedLinearRegressorCV(_Glum, _CrossValidated):
 
     def _store_path(self, raw):
         self.deviance_path_ = raw
-
-
-def _vector(name: str, value) -> np.ndarray | None:
-    """glum's P1 or P2: None or "identity" (all 1), else one number per feature."""
-    if value is None or isinstance(value, str) and value == "identity":
-        return None
-    if isinstance(value, str):
-        raise ValueError(f"{name} must be 'identity' or one number per feature, got {value!r}")
-    return np.ravel(np.asarray(value, np.float64))
 
 
 def _folds(job, local_rows: int, cv, y: np.ndarray | None = None) -> np.ndarray:

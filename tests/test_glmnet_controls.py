@@ -269,7 +269,6 @@ def test_lasso_cv_positive_equals_scikit_learns_on_the_same_strengths():
         (["--type_measure", "gini", "--cv", "3"], "argument --type_measure/--type-measure"),
         (["--relax_gamma", "0.5"], "--relax_gamma is the relaxed lasso's blend: it needs --relax"),
         (["--relax", "--relax_gamma", "2"], "--relax_gamma must be a number in [0, 1]"),
-        (["--model", "multinomial", "--relax"], "--relax is not yet fitted by the multinomial"),
     ],
 )
 def test_mistakes_in_the_controls_end_with_exit_2(capsys, data, more, says):

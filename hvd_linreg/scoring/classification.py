@@ -12,6 +12,7 @@ from hvd_linreg.data.passes import Blocks, counted
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families.maths import predictor
 from hvd_linreg.scoring.base import Scores
+from hvd_linreg.solvers.cv_measures import roc_auc
 
 
 @dataclass(frozen=True)
@@ -60,17 +61,3 @@ def scores(job, family, theta: np.ndarray, blocks: Blocks) -> ClassificationScor
     accuracy = float(w @ np.where(above, y, 1.0 - y) / w.sum())
     log_loss = float(w @ family.loss_terms(y, z) / w.sum())
     return ClassificationScores(len(y), log_loss, accuracy, roc_auc(z, w * y, w * (1.0 - y)))
-
-
-def roc_auc(scores: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> float:
-    """The area under the ROC curve: the probability that a random positive scores above a
-    random negative, ties counting one half; each row holds `positive` weight of positives and
-    `negative` of negatives (a 0/1 label: y and 1 - y)."""
-    n_pos, n_neg = float(positive.sum()), float(negative.sum())
-    if n_pos == 0 or n_neg == 0:
-        return math.nan
-    values, inverse = np.unique(scores, return_inverse=True)
-    pos = np.bincount(inverse, positive, len(values))  # by distinct score, ascending
-    neg = np.bincount(inverse, negative, len(values))
-    below = np.cumsum(neg) - neg  # negatives scoring strictly lower
-    return float(pos @ (below + neg / 2.0)) / (n_pos * n_neg)

@@ -28,61 +28,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from hvd_linreg.errors import UsageError
-from hvd_linreg.scoring import cv_measures
-from hvd_linreg.solvers import path_passes, relaxed
+from hvd_linreg.solvers import cv_measures, path_passes, relaxed
 from hvd_linreg.solvers.coordinate_descent import minimise
-from hvd_linreg.solvers.path import (
-    RIDGE_L1_RATIO,
+from hvd_linreg.solvers.path import RIDGE_L1_RATIO
+from hvd_linreg.solvers.path_fit import (
     CrossValidation,
+    MultinomialPathFit,
+    Relaxed,
     cross_validation,
     merged,
 )
 from hvd_linreg.solvers.path_settings import PathSettings
 from hvd_linreg.solvers.penalty import Penalty
-from hvd_linreg.solvers.relaxed import Relaxed
 
 OBJECTIVE_TOLERANCE = 1e-13
 FINISH = 1e-8  # Newton's step squares its error: one this small leaves one about 1e-16
 HALVINGS = 40
-
-
-@dataclass(frozen=True)
-class MultinomialPathFit:
-    """A penalized multinomial fit: the path, the cross-validation and the model chosen; each
-    strength's coefficients (F + 1) x K, a column per class, the last row the intercepts."""
-
-    params: np.ndarray  # the chosen strength's (F + 1) x K
-    index: int
-    alphas: np.ndarray
-    coefficients: np.ndarray  # (strengths, F + 1, K)
-    deviance: np.ndarray  # -2 Σ w log P(y | x) at each strength, on the training rows
-    null_deviance: float
-    cv: CrossValidation | None
-    passes: int
-    weight: float  # Σ w
-    settings: PathSettings
-    relaxed: Relaxed | None = None  # --relax: coefficients (strengths, K (F + 1)), class by class
-    gamma: float | None = None  # --relax: the chosen blend's γ
-    ended = None  # a path of classes fits every strength asked for
-
-    @property
-    def alpha(self) -> float:
-        return float(self.alphas[self.index])
-
-    @property
-    def dev_ratio(self) -> np.ndarray:
-        return 1.0 - self.deviance / self.null_deviance
-
-    @property
-    def nonzero(self) -> np.ndarray:
-        """At each strength, the features with a non-zero coefficient in some class."""
-        return np.count_nonzero(np.any(self.coefficients[:, :-1, :] != 0, axis=2), axis=1)
-
-    @property
-    def reference_params(self) -> np.ndarray:
-        """The chosen model as the unpenalized fit's (F + 1) x (K - 1) B: each class's
-        coefficients less the first class's (the same probabilities)."""
-        return self.params[:, 1:] - self.params[:, :1]
 
 
 @dataclass
@@ -168,27 +129,12 @@ class _Path:
         progress.close()
         F1 = self.F + 1
         coefficients = np.array([t[0].reshape(self.K, F1).T for t in thetas])
-        cv = None
-        if self.folds:
-            measure = self.s.type_measure
-            if measure != "deviance":  # one more pass: every fold's model at every strength
-                self.passes += 1
-                fold_thetas = np.array(
-                    [[t[j].reshape(self.K, F1) for t in thetas] for j in range(1, self.folds + 1)]
-                )
-                held = cv_measures.held_out_classes(
-                    self.job, self.shard, self.s.folds, fold_thetas, measure
-                )
-            cv = cross_validation(held, np.array([p.weight for p in parts]), measure)
-        index = len(alphas) - 1 if cv is None else cv.index_min
-        if cv is not None and self.s.select == "1se":
-            index = cv.index_1se
+        cv = self._cross_validation(held, thetas, parts) if self.folds else None
+        index = len(alphas) - 1 if cv is None else cv.chosen(self.s.select)
         params, relax, gamma = coefficients[index], None, None
         if self.s.relax:
             relax = self._relax(thetas, np.asarray(alphas), np.array([p.weight for p in parts]))
-            one = self.s.select == "1se"
-            gamma = relax.gamma_1se if one else relax.gamma_min
-            index = relax.index_1se if one else relax.index_min
+            gamma, index = relax.chosen(self.s.select)
             blend = gamma * thetas[index][0] + (1 - gamma) * relax.coefficients[index]
             params = blend.reshape(self.K, F1).T
         return MultinomialPathFit(
@@ -206,70 +152,60 @@ class _Path:
             gamma,
         )
 
+    def _cross_validation(self, held, thetas, parts) -> CrossValidation:
+        """cv.glmnet's figures from each fold's held-out deviance, or by --type_measure from
+        one more pass: every fold's model at every strength."""
+        measure, F1 = self.s.type_measure, self.F + 1
+        if measure != "deviance":
+            self.passes += 1
+            fold_thetas = np.array(
+                [[t[j].reshape(self.K, F1) for t in thetas] for j in range(1, self.folds + 1)]
+            )
+            held = cv_measures.held_out_classes(
+                self.job, self.shard, self.s.folds, fold_thetas, measure
+            )
+        return cross_validation(held, np.array([p.weight for p in parts]), measure)
+
     def _relax(self, thetas, alphas, fold_weights) -> Relaxed:
         """--relax (relaxed.py): every model's unpenalized refit of each distinct set of
-        features its lasso keeps (in any class), the other features held at 0 and the refit's
-        features centred over the classes; with folds, each blend's cross-validation in one
-        more pass and cv.glmnet's choice among them."""
-        F1, s = self.F + 1, self.s
-        lower, upper = s.controls.penalty(1.0, 1.0, np.ones(self.F)).bounds
-        n = self.K * F1
-        again = np.array(thetas).transpose(1, 0, 2).copy()  # (models, strengths, K (F + 1))
-        seen = [{} for _ in self.models]
-        saved = self.models
-        for i, at in enumerate(thetas):
-            todo = []
-            for j, model in enumerate(saved):
-                active = np.any(at[j].reshape(self.K, F1)[:, :-1] != 0, axis=0)
-                key = active.tobytes()
-                if not active.any():
-                    continue
-                if key in seen[j]:
-                    again[j, i] = seen[j][key]
-                    continue
-                lo = np.tile(np.append(np.where(active, lower, 0.0), -np.inf), self.K)
-                hi = np.tile(np.append(np.where(active, upper, 0.0), np.inf), self.K)
-                penalty = Penalty(np.zeros(n), np.zeros(n), lo, hi)
-                model.theta = at[j].copy()
-                model.relaxed = (penalty, self._centring(active))
-                todo.append((j, model, key))
-            if todo:
-                self.models = [model for _, model, _ in todo]
-                try:
-                    self._pass(self.models)  # the sums at the lasso's theta, where it starts
-                    self._solve(0.0)
-                except UsageError:
-                    raise UsageError(
-                        f"--relax: an unpenalized refit of the multinomial at alpha "
-                        f"{alphas[i]:.6g} did not converge in --max_iter Newton steps (rows that "
-                        "separate the classes drive coefficients to infinity): raise "
-                        "--alpha_min_ratio to end the path before it, or fit without --relax"
-                    ) from None
-                finally:
-                    self.models = saved
-                for j, model, key in todo:
-                    again[j, i] = seen[j][key] = self._centred(model.theta)
-        for model in saved:
-            model.relaxed = None
-        gammas = np.array(relaxed.GAMMAS if s.relax_gamma is None else (s.relax_gamma,))
-        last = len(alphas) - 1
-        if not self.folds:
-            g = 0.0 if s.relax_gamma is None else s.relax_gamma
-            return Relaxed(gammas, again[0], None, None, g, last, g, last)
+        features its lasso keeps (in any class), for every class, centred over the classes;
+        with folds, each blend's cross-validation in one more pass and cv.glmnet's choice."""
+        s, F1 = self.s, self.F + 1
+
+        def held_out(blends):
+            self.passes += 1
+            fold_thetas = blends.reshape(self.folds, -1, self.K, F1)
+            return cv_measures.held_out_classes(
+                self.job, self.shard, s.folds, fold_thetas, s.type_measure
+            )
+
+        def active(theta):  # the features some class's coefficient keeps
+            return np.any(theta.reshape(self.K, F1)[:, :-1] != 0, axis=0)
+
+        def unpenalized(kept):  # in every class, and its features centred over the classes
+            one = relaxed.unpenalized(s.controls, kept)
+            lo, hi = (
+                np.tile(np.append(b, pad), self.K) for b, pad in zip(one.bounds, (-np.inf, np.inf))
+            )
+            zero = np.zeros(self.K * F1)
+            return Penalty(zero, zero, lo, hi), self._centring(kept)
+
+        again = relaxed.refits(
+            self.models, thetas, alphas, active, unpenalized, self.refit, self._centred
+        )  # (models, strengths, K (F + 1))
         lasso = np.array(thetas).transpose(1, 0, 2)
-        blends = np.concatenate([g * lasso[1:] + (1 - g) * again[1:] for g in gammas], axis=1)
-        K, S = self.folds, len(alphas)
-        self.passes += 1
-        held = cv_measures.held_out_classes(
-            self.job, self.shard, s.folds, blends.reshape(K, len(gammas) * S, self.K, F1),
-            s.type_measure,
-        ).reshape(K, len(gammas), S)  # fmt: skip
-        each = [
-            cross_validation(held[:, g], fold_weights, s.type_measure) for g in range(len(gammas))
-        ]
-        mean, se = np.array([c.mean for c in each]), np.array([c.se for c in each])
-        g0, i0, g1, i1 = relaxed.choose(mean, se, alphas, gammas, False)
-        return Relaxed(gammas, again[0], mean, se, g0, i0, g1, i1)
+        weights = fold_weights if self.folds else None
+        return relaxed.fitted(s, alphas, lasso, again, weights, held_out)
+
+    def refit(self, models: list[_Model]) -> None:
+        """Relaxed refits: Newton's method with each model's own penalty and centring, from
+        a pass at its theta (the lasso's at that strength)."""
+        saved, self.models = self.models, models
+        try:
+            self._pass(models)
+            self._solve(0.0)
+        finally:
+            self.models = saved
 
     def _model(self, fold, prior) -> _Model:
         F = self.F

@@ -18,18 +18,14 @@ strengths together; a pass skips the models already settled at the current one.
 An IRLS step is taken whole while it lowers the penalized objective (else halved, as irls.py
 does); the fit at a strength has settled when the step moves the linear predictor by at most
 TOLERANCE of the working response's spread, Σ W Δη² <= TOLERANCE² x the deviance, and the
-objective by at most irls.OBJECTIVE_TOLERANCE.
-
---tol is coordinate descent's tolerance (coordinate_descent.TOLERANCE, 1e-13, by default), and
-IRLS's two tests keep their ratios to it: the step's 1000 tol, the objective's 10 tol.
---max_iter bounds IRLS's iterations at each strength (irls.MAX_ITERATIONS by default); a
-gaussian identity fit has none. A strength that reaches it unconverged is refused.
+objective by at most irls.OBJECTIVE_TOLERANCE (--tol and --max_iter: path_settings.py).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -38,15 +34,14 @@ from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
 from hvd_linreg.families.gaussian import Gaussian
 from hvd_linreg.ranks import Job
-from hvd_linreg.scoring import cv_measures
-from hvd_linreg.solvers import path_passes, relaxed
+from hvd_linreg.solvers import cv_measures, path_passes, relaxed
 from hvd_linreg.solvers.coordinate_descent import minimise
 from hvd_linreg.solvers.loss import mean_loss
 from hvd_linreg.solvers.moments import Moments
+from hvd_linreg.solvers.path_fit import PathFit, Relaxed, cross_validation, merged
 from hvd_linreg.solvers.path_passes import HELD_DEVIANCE, HELD_WEIGHT, OUTSIDE, TRAIN_DEVIANCE
-from hvd_linreg.solvers.path_settings import PathSettings
+from hvd_linreg.solvers.path_settings import PathSettings, glmnets_own
 from hvd_linreg.solvers.penalty import Penalty
-from hvd_linreg.solvers.relaxed import Relaxed
 
 # A pass's sums that _record takes: training deviance, held-out deviance and weight
 _FIGURES = [TRAIN_DEVIANCE, HELD_DEVIANCE, HELD_WEIGHT]
@@ -59,67 +54,6 @@ PATIENCE, FLAT_GAIN = 5, 1e-4
 # With l1_ratio 0 (ridge) every strength keeps every coefficient: α_max is taken at this
 # l1_ratio instead, as glmnet does.
 RIDGE_L1_RATIO = 1e-3
-
-
-@dataclass(frozen=True)
-class CrossValidation:
-    """cv.glmnet's figures: each fold's held-out measure at each strength (its mean deviance,
-    or mse, mae, class weighted by the rows' weights; or its auc), their mean over the folds
-    weighted by each fold's weight, and its standard error."""
-
-    raw: np.ndarray  # (K, strengths)
-    weights: np.ndarray  # (K,) each fold's Σw
-    mean: np.ndarray
-    se: np.ndarray
-    index_min: int  # the largest strength with the best mean (least; auc: largest)
-    index_1se: int  # the largest strength within one standard error of it
-    measure: str = "deviance"
-
-
-@dataclass(frozen=True)
-class PathFit:
-    """A penalized fit: the whole path, the cross-validation, and the model chosen."""
-
-    STATISTICS = "path"  # its statistics' module (statistics.describe)
-    converged = True  # a strength that does not converge ends the run
-    dependent = ()
-
-    params: np.ndarray  # the chosen model's, (F + 1) x 1 (coefficients.py)
-    loss: float  # the family's mean loss there, as an unpenalized fit reports it
-    objective: float  # the penalized objective there
-    index: int  # the chosen strength's place on the path
-    alphas: np.ndarray
-    coefficients: np.ndarray  # (strengths, F + 1): [w..., b] at each
-    fold_coefficients: np.ndarray | None  # (folds, strengths, F + 1): each fold's model's
-    deviance: np.ndarray  # Σ w d at each strength, on the training rows
-    null_deviance: float  # the intercept-only model's (with the offsets)
-    cv: CrossValidation | None
-    passes: int  # over the data, in all
-    count: int  # rows of weight > 0
-    settings: PathSettings = field(repr=False)
-    ended: str | None = None  # why the path ended before the strengths asked for
-    relaxed: Relaxed | None = None  # --relax: the relaxed fits and the choice among blends
-    gamma: float | None = None  # --relax: the chosen blend's γ (1: the lasso)
-
-    @property
-    def iterations(self) -> int:
-        """Its passes over the data, as an unpenalized fit counts its iterations."""
-        return self.passes
-
-    @property
-    def alpha(self) -> float:
-        return float(self.alphas[self.index])
-
-    @property
-    def dev_ratio(self) -> np.ndarray:
-        """The fraction of the null deviance explained at each strength."""
-        if not self.null_deviance > 0:
-            return np.zeros(len(self.alphas))
-        return 1.0 - self.deviance / self.null_deviance
-
-    @property
-    def nonzero(self) -> np.ndarray:
-        return np.count_nonzero(self.coefficients[:, :-1], axis=1)
 
 
 @dataclass
@@ -177,18 +111,12 @@ class _Path:
             )
         fold_weights = np.array([p.weight for p in parts])
         cv = cross_validation(self.held, fold_weights, s.type_measure) if self.K else None
-        index = 0 if cv is None else (cv.index_1se if s.select == "1se" else cv.index_min)
-        if cv is None and len(alphas) > 1:
-            index = len(alphas) - 1  # the smallest strength: the path's end
-        theta = coefficients[index]
-        relax, gamma = None, None
-        if s.relax:
-            relax = self._relax(thetas, every, np.asarray(alphas), fold_weights)
-            gamma, index = (
-                (relax.gamma_1se, relax.index_1se)
-                if s.select == "1se"
-                else (relax.gamma_min, relax.index_min)
-            )
+        # without folds, the smallest strength: the path's end
+        index = len(alphas) - 1 if cv is None else cv.chosen(s.select)
+        theta, gamma = coefficients[index], None
+        relax = self._relax(thetas, every, np.asarray(alphas), fold_weights) if s.relax else None
+        if relax is not None:
+            gamma, index = relax.chosen(s.select)
             theta = relax.blend(coefficients, gamma, index)
         penalty = s.controls.penalty(alphas[index], s.l1_ratio, self.models[0].scales)
         dev = float(deviance[index])
@@ -218,28 +146,20 @@ class _Path:
         )
 
     def _relax(self, thetas, every, alphas, fold_weights) -> Relaxed:
-        """--relax: every model's relaxed fits (relaxed.py) and, with folds, the blends'
+        """--relax (relaxed.py): every model's relaxed fits and, with folds, the blends'
         cross-validation (one more pass) and cv.glmnet's choice among them."""
         s = self.s
-        again = relaxed.refits(self, thetas, alphas)  # (models, strengths, F + 1)
-        gammas = np.array(relaxed.GAMMAS if s.relax_gamma is None else (s.relax_gamma,))
-        last = len(alphas) - 1
-        if not self.K:
-            g = 0.0 if s.relax_gamma is None else s.relax_gamma
-            return Relaxed(gammas, again[0], None, None, g, last, g, last)
-        S = len(alphas)
-        blends = np.concatenate([g * every[1:] + (1 - g) * again[1:] for g in gammas], axis=1)
-        self.passes += 1
-        held = cv_measures.held_out(
-            self.job, self.shard, self.family, s.folds, blends, s.type_measure
-        ).reshape(self.K, len(gammas), S)
-        each = [
-            cross_validation(held[:, g], fold_weights, s.type_measure) for g in range(len(gammas))
-        ]
-        mean, se = np.array([c.mean for c in each]), np.array([c.se for c in each])
-        larger = s.type_measure in cv_measures.LARGER_IS_BETTER
-        g0, i0, g1, i1 = relaxed.choose(mean, se, alphas, gammas, larger)
-        return Relaxed(gammas, again[0], mean, se, g0, i0, g1, i1)
+
+        def held_out(blends):
+            self.passes += 1
+            job, shard = self.job, self.shard
+            return cv_measures.held_out(job, shard, self.family, s.folds, blends, s.type_measure)
+
+        unpenalized = partial(relaxed.unpenalized, s.controls)
+        again = relaxed.refits(
+            self.models, thetas, alphas, _features_kept, unpenalized, self.refit, np.copy
+        )
+        return relaxed.fitted(s, alphas, every, again, fold_weights if self.K else None, held_out)
 
     def refit(self, models: list[_Model]) -> None:
         """The relaxed fits (relaxed.py) of these models, each by its model.relaxed penalty:
@@ -274,7 +194,7 @@ class _Path:
             thetas.append([m.theta.copy() for m in self.models])
             progress.update(i + 1, self.passes)
             explained = 1.0 - self.deviance[: i + 1] / null_deviance if null_deviance > 0 else None
-            last = self.s.path_end(explained, rule, self._glmnets_own())
+            last = self.s.path_end(explained, rule, glmnets_own(self.family, self.gaussian))
             if last is not None:  # the deviance explained stopped moving at strength last
                 kept = last + 1
                 for model in self.models:  # their next strength's figures are not wanted
@@ -284,15 +204,6 @@ class _Path:
         progress.close()
         self.deviance, self.held = self.deviance[:kept], self.held[:, :kept]
         return alphas[:kept], thetas[:kept], ended
-
-    def _glmnets_own(self) -> bool:
-        """Whether glmnet fits this family by its own Fortran (gaussian, binomial and Poisson
-        with their canonical links), not as a family object (glmnet.path): the two end a path
-        with a limit at 0 differently (path_settings.path_end)."""
-        name = self.family.NAME
-        return self.gaussian or (
-            name in ("logistic", "binomial", "poisson") and self.family.canonical
-        )
 
     # Passes over the rows (path_passes.py)
 
@@ -533,20 +444,5 @@ class _Step:
     free: bool = False  # the null model's unpenalized features are fitted
 
 
-def merged(parts: list[Moments]) -> Moments:
-    out = parts[0]
-    for part in parts[1:]:
-        out = out.merge(part)
-    return out
-
-
-def cross_validation(held: np.ndarray, weights: np.ndarray, measure="deviance") -> CrossValidation:
-    """cv.glmnet's mean and standard error over the folds (grouped, weighted by each fold's
-    Σw), and its two choices of strength (for auc, the largest is best)."""
-    K = len(weights)
-    mean = weights @ held / weights.sum()
-    se = np.sqrt((weights @ (held - mean) ** 2) / weights.sum() / (K - 1))
-    sign = -1.0 if measure in cv_measures.LARGER_IS_BETTER else 1.0
-    best = int(np.argmin(sign * mean))  # the first, the largest strength, of the best
-    within = np.flatnonzero(sign * mean <= sign * mean[best] + se[best])
-    return CrossValidation(held, weights, mean, se, best, int(within[0]), measure)
+def _features_kept(theta: np.ndarray) -> np.ndarray:
+    return theta[:-1] != 0

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hvd_linreg.constraints import assignments, feature_names, number
 from hvd_linreg.errors import UsageError
 from hvd_linreg.solvers.penalty import Penalty
 
@@ -89,7 +90,7 @@ def controls_for(cfg, names: Sequence[str]) -> Controls:
     excluded = None
     if cfg.exclude is not None:
         excluded = np.zeros(n, bool)
-        for name in _names(cfg.exclude, "exclude"):
+        for name in feature_names(cfg.exclude, "exclude"):
             excluded[_features(name, names, "exclude")] = True
         if excluded.all():
             raise UsageError("--exclude leaves no feature in the model")
@@ -125,82 +126,22 @@ def _side(flag: str, value: float, side: str) -> str:
     )
 
 
-def parse(name: str, value) -> None:
-    """The setting's own check, before any row is read: the form of --penalty_factor,
-    --exclude, --lower_limits and --upper_limits (config.py)."""
-    if value is None:
-        return
-    if name == "exclude":
-        _names(value, name)
-        return
-    if isinstance(value, str):
-        _assignments(value, name)
-    elif isinstance(value, Mapping):
-        for key, v in value.items():
-            _number(v, name, key)
-    elif isinstance(value, Sequence) or isinstance(value, np.ndarray):
-        for v in value:
-            _number(v, name, None)
-    else:
-        _number(value, name, None)
-
-
-def _names(value, flag: str) -> list:
-    if isinstance(value, str):
-        out = [part.strip() for part in value.split(",") if part.strip()]
-    elif isinstance(value, (Sequence, np.ndarray)):
-        out = list(value)
-    else:
-        raise UsageError(f"--{flag} takes feature names, NAME,NAME,..., got {value!r}")
-    if not out:
-        raise UsageError(f"--{flag} takes feature names, NAME,NAME,..., got {value!r}")
-    return out
-
-
-def _assignments(text: str, flag: str) -> dict[str, float] | float:
-    """NAME=V,NAME=V,... or (limits) one number for every feature."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    out = {}
-    for part in text.split(","):
-        key, sep, v = part.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(
-                f"--{flag} takes NAME=VALUE,NAME=VALUE,... (a feature's or categorical "
-                f"column's name and a number), got {part!r}"
-            )
-        try:
-            out[key.strip()] = float(v)
-        except ValueError:
-            raise UsageError(f"--{flag}: {key.strip()}={v!r} is not a number") from None
-    return out
-
-
-def _number(v, flag: str, key) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        where = f" for {key}" if key is not None else ""
-        raise UsageError(f"--{flag} must be numbers, got {v!r}{where}")
-    return float(v)
-
-
 def _per_feature(value, names: Sequence[str], flag: str, default: float) -> np.ndarray:
     """One number per feature from a number, a NAME=V string or mapping, or a list."""
     n = len(names)
     if isinstance(value, str):
-        value = _assignments(value, flag)
+        value = assignments(value, flag)
     if isinstance(value, Mapping):
         out = np.full(n, default)
         for key, v in value.items():
-            out[_features(key, names, flag)] = _number(v, flag, key)
+            out[_features(key, names, flag)] = number(v, flag, key)
         return out
     if isinstance(value, (Sequence, np.ndarray)):
-        values = [_number(v, flag, None) for v in value]
+        values = [number(v, flag, None) for v in value]
         if len(values) != n:
             raise UsageError(f"--{flag} has {len(values)} values for {n} features")
         return np.array(values, np.float64)
-    return np.full(n, _number(value, flag, None))
+    return np.full(n, number(value, flag, None))
 
 
 def _features(key, names: Sequence[str], flag: str) -> np.ndarray:

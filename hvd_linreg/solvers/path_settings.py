@@ -1,5 +1,10 @@
 """What a penalized fit is asked for (config.py's --alpha ... --select, or fit()'s), and
-the tolerances its solvers take from --tol and --max_iter."""
+the tolerances its solvers take from --tol and --max_iter.
+
+--tol is coordinate descent's tolerance (coordinate_descent.TOLERANCE, 1e-13, by default), and
+IRLS's two tests keep their ratios to it: the step's 1000 tol, the objective's 10 tol.
+--max_iter bounds IRLS's iterations at each strength (irls.MAX_ITERATIONS by default); a
+gaussian identity fit has none. A strength that reaches it unconverged is refused."""
 
 from __future__ import annotations
 
@@ -88,6 +93,14 @@ class PathSettings:
             if explained[j] > DEV_MAX or still:
                 return j
         return None
+
+
+def glmnets_own(family, gaussian: bool) -> bool:
+    """Whether glmnet fits this family by its own Fortran (gaussian, binomial and Poisson with
+    their canonical links), not as a family object (glmnet.path): the two end a path with a
+    limit at 0 differently (PathSettings.path_end)."""
+    own = family.NAME in ("logistic", "binomial", "poisson") and family.canonical
+    return gaussian or own
 
 
 def settings_for(cfg, job, shard) -> PathSettings:

@@ -13,76 +13,84 @@ within one standard error of it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from hvd_linreg.errors import UsageError
+from hvd_linreg.solvers import cv_measures
+from hvd_linreg.solvers.path_fit import Relaxed, cross_validation
 from hvd_linreg.solvers.penalty import Penalty
 
 GAMMAS = (0.0, 0.25, 0.5, 0.75, 1.0)  # cv.glmnet's default gamma
 
 
-@dataclass(frozen=True)
-class Relaxed:
-    """The relaxed fits and, with folds, the choice among their blends."""
-
-    gammas: np.ndarray  # (G,) the blends considered
-    coefficients: np.ndarray  # (strengths, F + 1): the full data's relaxed fits (γ = 0)
-    mean: np.ndarray | None  # (G, strengths): the blends' cross-validated means
-    se: np.ndarray | None
-    gamma_min: float
-    index_min: int  # the strength chosen by the least mean (auc: the largest)
-    gamma_1se: float
-    index_1se: int
-
-    def blend(self, lasso: np.ndarray, gamma: float, index: int) -> np.ndarray:
-        """[w..., b] of the blend at a strength: γ lasso + (1 - γ) relaxed."""
-        return gamma * lasso[index] + (1.0 - gamma) * self.coefficients[index]
-
-
-def refits(path, thetas: list, alphas) -> np.ndarray:
-    """(models, strengths, F + 1): every model's relaxed fit at every strength, given thetas,
-    each strength's list of every model's lasso fit (at alphas); path: the path.py fit that
-    made them. A refit that does not converge (rows that separate its features drive a
-    coefficient to infinity) ends the run with a UsageError that says where."""
-    F, models = path.F, path.models
-    lower, upper = path.s.controls.penalty(1.0, 1.0, np.ones(F)).bounds
+def refits(models, thetas: list, alphas, active, unpenalized, refit, settled) -> np.ndarray:
+    """(models, strengths, n): every model's relaxed fit at every strength, given thetas, each
+    strength's list of every model's lasso fit (at alphas). The path that made them says which
+    features a theta keeps (active(theta)), holds the others at 0 (unpenalized(kept): a model's
+    relaxed setting), refits models (refit(models)) and settles a refit's theta (settled). A
+    refit that does not converge (rows that separate its features drive a coefficient to
+    infinity) ends the run with a UsageError that says where."""
     out = np.array(thetas).transpose(1, 0, 2).copy()  # the lasso's, replaced where refitted
     seen: list[dict[bytes, np.ndarray]] = [{} for _ in models]
-    zero = np.zeros(F)
     for i, at in enumerate(thetas):
         todo = []
         for j, model in enumerate(models):
-            active = at[j][:-1] != 0
-            key = active.tobytes()
-            if not active.any():
+            kept = active(at[j])
+            key = kept.tobytes()
+            if not kept.any():
                 continue  # the intercept-only fit: the lasso's own
             if key in seen[j]:
                 out[j, i] = seen[j][key]
                 continue
             model.theta = at[j].copy()
-            model.relaxed = Penalty(
-                zero, zero, np.where(active, lower, 0.0), np.where(active, upper, 0.0)
-            )
+            model.relaxed = unpenalized(kept)
             todo.append((j, model, key))
         if todo:
             try:
-                path.refit([model for _, model, _ in todo])
+                refit([model for _, model, _ in todo])
             except UsageError:
-                kept = max(int(np.count_nonzero(at[j][:-1])) for j, _, _ in todo)
+                most = max(int(np.count_nonzero(active(at[j]))) for j, _, _ in todo)
                 raise UsageError(
-                    f"--relax: the unpenalized refit of the {kept} features the lasso keeps at "
+                    f"--relax: the unpenalized refit of the {most} features the lasso keeps at "
                     f"alpha {alphas[i]:.6g} did not converge in --max_iter iterations (with few "
                     "rows to a feature, rows that separate them drive coefficients to "
                     "infinity): raise --alpha_min_ratio to end the path before it, or fit "
                     "without --relax"
                 ) from None
             for j, model, key in todo:
-                out[j, i] = seen[j][key] = model.theta.copy()
+                out[j, i] = seen[j][key] = settled(model.theta)
     for model in models:
         model.relaxed = None
     return out
+
+
+def unpenalized(controls, active: np.ndarray) -> Penalty:
+    """A relaxed refit's penalty: none, the features outside active held at 0, the limits
+    kept."""
+    lower, upper = controls.penalty(1.0, 1.0, np.ones(len(active))).bounds
+    zero = np.zeros(len(active))
+    return Penalty(zero, zero, np.where(active, lower, 0.0), np.where(active, upper, 0.0))
+
+
+def fitted(settings, alphas, lasso, again, fold_weights, held_out) -> Relaxed:
+    """The relaxed fits (again: every model's, lasso: every model's lasso fits, both (models,
+    strengths, n)) and, with folds (fold_weights not None), each blend's cross-validation:
+    held_out(blends) gives each fold's measure of every blend (K, blends), one pass; and
+    cv.glmnet's choice among them."""
+    s = settings
+    gammas = np.array(GAMMAS if s.relax_gamma is None else (s.relax_gamma,))
+    last = len(alphas) - 1
+    if fold_weights is None:
+        g = 0.0 if s.relax_gamma is None else s.relax_gamma
+        return Relaxed(gammas, again[0], None, None, g, last, g, last)
+    K, S = len(fold_weights), len(alphas)
+    blends = np.concatenate([g * lasso[1:] + (1 - g) * again[1:] for g in gammas], axis=1)
+    held = held_out(blends).reshape(K, len(gammas), S)
+    each = [cross_validation(held[:, g], fold_weights, s.type_measure) for g in range(len(gammas))]
+    mean, se = np.array([c.mean for c in each]), np.array([c.se for c in each])
+    larger = s.type_measure in cv_measures.LARGER_IS_BETTER
+    g0, i0, g1, i1 = choose(mean, se, alphas, gammas, larger)
+    return Relaxed(gammas, again[0], mean, se, g0, i0, g1, i1)
 
 
 def choose(mean: np.ndarray, se: np.ndarray, alphas: np.ndarray, gammas, larger: bool):

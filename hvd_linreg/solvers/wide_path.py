@@ -27,7 +27,8 @@ from hvd_linreg.solvers import path_passes
 from hvd_linreg.solvers.blocks import BLOCK_ROWS, Plan, add_block_sums, sums_size
 from hvd_linreg.solvers.coordinate_descent import minimise
 from hvd_linreg.solvers.moments import Moments
-from hvd_linreg.solvers.path import _FIGURES, PathFit, _Model, _Path, _Step
+from hvd_linreg.solvers.path import _FIGURES, _Model, _Path, _Step
+from hvd_linreg.solvers.path_fit import PathFit
 from hvd_linreg.solvers.path_passes import HELD_DEVIANCE, HELD_WEIGHT, OUTSIDE, TRAIN_DEVIANCE
 from hvd_linreg.solvers.path_settings import PathSettings
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hvd_linreg.data.frames import plain
-from hvd_linreg.solvers.multinomial_path import MultinomialPathFit
+from hvd_linreg.solvers.path_fit import MultinomialPathFit
 from hvd_linreg.statistics.path import (
     NO_ERRORS,
     chosen,

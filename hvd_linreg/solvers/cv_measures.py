@@ -15,9 +15,11 @@ at random: the two agree wherever the scores differ)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from hvd_linreg.scoring.classification import roc_auc
+from hvd_linreg.solvers import path_passes
 
 MEASURES = ("deviance", "mse", "mae", "class", "auc")
 CLASSES_ONLY = ("class", "auc")  # need a two-level target
@@ -28,8 +30,6 @@ GATHERED_VALUES = 1 << 24  # about the scores (doubles) one gather of auc holds 
 def held_out(job, shard, family, folds, fold_coefficients: np.ndarray, measure: str) -> np.ndarray:
     """(K, strengths): each fold's held-out measure at each strength; fold_coefficients
     (K, strengths, F + 1), each [w..., b]."""
-    from hvd_linreg.solvers import path_passes
-
     K, S = fold_coefficients.shape[:2]
     two = family.NAME in ("binomial", "logistic")
     if measure == "auc":
@@ -63,8 +63,6 @@ def held_out_classes(job, shard, folds, fold_thetas: np.ndarray, measure: str) -
     [w..., b]. glmnet's multinomial measures: mse Σ_c (y_c - p_c)², mae Σ_c |y_c - p_c| (y_c
     the row's class indicator), class the misclassified weight (the most probable class
     predicted)."""
-    from hvd_linreg.solvers import path_passes
-
     K, S, C = fold_thetas.shape[:3]
     sums = np.zeros((K, S + 1))
     for X, y, _, weight, fold in path_passes.blocks(shard, folds):
@@ -110,8 +108,6 @@ def _means(family, X, offset, rows, theta: np.ndarray) -> np.ndarray:
 
 def _areas(job, shard, family, folds, fold_coefficients: np.ndarray) -> np.ndarray:
     """Each fold's AUC at each strength, from every rank's held-out scores gathered."""
-    from hvd_linreg.solvers import path_passes
-
     K, S = fold_coefficients.shape[:2]
     parts = []
     for X, y, offset, weight, fold in path_passes.blocks(shard, folds):
@@ -137,3 +133,17 @@ def _areas(job, shard, family, folds, fold_coefficients: np.ndarray) -> np.ndarr
             for j in range(scores.shape[1]):
                 out[k, start + j] = roc_auc(scores[mine, j], wk * yk, wk * (1.0 - yk))
     return out
+
+
+def roc_auc(scores: np.ndarray, positive: np.ndarray, negative: np.ndarray) -> float:
+    """The area under the ROC curve: the probability that a random positive scores above a
+    random negative, ties counting one half; each row holds `positive` weight of positives and
+    `negative` of negatives (a 0/1 label: y and 1 - y)."""
+    n_pos, n_neg = float(positive.sum()), float(negative.sum())
+    if n_pos == 0 or n_neg == 0:
+        return math.nan
+    values, inverse = np.unique(scores, return_inverse=True)
+    pos = np.bincount(inverse, positive, len(values))  # by distinct score, ascending
+    neg = np.bincount(inverse, negative, len(values))
+    below = np.cumsum(neg) - neg  # negatives scoring strictly lower
+    return float(pos @ (below + neg / 2.0)) / (n_pos * n_neg)

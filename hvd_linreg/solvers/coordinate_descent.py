@@ -56,25 +56,24 @@ def minimise(
     sweeps = 0
     while True:
         gradient = H @ (beta - centre) - c
-        sweeps += _descend(H, gradient, beta, penalty, chosen, threshold)
+        sweeps += _descend(H, gradient, beta, penalty, (lower, upper), chosen, threshold)
         gradient = H @ (beta - centre) - c  # fresh: the updates' rounding gone
         outside = np.setdiff1d(free, chosen)
         bad = np.intersect1d(penalty.violations(beta, gradient, 1e-12), outside)
         if not len(bad):
             # one last sweep on the fresh gradient: nothing should move
-            if _descend(H, gradient, beta, penalty, chosen, threshold, once=True) == 0:
+            if _descend(H, gradient, beta, penalty, (lower, upper), chosen, threshold, True) == 0:
                 return beta, H @ (beta - centre) - c, sweeps
             continue
         chosen = np.union1d(chosen, bad)
 
 
-def _descend(H, gradient, beta, penalty, chosen, threshold, once=False) -> int:
+def _descend(H, gradient, beta, penalty, limits, chosen, threshold, once=False) -> int:
     """Sweeps over chosen, then over its non-zero coefficients until they settle, then over
     chosen again, until a whole sweep moves nothing by more than threshold (H_jj Δ²):
     glmnet's active-set iteration. gradient and beta are updated in place; returns the sweeps,
     0 where the first one moved nothing."""
     diag, l1, l2 = np.diag(H).copy(), penalty.l1, penalty.l2
-    limits = penalty.bounds
     sweeps = 0
     for _ in range(MAX_SWEEPS):
         sweeps += 1
@@ -88,19 +87,19 @@ def _descend(H, gradient, beta, penalty, chosen, threshold, once=False) -> int:
             if _sweep(H, gradient, beta, diag, l1, l2, limits, active) <= threshold:
                 break
             if inner % NEWTON_EVERY == NEWTON_EVERY - 1 and len(active) <= NEWTON_MOST:
-                _solve_on(H, gradient, beta, penalty, active)
+                _solve_on(H, gradient, beta, penalty, limits, active)
     raise UsageError(
         f"coordinate descent did not settle in {MAX_SWEEPS} sweeps: the features are nearly "
         "collinear at a strength this small; raise --alpha_min_ratio or --l1_ratio's L2 share"
     )
 
 
-def _solve_on(H, gradient, beta, penalty, active) -> None:
+def _solve_on(H, gradient, beta, penalty, limits, active) -> None:
     """Where the sweeps crawl (strongly correlated features, a weak penalty): the exact
     minimiser on the active coefficients with their signs held, (H_AA + diag l2_A) β_A =
     H_AA β_A - g_A - l1_A sign(β_A), taken where it keeps every sign; the sweeps then confirm
     it (or go on from where they were). A coefficient at a bound stays there."""
-    lower, upper = penalty.bounds
+    lower, upper = limits
     b = beta[active]
     A = active[(b != 0) & (b > lower[active]) & (b < upper[active])]
     if not len(A):

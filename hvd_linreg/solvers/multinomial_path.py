@@ -183,12 +183,7 @@ class _Path:
             return np.any(theta.reshape(self.K, F1)[:, :-1] != 0, axis=0)
 
         def unpenalized(kept):  # in every class, and its features centred over the classes
-            one = relaxed.unpenalized(s.controls, kept)
-            lo, hi = (
-                np.tile(np.append(b, pad), self.K) for b, pad in zip(one.bounds, (-np.inf, np.inf))
-            )
-            zero = np.zeros(self.K * F1)
-            return Penalty(zero, zero, lo, hi), self._centring(kept)
+            return self._classwise(relaxed.unpenalized(s.controls, kept)), self._centring(kept)
 
         again = relaxed.refits(
             self.models, thetas, alphas, active, unpenalized, self.refit, self._centred
@@ -273,6 +268,11 @@ class _Path:
         one = self.s.controls.penalty(alpha, self.s.l1_ratio, model.scales)
         if self.free:  # the null model: the unpenalized features alone
             one = self.s.controls.null_penalty(self.F)
+        return self._classwise(one)
+
+    def _classwise(self, one: Penalty) -> Penalty:
+        """A penalty of the F features as the same for every class of θ, class by class; the
+        intercepts' entries 0 and unbounded."""
         lower, upper = one.bounds
 
         def tiled(a, pad):
@@ -316,10 +316,8 @@ class _Path:
     def _centring(self, free: np.ndarray) -> np.ndarray:
         """The columns of ones that centre the intercepts and these features (a boolean mask)
         over the classes, K (F + 1) x count: those without limits (a box holds the others)."""
-        c = self.s.controls
-        for bound in (c.lower, c.upper):
-            if bound is not None:
-                free = free & ~np.isfinite(bound)
+        lower, upper = self.s.controls.limits(self.F)
+        free = free & ~np.isfinite(lower) & ~np.isfinite(upper)
         columns = [*np.flatnonzero(free), self.F]
         out = np.zeros((self.K * (self.F + 1), len(columns)))
         for i, j in enumerate(columns):

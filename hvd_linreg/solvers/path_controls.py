@@ -33,14 +33,26 @@ class Controls:
     lower: np.ndarray | None = None  # (F,) <= 0, -inf where unbounded
     upper: np.ndarray | None = None  # (F,) >= 0, +inf where unbounded
 
+    def limits(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each of n coefficients' lower and upper limit, ±inf where none is given."""
+        lower = np.full(n, -np.inf) if self.lower is None else self.lower
+        upper = np.full(n, np.inf) if self.upper is None else self.upper
+        return lower, upper
+
     def penalty(self, alpha: float, l1_ratio: float, scales: np.ndarray) -> Penalty:
         """The elastic net of strength α with these factors and limits (exclusion: both 0)."""
         penalty = Penalty.elastic_net(alpha, l1_ratio, scales, self.factors, self.factors)
-        lower, upper = self.lower, self.upper
         if self.excluded is not None and self.excluded.any():
-            lower = np.where(self.excluded, 0.0, -np.inf if lower is None else lower)
-            upper = np.where(self.excluded, 0.0, np.inf if upper is None else upper)
-        return penalty.bounded(lower, upper) if lower is not None or upper is not None else penalty
+            return self.unpenalized_within(penalty, ~self.excluded)
+        if self.lower is None and self.upper is None:
+            return penalty
+        return penalty.bounded(self.lower, self.upper)
+
+    def unpenalized_within(self, penalty: Penalty, free: np.ndarray) -> Penalty:
+        """The penalty with the coefficients outside free held at 0, the others within their
+        limits (exclusion; the null model's and a relaxed refit's features)."""
+        lower, upper = self.limits(len(free))
+        return penalty.bounded(np.where(free, lower, 0.0), np.where(free, upper, 0.0))
 
     def null_penalty(self, n: int) -> Penalty | None:
         """The null model's: the unpenalized features (factor 0, not excluded) free within
@@ -48,9 +60,7 @@ class Controls:
         free = self.unpenalized(n)
         if not free.any():
             return None
-        lower = np.where(free, -np.inf if self.lower is None else self.lower, 0.0)
-        upper = np.where(free, np.inf if self.upper is None else self.upper, 0.0)
-        return Penalty(np.zeros(n), np.zeros(n), lower, upper)
+        return self.unpenalized_within(Penalty(np.zeros(n), np.zeros(n)), free)
 
     def unpenalized(self, n: int) -> np.ndarray:
         """The features in the model with no penalty (a factor of 0)."""

@@ -67,9 +67,8 @@ def refits(models, thetas: list, alphas, active, unpenalized, refit, settled) ->
 def unpenalized(controls, active: np.ndarray) -> Penalty:
     """A relaxed refit's penalty: none, the features outside active held at 0, the limits
     kept."""
-    lower, upper = controls.penalty(1.0, 1.0, np.ones(len(active))).bounds
     zero = np.zeros(len(active))
-    return Penalty(zero, zero, np.where(active, lower, 0.0), np.where(active, upper, 0.0))
+    return controls.unpenalized_within(Penalty(zero, zero), active)
 
 
 def fitted(settings, alphas, lasso, again, fold_weights, held_out) -> Relaxed:

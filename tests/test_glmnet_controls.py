@@ -66,6 +66,17 @@ def data(tmp_path_factory):
 SIZES = [1, pytest.param(2, marks=pytest.mark.multiprocess)]
 
 
+def _rscript(tmp_path, script: str, path, *args) -> list[str]:
+    """The lines Rscript prints running script on the CSV at path, the features' names and
+    args (a list as comma-separated numbers at full precision), or with path alone."""
+    file = tmp_path / "reference.R"
+    file.write_text(script)
+    more = [",".join(map(repr, a)) if isinstance(a, list) else str(a) for a in args]
+    command = ["Rscript", str(file), str(path), ",".join(FEATURES), *more]
+    run = subprocess.run(command, capture_output=True, text=True, check=True, env=launcher_env())
+    return run.stdout.split("\n")
+
+
 @pytest.mark.glmnet
 @pytest.mark.skipif(not _glmnet_available(), reason="R's glmnet is not installed")
 @pytest.mark.parametrize("size", SIZES)
@@ -91,14 +102,8 @@ def test_factors_exclusions_and_limits_equal_glmnet(
     args = _args(path, target, model, "--weights", "w", "--fold_column", "fold", *more)
     m = run_metrics(tmp_path, size, [*args, "--l1_ratio", str(l1_ratio), *CONTROLS])
     alphas = m["path"]["alpha"]
-    script = tmp_path / "glmnet.R"
-    script.write_text(R_SCRIPT)
-    lam = ",".join(repr(a) for a in alphas)
-    out = subprocess.run(
-        ["Rscript", str(script), str(path), ",".join(FEATURES), target, lam, family,
-         str(l1_ratio), *R_CONTROLS.values()],
-        capture_output=True, text=True, check=True, env=launcher_env(),
-    ).stdout.split("\n")  # fmt: skip
+    out = _rscript(tmp_path, R_SCRIPT, path, target, alphas, family, l1_ratio,
+                   *R_CONTROLS.values())  # fmt: skip
     free = np.array(out[0].split(), float)
     B = np.array(out[1].split(), float).reshape(len(alphas), len(FEATURES) + 1)
     cvm, cvsd = np.array(out[2].split(), float), np.array(out[4].split(), float)
@@ -125,18 +130,13 @@ def test_penalty_factors_alone_end_the_path_where_glmnet_does(data, tmp_path):
     _, path = data
     args = _args(path, "yes", "logistic", "--weights", "w", "--l1_ratio", "1")
     m = run_metrics(tmp_path, 1, [*args, "--penalty_factor", "x0=3,x4=0.25"])
-    script = tmp_path / "glmnet.R"
-    script.write_text(
+    script = (
         "library(glmnet); d <- read.csv(commandArgs(TRUE)[1]);"
-        f"X <- as.matrix(d[, c({', '.join(repr(f) for f in FEATURES)})]);"
+        "X <- as.matrix(d[, strsplit(commandArgs(TRUE)[2], ',')[[1]]]);"
         "f <- glmnet(X, d$yes, family='binomial', weights=d$w, thresh=1e-20,"
         "penalty.factor=c(3, 1, 1, 1, 0.25, 1)); cat(sprintf('%.17g', f$lambda))"
     )
-    out = subprocess.run(
-        ["Rscript", str(script), str(path)], capture_output=True, text=True, check=True,
-        env=launcher_env(),
-    ).stdout  # fmt: skip
-    free = np.array(out.split(), float)
+    free = np.array(_rscript(tmp_path, script, path)[0].split(), float)
     assert len(m["path"]["alpha"]) == len(free) < 100
     np.testing.assert_allclose(m["path"]["alpha"], free, rtol=1e-8)
 
@@ -181,14 +181,8 @@ def test_each_cv_measure_equals_cv_glmnets(
     args = _args(path, target, model, "--weights", "w", "--fold_column", "fold", *more)
     argv = [*args, "--l1_ratio", str(l1_ratio), "--type_measure", measure]
     m = run_metrics(tmp_path, size, argv)
-    script = tmp_path / "measure.R"
-    script.write_text(MEASURE_SCRIPT)
-    lam = ",".join(repr(a) for a in m["path"]["alpha"])
-    out = subprocess.run(
-        ["Rscript", str(script), str(path), ",".join(FEATURES), target, lam, family,
-         str(l1_ratio), measure],
-        capture_output=True, text=True, check=True, env=launcher_env(),
-    ).stdout.split("\n")  # fmt: skip
+    alphas = m["path"]["alpha"]
+    out = _rscript(tmp_path, MEASURE_SCRIPT, path, target, alphas, family, l1_ratio, measure)
     cvm, cvsd = np.array(out[0].split(), float), np.array(out[1].split(), float)
     lambda_min, lambda_1se = map(float, out[2].split())
     assert m["cv"]["measure"] == measure
@@ -438,13 +432,7 @@ def test_the_relaxed_lasso_equals_glmnets(
     m = run_metrics(tmp_path, size, argv)
     alphas, r = m["path"]["alpha"], m["relaxed"]
     S = len(alphas)
-    script = tmp_path / "relax.R"
-    script.write_text(RELAX_SCRIPT)
-    out = subprocess.run(
-        ["Rscript", str(script), str(path), ",".join(FEATURES), target,
-         ",".join(repr(a) for a in alphas), family, str(l1_ratio), measure],
-        capture_output=True, text=True, check=True, env=launcher_env(),
-    ).stdout.split("\n")  # fmt: skip
+    out = _rscript(tmp_path, RELAX_SCRIPT, path, target, alphas, family, l1_ratio, measure)
     R = np.array(out[0].split(), float).reshape(S, len(FEATURES) + 1)
     np.testing.assert_allclose(r["b"], R[:, 0], rtol=0, atol=1e-8)
     np.testing.assert_allclose(r["w"], R[:, 1:], rtol=0, atol=1e-8)

@@ -76,7 +76,9 @@ def namespace(*arrays):
 
 
 def _sigmoid(eta):
-    return np.exp(-np.logaddexp(0.0, -eta))  # 1 / (1 + e^-η) without overflow
+    """1 / (1 + e^-η) without overflow: e^η / (1 + e^η) below 0."""
+    e = np.exp(-np.abs(eta))
+    return np.where(eta >= 0, 1.0, e) / (1.0 + e)
 
 
 def _erfc(x):

@@ -81,3 +81,22 @@ def gather(job, moments: list[Moments], sums: np.ndarray, name: str):
             merged[i] = merged[i].merge(Moments.unpack(every[start + i], n))
             total[i] += every[start + i, packed_size(n) :]
     return merged, total
+
+
+def gather_parts(job, moments: list[Moments], sums: np.ndarray, name: str):
+    """gather's, where the moments may differ in size and the rows of sums need not be as
+    many: one row a rank."""
+    sizes = [packed_size(len(m.mean)) for m in moments]
+    starts = np.cumsum([0, *sizes])
+    row = np.concatenate([m.pack() for m in moments] + [sums.ravel()])
+    every = job.allgather_rows(row[None, :], name)
+
+    def unpack(rank, i):
+        return Moments.unpack(rank[starts[i] :], len(moments[i].mean))
+
+    merged = [unpack(every[0], i) for i in range(len(moments))]
+    total = every[0, starts[-1] :].reshape(sums.shape).copy()
+    for rank in every[1:]:
+        merged = [whole.merge(unpack(rank, i)) for i, whole in enumerate(merged)]
+        total += rank[starts[-1] :].reshape(sums.shape)
+    return merged, total

@@ -30,7 +30,6 @@ import numpy as np
 from hvd_linreg.errors import UsageError
 from hvd_linreg.solvers import cv_measures, path_passes, relaxed
 from hvd_linreg.solvers.coordinate_descent import minimise
-from hvd_linreg.solvers.path import RIDGE_L1_RATIO
 from hvd_linreg.solvers.path_fit import (
     CrossValidation,
     MultinomialPathFit,
@@ -253,12 +252,7 @@ class _Path:
             )
         scales = scales * s.controls.l1_factors(F)
         G = np.abs(gradient.reshape(self.K, F + 1)[:, :F]).max(axis=0)
-        ratio = max(s.l1_ratio, RIDGE_L1_RATIO)
-        top = float(np.max(G[penalized] / (ratio * scales[penalized])))
-        top = top if top > 0 else 1.0
-        low = s.alpha_min_ratio or (1e-4 if rows > F else 1e-2)
-        steps = np.exp(np.linspace(math.log(top), math.log(top * low), s.n_alphas))
-        return [float(a) for a in steps]
+        return s.strengths(G[penalized], scales[penalized], rows, F)
 
     def _penalty(self, model: _Model, alpha: float) -> Penalty:
         """The penalty on θ, class by class (glmnet's factors alike for every class; an

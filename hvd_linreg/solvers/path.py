@@ -10,10 +10,11 @@ rule keeps and then any whose KKT condition fails. A gaussian identity fit needs
 Gram matrix does not depend on the coefficients, and the whole path, folds included, comes from
 the one pass that sums it.
 
-Cross-validation fits every fold's model in the same passes: a pass sums, for each model, the
-Gram of its training rows (every fold but its own) and the deviance of its held-out rows, so
-K + 1 models cost K + 1 Grams a pass, not K + 1 runs over the data. The models step through the
-strengths together; a pass skips the models already settled at the current one.
+Cross-validation fits every fold's model in the same passes, each by its exact gradient on its
+training rows (every fold but its own), with the deviance of its held-out rows; their Hessians
+come from one Gram a fold of rows by the models' mean W (path_passes.glm_pass), a quasi-Newton
+step whose fixed point is the exact optimum (then each its own: SHARED_STEPS). The models step
+through the strengths together; a pass skips the models already settled at the current one.
 
 An IRLS step is taken whole while it lowers the penalized objective (else halved, as irls.py
 does); the fit at a strength has settled when the step moves the linear predictor by at most
@@ -51,9 +52,9 @@ FINISH_NEWTON = 1e-7
 # The IRLS iterations at a strength after which the objective alone may end them (_iteration),
 # with at most FLAT_GAIN of its tolerance left to gain
 PATIENCE, FLAT_GAIN = 5, 1e-4
-# With l1_ratio 0 (ridge) every strength keeps every coefficient: α_max is taken at this
-# l1_ratio instead, as glmnet does.
-RIDGE_L1_RATIO = 1e-3
+# A shared Gram (path_passes.glm_pass) serves a model's first SHARED_STEPS IRLS steps at a
+# strength while its mismatch, Σ (W - V)² / V / Σ V, is at most MAX_MISMATCH; then its own.
+SHARED_STEPS, MAX_MISMATCH = 4, 0.01
 
 
 @dataclass
@@ -68,6 +69,7 @@ class _Model:
     deviance: float = math.nan  # its training rows' Σ w d at theta (the null fit's)
     unevaluated: int | None = None  # the strength whose figures the next pass gives
     relaxed: Penalty | None = None  # while relaxing (relaxed.py): its unpenalized refit's
+    exact: bool = False  # its own Gram at the next pass, not the shared one (path_passes.py)
 
 
 def fit(job: Job, shard, family: Family, settings: PathSettings) -> PathFit:
@@ -83,6 +85,7 @@ class _Path:
         self.gaussian = isinstance(family, Gaussian) and family.link.name == "identity"
         self.K = settings.folds.count if settings.folds else 0
         self.passes = 0
+        self.share = True  # the models' Hessians from one Gram (path_passes.glm_pass)
 
     def run(self) -> PathFit:
         F, s = self.F, self.s
@@ -164,7 +167,7 @@ class _Path:
     def refit(self, models: list[_Model]) -> None:
         """The relaxed fits (relaxed.py) of these models, each by its model.relaxed penalty:
         the path's IRLS (or a gaussian's moments) with no penalty, from their theta."""
-        saved, self.models = self.models, models
+        saved, self.models, self.share = self.models, models, False
         try:
             if self.gaussian:
                 for model in models:
@@ -172,7 +175,7 @@ class _Path:
             else:
                 self._irls(0.0, None, None)
         finally:
-            self.models = saved
+            self.models, self.share = saved, True
 
     def _walk(self, alphas, null_deviance: float) -> tuple[np.ndarray, list, str | None]:
         """Solve at each strength in turn, warm from the last; the strengths reached, each
@@ -213,7 +216,8 @@ class _Path:
 
     def _glm_pass(self, models: list[_Model]) -> tuple[list[Moments], np.ndarray]:
         self.passes += 1
-        return path_passes.glm_pass(self.job, self.shard, self.family, self.s.folds, models)
+        exact = [not self.share or m.exact for m in models]
+        return path_passes.glm_pass(self.job, self.shard, self.family, self.s.folds, models, exact)
 
     # The fit at one strength
 
@@ -260,7 +264,6 @@ class _Path:
         if s.alphas is not None:
             return list(s.alphas)
         scales = self.models[0].scales
-        ratio = max(s.l1_ratio, RIDGE_L1_RATIO)
         penalized = s.controls.in_alpha_max(scales)
         if not penalized.any():
             raise UsageError(
@@ -269,13 +272,7 @@ class _Path:
                 else "every feature is constant: there is no path to fit"
             )
         scales = scales * s.controls.l1_factors(self.F)
-        top = float(np.max(np.abs(gradient[penalized]) / (weight * ratio * scales[penalized])))
-        if not top > 0:
-            top = 1.0  # no feature moves the fit: every strength gives the null model
-        low = s.alpha_min_ratio or (1e-4 if rows > self.F else 1e-2)
-        return [
-            float(a) for a in np.exp(np.linspace(math.log(top), math.log(top * low), s.n_alphas))
-        ]
+        return s.strengths(gradient[penalized], scales[penalized], rows, self.F, weight)
 
     def _solve(self, alpha: float, previous: float | None, index: int) -> str | None:
         """Every model's fit at α, the index-th strength, from its fit at the previous one; or
@@ -353,6 +350,8 @@ class _Path:
         was small enough takes it and is done without a pass of its own: the first pass at the
         next strength (or _evaluate) gives its figures there (FINISH_NEWTON)."""
         state = {id(m): _Step() for m in self.models}
+        for model in self.models:  # the null fits, which give α_max, Newton's to the last digit
+            model.exact = alpha is None
         pending = list(self.models)
         for _ in range(self.s.iterations):
             moments, sums = self._glm_pass(pending)
@@ -416,10 +415,11 @@ class _Path:
         )
         tolerance = self.s.step_tolerance
         st.iterations += 1
+        mismatch = row[path_passes.MISMATCH] / M.weight  # a shared Gram's (path_passes.py)
+        model.exact |= st.iterations >= SHARED_STEPS or mismatch > MAX_MISMATCH
         # Past PATIENCE iterations Newton is in no quadratic phase (rows far from their fitted
-        # mean): the objective then ends them, settled and with no more than FLAT_GAIN of its
-        # tolerance left to gain by the quadratic model (½ Σ W Δη², coefficients within about
-        # 1e-8), where the step test would take hundreds of passes for digits below that.
+        # mean): the objective ends them, settled, with at most FLAT_GAIN of its tolerance left
+        # to gain (½ Σ W Δη²; coefficients within about 1e-8), not hundreds of passes later.
         gain = FLAT_GAIN * self.s.objective_tolerance * (abs(value) + 0.1)
         flat = st.iterations > PATIENCE and moved <= gain
         if (moved <= tolerance * tolerance * scale or flat) and settled:  # converged at theta
@@ -427,9 +427,9 @@ class _Path:
             if index is not None:  # not the null fit
                 self._record(model, index, *row[_FIGURES])
             return False
-        model.theta = model.theta + st.step
+        model.theta = model.theta + st.step  # a shared Gram's step errs by mismatch x itself:
         finish = FINISH_NEWTON if self.family.canonical else tolerance
-        if alpha is not None and moved <= finish * finish * scale:
+        if alpha is not None and moved * max(finish**-2, mismatch / tolerance**2) <= scale:
             model.gradient, model.unevaluated = gradient, index
             return False
         return True

@@ -20,6 +20,9 @@ from hvd_linreg.solvers.irls import MAX_ITERATIONS, OBJECTIVE_TOLERANCE
 from hvd_linreg.solvers.path_controls import Controls, controls_for
 
 TOLERANCE = 1e-10  # IRLS's test of the step (path.py)
+# With l1_ratio 0 (ridge) every strength keeps every coefficient: α_max is taken at this
+# l1_ratio instead, as glmnet does.
+RIDGE_L1_RATIO = 1e-3
 # glmnet's end of the path (glmnet.control's mnlam, fdev and devmax; path_end)
 MIN_STRENGTHS, DEV_CHANGE, DEV_MAX = 5, 1e-5, 0.999
 
@@ -63,6 +66,17 @@ class PathSettings:
     @property
     def iterations(self) -> int:
         return MAX_ITERATIONS if self.max_iter is None else self.max_iter
+
+    def strengths(self, gradient, scales, rows: int, F: int, weight: float = 1.0) -> list:
+        """The default sequence: from α_max, the penalized features' largest |gradient| over
+        weight x their L1 factors (scales, at RIDGE_L1_RATIO for a ridge), log-spaced down to
+        α_max x --alpha_min_ratio (1e-4 with more rows than the F features, else 1e-2)."""
+        ratio = max(self.l1_ratio, RIDGE_L1_RATIO)
+        top = float(np.max(np.abs(gradient) / (weight * ratio * scales)))
+        top = top if top > 0 else 1.0  # no feature moves the fit: every strength its null model
+        low = self.alpha_min_ratio or (1e-4 if rows > F else 1e-2)
+        steps = np.exp(np.linspace(math.log(top), math.log(top * low), self.n_alphas))
+        return [float(a) for a in steps]
 
     def path_end(self, explained: np.ndarray | None, family: str, own: bool = True) -> int | None:
         """glmnet's end of a path, given the fraction of the null deviance explained at each

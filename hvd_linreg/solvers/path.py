@@ -85,7 +85,7 @@ class _Path:
         self.gaussian = isinstance(family, Gaussian) and family.link.name == "identity"
         self.K = settings.folds.count if settings.folds else 0
         self.passes = 0
-        self.share = True  # the models' Hessians from one Gram (path_passes.glm_pass)
+        self.share, self.cache = True, {}  # one Gram for the models' Hessians (path_passes)
 
     def run(self) -> PathFit:
         F, s = self.F, self.s
@@ -216,8 +216,8 @@ class _Path:
 
     def _glm_pass(self, models: list[_Model]) -> tuple[list[Moments], np.ndarray]:
         self.passes += 1
-        exact = [not self.share or m.exact for m in models]
-        return path_passes.glm_pass(self.job, self.shard, self.family, self.s.folds, models, exact)
+        exact, job, folds = [not self.share or m.exact for m in models], self.job, self.s.folds
+        return path_passes.glm_pass(job, self.shard, self.family, folds, models, exact, self.cache)
 
     # The fit at one strength
 

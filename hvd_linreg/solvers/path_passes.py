@@ -17,26 +17,29 @@ from hvd_linreg.solvers.moments import Moments, gather, gather_parts
 TRAIN_DEVIANCE, OUTSIDE, HELD_DEVIANCE, HELD_WEIGHT, MISMATCH = range(5)
 
 
-def blocks(shard, folds: Folds | None, rows: int | None = None):
+def blocks(shard, folds: Folds | None, rows: int | None = None, cache: dict | None = None):
     """This rank's rows of weight > 0 in float64 blocks of about rows (PATH_BLOCK_BYTES's by
     default): (X, y, offset or None, weight, fold or None); a wide design's X a design
-    matrix."""
+    matrix. cache (a dict kept across passes) keeps each block's folds."""
     carried, F = shard.carried_columns, shard.num_features
     at = 0
-    for X, y, C in shard.raw_blocks(rows or block_rows(F + 2, budget=PATH_BLOCK_BYTES)):
+    size = rows or block_rows(F + 2, budget=PATH_BLOCK_BYTES)
+    for b, (X, y, C) in enumerate(shard.raw_blocks(size)):
         rows = carried.rows(X, y, C)
-        fold = None
-        if folds is not None:
-            ids = shard.layout.global_rows(np.arange(at, at + len(y)))
-            fold = folds.of(ids, None if folds.column is None else C[:, carried.fold_index])
-        at += len(y)
         weight = rows.weights()
         keep = weight > 0
+        fold = None if cache is None else cache.get(b)
+        if folds is not None and fold is None:
+            ids = shard.layout.global_rows(np.arange(at, at + len(y)))
+            fold = folds.of(ids, None if folds.column is None else C[:, carried.fold_index])
+            fold = fold if keep.all() else fold[keep]
+            if cache is not None:
+                cache[b] = fold
+        at += len(y)
         offset = rows.offset
         if not keep.all():
             rows = rows.counted()
             weight = weight[keep]
-            fold = None if fold is None else fold[keep]
             offset = rows.offset
         X = rows.X if isinstance(rows.X, DesignMatrix) else np.asarray(rows.X, np.float64)
         yield X, rows.y.astype(np.float64), offset, weight, fold
@@ -60,7 +63,7 @@ def prior_pass(job: Job, shard, folds: Folds | None, gaussian: bool) -> tuple[li
     return parts, int(count.sum())
 
 
-def glm_pass(job: Job, shard, family: Family, folds: Folds | None, models: list, exact):
+def glm_pass(job: Job, shard, family: Family, folds: Folds | None, models: list, exact, cache):
     """Each model's moments of [X r] by the working weights W at its theta (model.theta,
     model.fold: the fold it holds out, or None) on its training rows, and its sums (a row
     each): training deviance, rows off the family's domain, held-out deviance and weight, and
@@ -70,7 +73,8 @@ def glm_pass(job: Job, shard, family: Family, folds: Folds | None, models: list,
     Gram (_shared): each row weighed by V, the mean of their W there, and each one's [X r]
     column replaced by q = W r / V, so that its cross products Σ V (x - x̄)(q - q̄) are its exact
     gradient; MISMATCH is then Σ (W - V)² / V on its training rows. The others take each their
-    own Gram, as exact as Newton's step, and MISMATCH 0."""
+    own Gram, as exact as Newton's step, and MISMATCH 0. cache: a dict kept across the passes
+    (each block's folds and its rows' order by fold)."""
     F, m = shard.num_features, len(models)
     shared = np.flatnonzero(~np.asarray(exact, bool))
     shared = shared if len(shared) > 1 else shared[:0]
@@ -80,14 +84,17 @@ def glm_pass(job: Job, shard, family: Family, folds: Folds | None, models: list,
     sums = np.zeros((m, 5))
     theta = np.array([model.theta for model in models])  # (models, F + 1)
     held_out = np.array([-1 if model.fold is None else model.fold for model in models])
-    for X, y, offset, weight, fold in blocks(shard, folds):
+    for b, (X, y, offset, weight, fold) in enumerate(blocks(shard, folds, cache=cache)):
         W, r, train = _rows(family, X, y, offset, weight, fold, theta, held_out, sums)
         for k, i in enumerate(own):
             t = train[i]
             moments[k] = moments[k].merge(Moments.of(np.c_[X[t], r[i, t]], W[i, t]))
         if len(shared):
-            W, scores = W[shared], W[shared] * r[shared]
-            mismatch, moments[len(own) :] = _shared(X, fold, W, scores, moments[len(own) :])
+            if fold is not None and ("order", b) not in cache:  # the rows fold by fold
+                order = np.argsort(fold, kind="stable")
+                cache["order", b] = order, np.searchsorted(fold[order], np.arange(K + 1))
+            W, scores, order = W[shared], W[shared] * r[shared], cache.get(("order", b))
+            mismatch, moments[len(own) :] = _shared(X, order, W, scores, moments[len(own) :])
             sums[shared, MISMATCH] += mismatch
     moments, sums = gather_parts(job, moments, sums, "path_pass")
     result = [None] * m
@@ -119,9 +126,10 @@ def _rows(family: Family, X, y, offset, weight, fold, theta, held_out, sums: np.
     return np.where(keep, W, 0.0), np.where(keep, r, 0.0), train
 
 
-def _shared(X, fold, W: np.ndarray, scores: np.ndarray, parts: list):
+def _shared(X, order, W: np.ndarray, scores: np.ndarray, parts: list):
     """Each model's MISMATCH on one block's rows, and each fold of rows' moments (parts) with
-    theirs of [X q_1 ... q_m] by V, the mean W of the models that train on each row."""
+    theirs of [X q_1 ... q_m] by V, the mean W of the models that train on each row; order:
+    the rows fold by fold and where each fold starts (None: no folds)."""
     parts = list(parts)
     training = W > 0
     count = training.sum(axis=0)
@@ -129,15 +137,14 @@ def _shared(X, fold, W: np.ndarray, scores: np.ndarray, parts: list):
     on = V > 0
     Q = np.divide(scores, V, out=np.zeros_like(scores), where=on)
     mismatch = np.divide((W - V) ** 2, V, out=np.zeros_like(W), where=on & training).sum(axis=1)
-    if fold is None:
+    if order is None:
         parts[0] = parts[0].merge(Moments.of(np.c_[X, Q.T], V))
         return mismatch, parts
-    order = np.argsort(fold, kind="stable")
-    ends = np.searchsorted(fold[order], np.arange(len(parts) + 1))
-    A, V = np.c_[X, Q.T][order], V[order]  # the rows fold by fold
+    rows, ends = order
+    A, V = np.c_[X, Q.T].take(rows, axis=0), V.take(rows)
     for j, part in enumerate(parts):
-        rows = slice(ends[j], ends[j + 1])
-        parts[j] = part.merge(Moments.of(A[rows], V[rows]))
+        within = slice(ends[j], ends[j + 1])
+        parts[j] = part.merge(Moments.of(A[within], V[within]))
     return mismatch, parts
 
 

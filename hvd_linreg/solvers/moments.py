@@ -68,24 +68,9 @@ def packed_size(n: int) -> int:
 
 
 def gather(job, moments: list[Moments], sums: np.ndarray, name: str):
-    """Every rank's moments (one list, the same models on every rank) merged in rank order,
-    and the sums (a 2-D array, a row per model) added in rank order: one allgather."""
-    n = len(moments[0].mean)
-    rows = np.array([np.concatenate([m.pack(), s]) for m, s in zip(moments, sums)])
-    every = job.allgather_rows(rows, name)  # every rank's, in rank order
-    k = len(moments)
-    merged = [Moments.unpack(every[i], n) for i in range(k)]
-    total = every[:k, packed_size(n) :].copy()
-    for start in range(k, len(every), k):
-        for i in range(k):
-            merged[i] = merged[i].merge(Moments.unpack(every[start + i], n))
-            total[i] += every[start + i, packed_size(n) :]
-    return merged, total
-
-
-def gather_parts(job, moments: list[Moments], sums: np.ndarray, name: str):
-    """gather's, where the moments may differ in size and the rows of sums need not be as
-    many: one row a rank."""
+    """Every rank's moments (one list, the same sizes on every rank; they may differ from one
+    another) merged in rank order, and the sums (a 2-D array, not necessarily a row per moment)
+    added in rank order: one allgather of one row a rank."""
     sizes = [packed_size(len(m.mean)) for m in moments]
     starts = np.cumsum([0, *sizes])
     row = np.concatenate([m.pack() for m in moments] + [sums.ravel()])

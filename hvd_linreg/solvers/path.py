@@ -85,7 +85,7 @@ class _Path:
         self.gaussian = isinstance(family, Gaussian) and family.link.name == "identity"
         self.K = settings.folds.count if settings.folds else 0
         self.passes = 0
-        self.share, self.cache = True, {}  # one Gram for the models' Hessians (path_passes)
+        self.cache = {}  # each block's folds and rows by fold, across the passes (path_passes)
 
     def run(self) -> PathFit:
         F, s = self.F, self.s
@@ -167,7 +167,7 @@ class _Path:
     def refit(self, models: list[_Model]) -> None:
         """The relaxed fits (relaxed.py) of these models, each by its model.relaxed penalty:
         the path's IRLS (or a gaussian's moments) with no penalty, from their theta."""
-        saved, self.models, self.share = self.models, models, False
+        saved, self.models = self.models, models
         try:
             if self.gaussian:
                 for model in models:
@@ -175,7 +175,7 @@ class _Path:
             else:
                 self._irls(0.0, None, None)
         finally:
-            self.models, self.share = saved, True
+            self.models = saved
 
     def _walk(self, alphas, null_deviance: float) -> tuple[np.ndarray, list, str | None]:
         """Solve at each strength in turn, warm from the last; the strengths reached, each
@@ -216,7 +216,7 @@ class _Path:
 
     def _glm_pass(self, models: list[_Model]) -> tuple[list[Moments], np.ndarray]:
         self.passes += 1
-        exact, job, folds = [not self.share or m.exact for m in models], self.job, self.s.folds
+        exact, job, folds = [m.exact for m in models], self.job, self.s.folds
         return path_passes.glm_pass(job, self.shard, self.family, folds, models, exact, self.cache)
 
     # The fit at one strength
@@ -350,8 +350,8 @@ class _Path:
         was small enough takes it and is done without a pass of its own: the first pass at the
         next strength (or _evaluate) gives its figures there (FINISH_NEWTON)."""
         state = {id(m): _Step() for m in self.models}
-        for model in self.models:  # the null fits, which give α_max, Newton's to the last digit
-            model.exact = alpha is None
+        for model in self.models:  # Newton's own Gram: the null fits (α_max to its last digit)
+            model.exact = alpha is None or model.relaxed is not None  # and relaxed refits
         pending = list(self.models)
         for _ in range(self.s.iterations):
             moments, sums = self._glm_pass(pending)

@@ -11,7 +11,7 @@ from hvd_linreg.data.passes import PATH_BLOCK_BYTES, block_rows
 from hvd_linreg.families.family import Family
 from hvd_linreg.matrix import DesignMatrix
 from hvd_linreg.ranks import Job
-from hvd_linreg.solvers.moments import Moments, gather, gather_parts
+from hvd_linreg.solvers.moments import Moments, gather
 
 # glm_pass's sums beside each model's moments, by column
 TRAIN_DEVIANCE, OUTSIDE, HELD_DEVIANCE, HELD_WEIGHT, MISMATCH = range(5)
@@ -96,7 +96,7 @@ def glm_pass(job: Job, shard, family: Family, folds: Folds | None, models: list,
             W, scores, order = W[shared], W[shared] * r[shared], cache.get(("order", b))
             mismatch, moments[len(own) :] = _shared(X, order, W, scores, moments[len(own) :])
             sums[shared, MISMATCH] += mismatch
-    moments, sums = gather_parts(job, moments, sums, "path_pass")
+    moments, sums = gather(job, moments, sums, "path_pass")
     result = [None] * m
     for k, i in enumerate(own):
         result[i] = moments[k]

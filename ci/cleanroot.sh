@@ -193,6 +193,14 @@ run_phase() {
   fi
 }
 run_phase set-up make setup
+if [ "$status" != 0 ]; then
+  # A CI run's Debian 13 set-up failed once, under load, for a reason its summary did not keep;
+  # the same set-up passed alone. A user would run `make setup` again (it skips what is done):
+  # so does this, once, and says so; a failure that recurs fails the run.
+  say "set-up failed (exit $status); running it once more, as a user would"
+  status=0
+  run_phase "set-up, once more" make setup
+fi
 setup_times=$(cat "$root/tmp/times" 2>/dev/null || true)
 run_phase "make run" make run
 run_phase tests "$command"

@@ -50,8 +50,9 @@ record=$(mktemp -d /tmp/hvd-linreg-test.XXXXXX)
 export HVD_LINREG_TIMES=${HVD_LINREG_TIMES:-$record/times} # set-up's and the roots' own times
 touch "$record/stages" "$record/failed" "$record/failures" "$HVD_LINREG_TIMES"
 # stage NAME COMMAND...: run it, time it, remember whether it passed.
-# Its failed tests (pytest's summary lines, the roots' included) are listed again at the end,
-# where a reader of the run's last lines finds them.
+# Its failed tests (pytest's summary lines, the roots' included), or the last lines of a stage
+# that failed outside its tests, are listed again at the end, where a reader of the run's last
+# lines finds them.
 stage() {
   local name=$1 start=$SECONDS status log
   shift
@@ -67,6 +68,10 @@ stage() {
     echo "$name" >>"$record/failed"
     grep -E '^(FAILED|ERROR|UNDECLARED SKIP) ' "$log" | cut -c1-400 | sed "s/^/$name: /" \
       >>"$record/failures"
+    # A stage that failed outside its tests (a set-up, a root's): its last lines say why.
+    if ! grep -qE '^(\[roots\] )?(FAILED|ERROR) ' "$log"; then
+      tail -n 25 "$log" | cut -c1-300 | sed "s/^/$name: /" >>"$record/failures"
+    fi
   fi
   rm -f "$log"
 }
@@ -210,7 +215,7 @@ if [ -s "$HVD_LINREG_TIMES" ]; then
   cat "$HVD_LINREG_TIMES"
 fi
 if [ -s "$record/failures" ]; then
-  printf '\n=== failed tests\n'
+  printf '\n=== what failed\n'
   cat "$record/failures"
 fi
 failed=$(paste -sd, "$record/failed" | sed 's/,/, /g')

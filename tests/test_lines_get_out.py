@@ -99,8 +99,14 @@ def lost_rank_lines(launcher: str, output: str) -> list[str]:
 MPI_DID_NOT_START = ("OPAL ERROR: Unreachable", "An error occurred in MPI_Init")
 
 
-class MpiDidNotStart(Exception):
+class DidNotStart(Exception):
     pass
+
+
+# The faults' runs take the watchdog's short limit, which also bounds Horovod's start: under
+# load (CI's clean roots compute beside this suite) one rank may still be importing TensorFlow
+# when the others' limit is up. That start is not the fault under test: it is started once more.
+HOROVOD_DID_NOT_START = "Horovod did not start within"
 
 
 def one_launch(launcher, args, tmp_path, wrap=()) -> tuple[int, str]:
@@ -109,7 +115,7 @@ def one_launch(launcher, args, tmp_path, wrap=()) -> tuple[int, str]:
     )
     failed = [s for s in MPI_DID_NOT_START if s in run.output]
     if failed:
-        raise MpiDidNotStart(f"Open MPI did not start ({failed[0]})")
+        raise DidNotStart(f"Open MPI did not start ({failed[0]})")
     return run.returncode, run.output
 
 
@@ -153,7 +159,14 @@ def check_run(launcher: str, case: str, tmp_path, start_job) -> str | None:
 def check_fault(launcher: str, case: str, start_job) -> str | None:
     env = {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": str(STALL_S)}
     job = start_job(launcher, RANKS, FOREVER, env)
-    job.wait_for("Step: 100 ")
+    try:
+        job.wait_for("Step: 100 ")
+    except AssertionError:
+        if job.wait(ENDS_WITHIN_S) is not None:
+            job.wait_for_the_output_to_end()
+            if HOROVOD_DID_NOT_START in job.output:
+                raise DidNotStart(f"Horovod did not start within {STALL_S} s") from None
+        raise
     rank_2 = job.ranks()[2]
     if case == "watchdog":
         rank_2.send_signal(signal.SIGSTOP)
@@ -190,7 +203,7 @@ def test_the_line_always_gets_out(launcher, case, srun_or_skip, tmp_path, start_
         where.mkdir()
         try:
             miss = check_run(launcher, case, where, start_job)
-        except MpiDidNotStart as e:
+        except DidNotStart as e:
             rescue_run(f"run {i + 1}: {e}")
             (where := where / "again").mkdir()
             miss = check_run(launcher, case, where, start_job)

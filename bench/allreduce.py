@@ -1,11 +1,11 @@
 """Allreduce bandwidth of one 16 MB gradient (4 M float32 features), in two programs:
 
 * `--program horovod` (under horovodrun, MPI or Gloo controller): the tool's path. Horovod is
-  started by `hvd_linreg.ranks.init` (the tool's environment defaults and thread counts), then
-  `hvd.allreduce(grad, op=hvd.Sum)` runs inside a `tf.function` with a `tf.range` loop, as
-  the tool's `DistributedOptimizer` does in its training loop (the tool divides each rank's
-  loss by the rank count, so the sum is the average). `op=hvd.Average`, Horovod's usual way,
-  is timed next to it: a sum plus one more pass over the result (the division).
+  started by `hvd_linreg.runtime.ranks.init` (the tool's environment defaults and thread counts),
+  then `hvd.allreduce(grad, op=hvd.Sum)` runs inside a `tf.function` with a `tf.range` loop, as the
+  tool's `DistributedOptimizer` does in its training loop (the tool divides each rank's loss by the
+  rank count, so the sum is the average). `op=hvd.Average`, Horovod's usual way, is timed next to
+  it: a sum plus one more pass over the result (the division).
 * `--program mpi4py` (under mpirun): `comm.Allreduce` on a buffer of the same size, in a
   process without Horovod or TensorFlow: the floor.
 
@@ -25,7 +25,7 @@ import numpy as np
 
 def horovod_blocks(num_floats: int, per_block: int) -> tuple[dict, callable, int, int]:
     """Timed blocks of `per_block` Horovod allreduces, a barrier, this rank and the size."""
-    from hvd_linreg import ranks, startup
+    from hvd_linreg.runtime import ranks, startup
 
     startup.quiet_tensorflow()
     ranks.init()

@@ -47,9 +47,9 @@ def write(path: str, rows: int) -> None:
 
 
 def tool(path: str) -> dict:
-    from hvd_linreg import ranks
     from hvd_linreg.config import Config
     from hvd_linreg.data import load_shard
+    from hvd_linreg.runtime import ranks
 
     job = ranks.init()
     cfg = Config(data=path, solver="exact")

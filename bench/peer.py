@@ -15,7 +15,7 @@ import time
 import numpy as np
 from contract import job_parser, shard, write_result
 
-from hvd_linreg.resources import thread_budget
+from hvd_linreg.runtime.resources import thread_budget
 
 
 def main() -> None:

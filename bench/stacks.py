@@ -25,7 +25,7 @@ STACKS = {
 # What a rank imports before its first step, as the tool imports it.
 IMPORT = "\n".join(
     [
-        "from hvd_linreg.startup import import_tensorflow",
+        "from hvd_linreg.runtime.startup import import_tensorflow",
         "import_tensorflow()",
         "import hvd_linreg.pipeline",
     ]

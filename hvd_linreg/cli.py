@@ -13,14 +13,14 @@ from dataclasses import fields
 from hvd_linreg import __version__, families
 from hvd_linreg.config import Config, field_names
 from hvd_linreg.errors import UsageError
-from hvd_linreg.hosts import check_elastic_launch, check_host_name
-from hvd_linreg.launcher import launch_rank, speaks_for
-from hvd_linreg.ranks import (
+from hvd_linreg.runtime.hosts import check_elastic_launch, check_host_name
+from hvd_linreg.runtime.launcher import launch_rank, speaks_for
+from hvd_linreg.runtime.ranks import (
     is_collective_failure,
     say,
     settle,
 )
-from hvd_linreg.startup import quiet_tensorflow
+from hvd_linreg.runtime.startup import quiet_tensorflow
 
 
 class _Parser(argparse.ArgumentParser):
@@ -162,12 +162,12 @@ def run_model_command(command: str, argv: list[str]) -> int:
     quiet_tensorflow()
     # Each checks the model and data first and starts no TensorFlow: a model of K classes
     # (--model multinomial) is applied by its own module
-    from hvd_linreg import export
+    from hvd_linreg.model_file import export
 
     if export.load(args.model).classes is not None:
-        from hvd_linreg import multinomial_model as apply
+        from hvd_linreg.model_file import multinomial_model as apply
     else:
-        from hvd_linreg import predict as apply
+        from hvd_linreg.model_file import predict as apply
     if command == "predict":
         return apply.predict(
             args.model, args.data, args.out, args.threshold, args.keep_columns, args.unseen_levels

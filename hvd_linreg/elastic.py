@@ -26,10 +26,11 @@ import tensorflow as tf
 from horovod.common.elastic import State, run_fn
 from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 
-from hvd_linreg import families, multinomial, pipeline, ranks
+from hvd_linreg import families, multinomial, pipeline
 from hvd_linreg.config import Config
 from hvd_linreg.data import classes
-from hvd_linreg.trainer import Trainer, make_trainer
+from hvd_linreg.runtime import ranks
+from hvd_linreg.sgd.trainer import Trainer, make_trainer
 
 Reset = tuple[int, int, int]  # (step training went on from, ranks before, ranks after)
 

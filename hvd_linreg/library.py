@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from hvd_linreg.coefficients import vec
 from hvd_linreg.config import MISSING, Config
 from hvd_linreg.constraints import one_of
 from hvd_linreg.errors import UsageError, agreed
+from hvd_linreg.families.coefficients import vec
 from hvd_linreg.statistics.table import INTERCEPT
 
 # Settings that describe a file or a launch, which fit() does not take: its rows are its
@@ -231,7 +231,7 @@ def start_job(verbose: bool = False, horovod: bool = False):
     An exact fit starts neither TensorFlow nor Horovod (ranks.init); horovod: an SGD fit's
     first call imports TensorFlow quietly and starts Horovod (a no-op where the caller's script
     has)."""
-    from hvd_linreg import ranks
+    from hvd_linreg.runtime import ranks
 
     return ranks.init(verbose=verbose, own_process=False, horovod=horovod)
 
@@ -316,7 +316,7 @@ class FitResult:
     def save(self, path: str) -> None:
         """Rank 0 writes the model to path as --export does (hvd-linreg predict and evaluate,
         and load(), read it); the other ranks write nothing."""
-        from hvd_linreg import export
+        from hvd_linreg.model_file import export
 
         report = self.report
         if report.job.is_root:
@@ -326,6 +326,6 @@ class FitResult:
 
 def load(path: str):
     """A model that save() or the command line's --export wrote (export.ExportedModel)."""
-    from hvd_linreg import export
+    from hvd_linreg.model_file import export
 
     return export.load(str(path))

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from hvd_linreg import scoring
-from hvd_linreg.coefficients import stored
 from hvd_linreg.data.frames import plain
 from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
+from hvd_linreg.families.coefficients import stored
 from hvd_linreg.statistics.table import INTERCEPT
 
 # What the multinomial model does not take yet, and why
@@ -46,7 +46,8 @@ def run(cfg, job, family, load, start=None) -> MultinomialResult:
     """The recipe: load() -> (shard, classes), then the fit (Newton's method, from start where
     given, or SGD and, for its optimality gap, Newton's), its statistics and its scores; rank
     0 prints the summary (unless quiet) and writes --metrics_json and --export."""
-    from hvd_linreg import checkpoint, report
+    from hvd_linreg import report
+    from hvd_linreg.sgd import checkpoint
 
     began = time.perf_counter()
     check_settings(cfg)
@@ -54,7 +55,7 @@ def run(cfg, job, family, load, start=None) -> MultinomialResult:
 
     def outputs():
         if job.is_root:  # rank 0 writes them: checked before the fit, not after
-            from hvd_linreg import export
+            from hvd_linreg.model_file import export
 
             report.check_writable("--metrics_json", cfg.metrics_json)
             report.check_writable("--plot", cfg.plot)
@@ -138,7 +139,7 @@ def finish(cfg, job, family, shard, sgd, began: float, start=None) -> Multinomia
 def train(cfg, job, family, shard, ckpt_dir):
     """--solver sgd: averaged SGD on the mean log-loss through Horovod's DistributedOptimizer,
     by the trainer every family's SGD has (checkpoints, resume, held-out scores)."""
-    from hvd_linreg.trainer import make_trainer
+    from hvd_linreg.sgd.trainer import make_trainer
 
     for warning in shard.warnings(cfg):
         job.warn(warning)
@@ -203,11 +204,11 @@ def _report(cfg, job, result: MultinomialResult) -> None:
     if job.is_root and cfg.metrics_json:
         report.write_json(cfg.metrics_json, result.to_dict())
     if cfg.export:
-        from hvd_linreg import multinomial_model
+        from hvd_linreg.model_file import multinomial_model
 
         agreed(job, lambda: multinomial_model.save(cfg, result) if job.is_root else None)
         if job.is_root and not cfg.quiet:
-            from hvd_linreg.export import written
+            from hvd_linreg.model_file.export import written
 
             job.log(written(cfg.export))
     if cfg.plot:

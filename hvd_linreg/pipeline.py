@@ -13,22 +13,25 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hvd_linreg import checkpoint, export, families, ranks, scoring, solvers
+from hvd_linreg import families, scoring, solvers
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard, load_shard, targets
 from hvd_linreg.data.shard import DENSE_MAX_COLUMNS
 from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
-from hvd_linreg.hosts import keepalive_warning
+from hvd_linreg.model_file import export
 from hvd_linreg.plot import save_plot
-from hvd_linreg.ranks import Job
 from hvd_linreg.report import Report, TrainingResult, check_writable, header_line, write_json
+from hvd_linreg.runtime import ranks
+from hvd_linreg.runtime.hosts import keepalive_warning
+from hvd_linreg.runtime.ranks import Job
+from hvd_linreg.sgd import checkpoint
 from hvd_linreg.solvers import irls, path, wide_path
 from hvd_linreg.solvers.path_settings import settings_for
 from hvd_linreg.solvers.penalty import Penalty
 from hvd_linreg.solvers.start import iterates
 
 if TYPE_CHECKING:
-    from hvd_linreg.trainer import Trainer
+    from hvd_linreg.sgd.trainer import Trainer
 
 
 def run(cfg: Config) -> int:
@@ -158,7 +161,7 @@ def fit(cfg: Config, family, job: Job, shard: Shard, ckpt_dir: Path | None, star
     announce(cfg, family, job, shard)
     if cfg.solver == "exact":
         return solve(cfg, family, job, shard, start)
-    from hvd_linreg.trainer import make_trainer
+    from hvd_linreg.sgd.trainer import make_trainer
 
     trainer = make_trainer(cfg, family, job, shard)
     trainer.use(job, shard, ckpt_dir)

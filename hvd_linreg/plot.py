@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hvd_linreg.atomic import atomic_write
-from hvd_linreg.coefficients import matrix
+from hvd_linreg.families.coefficients import matrix
 from hvd_linreg.report import Report, loss_name
+from hvd_linreg.runtime.atomic import atomic_write
 
 # What the fitted curve's label calls the mean: P(y=1) for a binary family, E[y] unless named here
 MEAN_LABELS = {"linear": "y"}

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 
 from hvd_linreg import __version__
-from hvd_linreg.atomic import atomic_write
-from hvd_linreg.coefficients import stored, vec
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard, global_batch_size
 from hvd_linreg.errors import UsageError
-from hvd_linreg.ranks import Job
+from hvd_linreg.families.coefficients import stored, vec
+from hvd_linreg.runtime.atomic import atomic_write
+from hvd_linreg.runtime.ranks import Job
 from hvd_linreg.statistics import describe
 from hvd_linreg.statistics.table import SHOWN_COEFFICIENTS
 from hvd_linreg.statistics.table import SHOWN_WEIGHTS as _SHOWN_WEIGHTS

@@ -14,9 +14,9 @@ import json
 import sys
 from pathlib import Path
 
-from hvd_linreg import ranks
 from hvd_linreg.config import Config
 from hvd_linreg.data import load_shard
+from hvd_linreg.runtime import ranks
 from hvd_linreg.solvers import least_squares
 from hvd_linreg.statistics import describe
 

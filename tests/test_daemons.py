@@ -1,5 +1,6 @@
-"""hvd_linreg/daemons.py, the watchdog's fallback for a launcher that waits for a lost host, on
-stand-ins: copies of sh and sleep under Open MPI's names (a process's name is its file's)."""
+"""hvd_linreg/runtime/daemons.py, the watchdog's fallback for a launcher that waits for a lost
+host, on stand-ins: copies of sh and sleep under Open MPI's names (a process's name is its
+file's)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import shutil
 import subprocess
 import time
 
-from hvd_linreg import daemons
+from hvd_linreg.runtime import daemons
 
 WAIT_S = 30  # a safety net for processes that start or end at once, even on a busy machine;
 # under the stand-in ssh's 60 s, so that its session ending by itself cannot pass for a kill

@@ -35,8 +35,8 @@ from conftest import (
     launcher_env,
     params_of,
 )
-from hvd_linreg import checkpoint
 from hvd_linreg.doctor import horovod_build_record
+from hvd_linreg.sgd import checkpoint
 from reference import SGD, averaged_in_segments, averaged_sgd, constant
 
 pytestmark = [pytest.mark.multiprocess]

@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import refused
-from hvd_linreg import predict
 from hvd_linreg.cli import main
 from hvd_linreg.data import load
+from hvd_linreg.model_file import predict
 
 METADATA = "assets.extra/hvd_linreg.json"
 

@@ -18,7 +18,7 @@ import hvd_linreg
 from conftest import REPO, launch, refused
 from hvd_linreg import estimators
 from hvd_linreg.cli import main
-from hvd_linreg.export import METADATA
+from hvd_linreg.model_file.export import METADATA
 
 
 def _csv(path, text: str) -> str:
@@ -363,7 +363,7 @@ def test_keep_columns_from_a_file_gone_since_it_was_opened(tmp_path):
     """predict opens the data first and reads the kept columns after predicting: a file that
     is gone by then (moved, or its disk unmounted) is a clear error, not a traceback."""
     from hvd_linreg.errors import UsageError
-    from hvd_linreg.predict import open_data, read_kept
+    from hvd_linreg.model_file.predict import open_data, read_kept
 
     data = open_data(_csv(tmp_path / "t.csv", TABLE))
     (tmp_path / "t.csv").unlink()

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import hvd_linreg
-from hvd_linreg import ranks
 from hvd_linreg.config import Config
 from hvd_linreg.data.memory import memory_shard
 from hvd_linreg.families import get
+from hvd_linreg.runtime import ranks
 from hvd_linreg.solvers import irls
 from hvd_linreg.solvers.penalty import Penalty
 

@@ -25,7 +25,7 @@ from conftest import (
 )
 from hvd_linreg import __version__
 from hvd_linreg.data import Rows
-from hvd_linreg.ranks import Job
+from hvd_linreg.runtime.ranks import Job
 from hvd_linreg.scoring.regression import scores
 
 NUM_ROWS, NUM_FEATURES = 203, 3  # an odd count: the ranks' blocks differ in size

@@ -213,7 +213,7 @@ def test_without_keepalives_rank_0_warns_that_a_lost_host_would_keep_mpirun_wait
     """Open MPI's defaults leave mpirun waiting for a host cut off the network long after the
     ranks end (docs/launching.md): a job across hosts started without the keep-alive settings
     says so at its start, once, with the settings; one started with them does not, nor, under
-    Open MPI 4, one whose watchdog is on (it ends mpirun itself: hvd_linreg/daemons.py)."""
+    Open MPI 4, one whose watchdog is on (it ends mpirun itself: hvd_linreg/runtime/daemons.py)."""
     args, _, _ = reference_job(regression_file)
     env = None if watchdog else {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "0"}
     run = start_cluster_job(launcher, args, env, keepalives=keepalives).run()
@@ -354,7 +354,8 @@ def off_the_network(node: str):
 def test_node2_off_the_network_ends_the_job(launcher, keepalives, start_cluster_job):
     """Every rank, and the launcher, end within the stall limit + 30 s; nothing stays behind on
     either host, node2 included, while it is still cut off. Without Open MPI's keep-alives the
-    watchdog's rank ends mpirun and the lost host's daemon itself (hvd_linreg/daemons.py)."""
+    watchdog's rank ends mpirun and the lost host's daemon itself
+    (hvd_linreg/runtime/daemons.py)."""
     job = start_cluster_job(launcher, FOREVER, STALL, keepalives=keepalives)
     job.wait_for("Step: 100 ")
     with off_the_network("node2"):

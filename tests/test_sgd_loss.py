@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hvd_linreg import families
-from hvd_linreg.families.model import Model
+from hvd_linreg.sgd.model import Model
 
 LINKS = [(name, link) for name in families.GLMS for link in families.get(name).LINKS]
 

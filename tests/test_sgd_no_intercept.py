@@ -18,7 +18,7 @@ from test_no_intercept import assert_statsmodels_without_a_constant, no_intercep
 from conftest import assert_sgd_is_simulated, params_of, refused, run_metrics
 from hvd_linreg import families
 from hvd_linreg.cli import main
-from hvd_linreg.export import METADATA
+from hvd_linreg.model_file.export import METADATA
 from reference import gradient
 
 GRADIENTS = {"linear": gradient, "poisson": poisson_gradient, "logistic": logistic_gradient}

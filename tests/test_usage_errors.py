@@ -199,7 +199,7 @@ def test_every_rank_exits_2_before_importing_tensorflow(tmp_path):
 # with one write(2): several writes from two ranks interleave under mpirun ("rank 1 rankHOROVOD_"),
 # and a line left to the exit's flush was once lost (Horovod's MPI shutdown races it).
 _SHOW_ENVIRONMENT = (
-    "import os; from hvd_linreg import ranks; r = ranks.init(); "
+    "import os; from hvd_linreg.runtime import ranks; r = ranks.init(); "
     "names = ('HOROVOD_CYCLE_TIME', 'OMPI_MCA_mpi_yield_when_idle', "
     "'HOROVOD_STALL_CHECK_TIME_SECONDS', 'HOROVOD_STALL_SHUTDOWN_TIME_SECONDS'); "
     "line = ' '.join(['rank', str(r.rank), *(f'{k}={os.environ.get(k)}' for k in names)]); "

@@ -21,7 +21,6 @@ The modules, in the order the data flows through them:
   memory     memory_shard: the shard of the rows each rank passes to hvd_linreg.fit
 """
 
-from hvd_linreg.buffers import aligned_empty
 from hvd_linreg.data.csv import CsvHeader, csv_header, read_csv_split
 from hvd_linreg.data.csv_ranges import csv_split_text, csv_split_texts
 from hvd_linreg.data.files import READERS, data_files, open_table
@@ -33,6 +32,7 @@ from hvd_linreg.data.shard import Shard
 from hvd_linreg.data.spec import DataSpec, ScatterReader, TableReader
 from hvd_linreg.data.synthetic import NOISE_STDDEV, TRUE_BIAS, synthetic_rows, true_weights
 from hvd_linreg.data.table import StoredArray, Table, own_dtype, read_across, rows_of
+from hvd_linreg.runtime.buffers import aligned_empty
 
 __all__ = [
     "NOISE_STDDEV",

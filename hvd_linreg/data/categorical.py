@@ -18,11 +18,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hvd_linreg.buffers import aligned_empty
 from hvd_linreg.data.columns import column_list
 from hvd_linreg.errors import UsageError
 from hvd_linreg.matrix import CategoricalMatrix, DenseMatrix, SplitMatrix
-from hvd_linreg.resources import memory_per_rank
+from hvd_linreg.runtime.buffers import aligned_empty
+from hvd_linreg.runtime.resources import memory_per_rank
 
 Level = str | float
 # Levels: a categorical column's index among the data's columns -> its levels, sorted

@@ -12,7 +12,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hvd_linreg.buffers import aligned_empty
 from hvd_linreg.config import Config
 from hvd_linreg.data.categorical import (
     CodedFeatures,
@@ -41,7 +40,8 @@ from hvd_linreg.data.missing import HINT
 from hvd_linreg.data.shard import RowNames, Shard, naming_rows, with_validation
 from hvd_linreg.data.spec import DataSpec, ScatterReader
 from hvd_linreg.errors import UsageError
-from hvd_linreg.ranks import Job
+from hvd_linreg.runtime.buffers import aligned_empty
+from hvd_linreg.runtime.ranks import Job
 
 
 class _Scattered(NamedTuple):

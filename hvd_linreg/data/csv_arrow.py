@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hvd_linreg.buffers import aligned_empty
 from hvd_linreg.data.categorical import Words
 from hvd_linreg.data.missing import MISSING_CELLS, is_missing
+from hvd_linreg.runtime.buffers import aligned_empty
 
 # pyarrow's reads of a split: blocks this large (its default is 1 MB). A block and its
 # columns stay in the cache while they are written into the table: 1 GB at 2 ranks took

@@ -24,7 +24,7 @@ from hvd_linreg.data.row_names import row_name_in
 from hvd_linreg.data.rows import Carried, Rows
 from hvd_linreg.data.shard import Shard
 from hvd_linreg.errors import UsageError, agreed
-from hvd_linreg.ranks import Job
+from hvd_linreg.runtime.ranks import Job
 
 FORMATS = (".csv", ".parquet")
 

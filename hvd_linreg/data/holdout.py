@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hvd_linreg.buffers import aligned_empty
 from hvd_linreg.config import Config
 from hvd_linreg.data.layout import Layout
 from hvd_linreg.data.table import Table, rows_of
 from hvd_linreg.errors import UsageError
+from hvd_linreg.runtime.buffers import aligned_empty
 
 if TYPE_CHECKING:
-    from hvd_linreg.ranks import Job
+    from hvd_linreg.runtime.ranks import Job
 
 _VALIDATION_KEY = 0x76616C6964617465  # "validate"
 

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hvd_linreg.buffers import aligned_empty
 from hvd_linreg.data.table import PART_BYTES, Table
 from hvd_linreg.errors import UsageError
+from hvd_linreg.runtime.buffers import aligned_empty
 
 # Runs at least this long are read alone: then the pages at a run's two ends, which it shares
 # with other ranks' rows, add little to what is read.

@@ -20,8 +20,8 @@ from hvd_linreg.data.spec import DataSpec, ScatterReader, TableReader
 from hvd_linreg.data.synthetic import TRUE_BIAS, synthetic_rows, true_weights
 from hvd_linreg.data.table import Table, rows_of
 from hvd_linreg.errors import UsageError
-from hvd_linreg.ranks import Job
-from hvd_linreg.resources import memory_per_rank
+from hvd_linreg.runtime.ranks import Job
+from hvd_linreg.runtime.resources import memory_per_rank
 
 # A shard larger than this share of the memory a rank may use is read as it is used: the rest
 # is for TensorFlow, the float64 blocks of the passes over the data, and slack.

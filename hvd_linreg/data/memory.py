@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from hvd_linreg.buffers import aligned_empty
 from hvd_linreg.config import Config
 from hvd_linreg.data import frames
 from hvd_linreg.data.categorical import CodedFeatures, expanded_names
@@ -21,7 +20,8 @@ from hvd_linreg.data.rows import Carried
 from hvd_linreg.data.shard import RowNames, Shard, with_validation
 from hvd_linreg.errors import UsageError
 from hvd_linreg.matrix import SparseMatrix
-from hvd_linreg.ranks import Job
+from hvd_linreg.runtime.buffers import aligned_empty
+from hvd_linreg.runtime.ranks import Job
 
 SOURCE = "the rows passed to fit()"
 # What a message about a row that fit() was given tells the user to do.

@@ -20,7 +20,7 @@ import numpy as np
 from hvd_linreg.data.rows import Rows
 
 if TYPE_CHECKING:
-    from hvd_linreg.ranks import Job
+    from hvd_linreg.runtime.ranks import Job
 
 # The bytes of float64 a block of a pass makes of its rows: 1 MB for a pass of products and
 # elementwise steps (an IRLS pass over 2,000,000 x 32 rows is about a fifth faster than with

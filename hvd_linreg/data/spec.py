@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from hvd_linreg.config import Config
     from hvd_linreg.data.shard import Shard
     from hvd_linreg.data.table import Table
-    from hvd_linreg.ranks import Job
+    from hvd_linreg.runtime.ranks import Job
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from hvd_linreg.data.shard import Shard
 from hvd_linreg.data.spec import ScatterReader
 from hvd_linreg.errors import UsageError
 from hvd_linreg.matrix import SparseMatrix
-from hvd_linreg.ranks import Job
+from hvd_linreg.runtime.ranks import Job
 
 SUFFIXES = (".svm", ".libsvm", ".svmlight")
 # Bytes read at a time to count the lines before a range, to name a line the parser refuses

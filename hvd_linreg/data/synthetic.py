@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from hvd_linreg.buffers import aligned_empty
+from hvd_linreg.runtime.buffers import aligned_empty
 
 TRUE_BIAS = 2.0
 NOISE_STDDEV = 0.1

@@ -15,7 +15,7 @@ import numpy as np
 from hvd_linreg.errors import UsageError
 
 if TYPE_CHECKING:
-    from hvd_linreg.ranks import Job
+    from hvd_linreg.runtime.ranks import Job
 
 
 def checked(job: Job, shard, family):

@@ -22,8 +22,8 @@ from pathlib import Path
 from hvd_linreg.doctor.check import INSTALL_MPI, INSTALL_PACKAGES, Check, first_line
 from hvd_linreg.doctor.hosts import check_hosts, parse_hosts, read_hostfile
 from hvd_linreg.doctor.launch import RANKS, check_launch, mpirun_command
-from hvd_linreg.ranks import say
-from hvd_linreg.startup import quiet_tensorflow
+from hvd_linreg.runtime.ranks import say
+from hvd_linreg.runtime.startup import quiet_tensorflow
 
 DEFAULT_TIMEOUT_S = 90.0
 BUILD_RECORD = "horovod-build.txt"  # written by ci/setup.sh into the venv

@@ -18,7 +18,7 @@ import psutil  # a Horovod dependency
 
 from hvd_linreg.doctor.check import Check
 from hvd_linreg.doctor.launch import check_launch, diagnose, mpirun_command
-from hvd_linreg.ranks import say
+from hvd_linreg.runtime.ranks import say
 
 # What each host says about itself over ssh, in one line (host_report).
 HOST_SCRIPT = "from hvd_linreg.doctor.hosts import host_report; host_report()"
@@ -57,8 +57,8 @@ def host_report() -> None:
     IPv4 networks and the versions the tool would report here."""
     import socket
 
-    from hvd_linreg.hosts import host_name_problem
     from hvd_linreg.report import versions
+    from hvd_linreg.runtime.hosts import host_name_problem
 
     name = socket.gethostname()
     try:

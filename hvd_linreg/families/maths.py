@@ -1,7 +1,7 @@
 """The maths every family and solver shares: the linear predictor, the deviances' x log y and
 log Γ, and the namespace a family's maths is written in (NumPy's functions, or TensorFlow's
-for SGD's loss). A leaf of families/: it imports only NumPy, the coefficients' layout and the
-rows' record (and tf_maths.py where handed a tensor)."""
+for SGD's loss, which sgd/tf_maths.py registers). A leaf of families/: it imports only NumPy,
+the coefficients' layout and the rows' record."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from hvd_linreg.coefficients import matrix, predictors
 from hvd_linreg.data.rows import Rows
+from hvd_linreg.families.coefficients import matrix, predictors
 from hvd_linreg.matrix import DesignMatrix
 
 
@@ -64,14 +64,20 @@ def lgamma(x: np.ndarray) -> np.ndarray:
 _lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
 
 
-def namespace(*arrays):
-    """The functions for these arrays: NUMPY's, or tf_maths' where one is a TensorFlow tensor
-    (SGD's loss), so that a family writes its unit deviance, its links' inverses and its
-    penalty once for both."""
-    if any(type(a).__module__.startswith("tensorflow") for a in arrays):
-        from hvd_linreg.families import tf_maths
+# The functions of array kinds other than NumPy's, by the top package of their arrays' type:
+# SGD's loss hands the families TensorFlow tensors, and hvd_linreg.sgd.tf_maths, imported by
+# SGD's model, registers TensorFlow's here (the families import no TensorFlow).
+NAMESPACES: dict[str, SimpleNamespace] = {}
 
-        return tf_maths
+
+def namespace(*arrays):
+    """The functions for these arrays: NUMPY's, or those registered for their kind (SGD's
+    loss: TensorFlow's), so that a family writes its unit deviance, its links' inverses and its
+    penalty once for both."""
+    for a in arrays:
+        kind = type(a).__module__.partition(".")[0]
+        if kind in NAMESPACES:
+            return NAMESPACES[kind]
     return NUMPY
 
 

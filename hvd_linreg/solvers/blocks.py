@@ -26,7 +26,7 @@ import numpy as np
 from scipy import linalg, sparse
 
 from hvd_linreg.matrix import CategoricalMatrix, DesignMatrix, SplitMatrix
-from hvd_linreg.ranks import Job
+from hvd_linreg.runtime.ranks import Job
 from hvd_linreg.solvers.conjugate import IterativeGram
 
 # Rows a block of a wide design's pass: each block's products make arrays of its columns (the

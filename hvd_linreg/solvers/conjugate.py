@@ -17,7 +17,7 @@ import numpy as np
 
 from hvd_linreg.errors import UsageError
 from hvd_linreg.matrix import DesignMatrix
-from hvd_linreg.ranks import Job
+from hvd_linreg.runtime.ranks import Job
 
 TOLERANCE = 1e-11  # ‖residual‖ / ‖right-hand side‖ that ends the iterations
 MAX_ITERATIONS = 5000

@@ -34,12 +34,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from hvd_linreg.coefficients import matrix
 from hvd_linreg.data.passes import block_rows, summed
 from hvd_linreg.errors import UsageError
+from hvd_linreg.families.coefficients import matrix
 from hvd_linreg.families.family import Family
 from hvd_linreg.families.maths import predictor
-from hvd_linreg.ranks import Job
+from hvd_linreg.runtime.ranks import Job
 from hvd_linreg.solvers import blocks as blocks_module
 from hvd_linreg.solvers import separation
 from hvd_linreg.solvers.blocks import WIDE_GRAMS, WideGram

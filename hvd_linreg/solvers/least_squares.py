@@ -37,10 +37,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from hvd_linreg.coefficients import matrix
 from hvd_linreg.data import Shard
 from hvd_linreg.data.passes import FACTOR_BLOCK_BYTES, block_rows
-from hvd_linreg.ranks import Job
+from hvd_linreg.families.coefficients import matrix
+from hvd_linreg.runtime.ranks import Job
 from hvd_linreg.solvers import wide_least_squares as wide
 from hvd_linreg.solvers.penalty import Penalty
 from hvd_linreg.solvers.qr import Factor, factorise, triangle

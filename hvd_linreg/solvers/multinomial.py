@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hvd_linreg.coefficients import unvec, vec
 from hvd_linreg.data.passes import block_rows, summed
 from hvd_linreg.errors import UsageError
+from hvd_linreg.families.coefficients import unvec, vec
 from hvd_linreg.solvers.start import given_start
 
 MAX_ITERATIONS = 100

@@ -30,11 +30,11 @@ from functools import partial
 
 import numpy as np
 
-from hvd_linreg.coefficients import matrix
 from hvd_linreg.errors import UsageError
+from hvd_linreg.families.coefficients import matrix
 from hvd_linreg.families.family import Family
 from hvd_linreg.families.gaussian import Gaussian
-from hvd_linreg.ranks import Job
+from hvd_linreg.runtime.ranks import Job
 from hvd_linreg.solvers import cv_measures, path_passes, relaxed
 from hvd_linreg.solvers.coordinate_descent import minimise
 from hvd_linreg.solvers.loss import mean_loss

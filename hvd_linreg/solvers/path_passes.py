@@ -10,7 +10,7 @@ from hvd_linreg.data.folds import Folds
 from hvd_linreg.data.passes import PATH_BLOCK_BYTES, block_rows
 from hvd_linreg.families.family import Family
 from hvd_linreg.matrix import DesignMatrix
-from hvd_linreg.ranks import Job
+from hvd_linreg.runtime.ranks import Job
 from hvd_linreg.solvers.moments import Moments, gather
 
 # glm_pass's sums beside each model's moments, by column

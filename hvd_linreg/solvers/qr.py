@@ -13,7 +13,7 @@ from scipy.linalg import solve_triangular
 
 from hvd_linreg.data import Shard
 from hvd_linreg.data.passes import FACTOR_BLOCK_BYTES, block_rows
-from hvd_linreg.ranks import Job
+from hvd_linreg.runtime.ranks import Job
 
 # A block of rows for factorise_blocks: [X z] in float64, their weights (None: 1), extra sums
 Block = tuple[np.ndarray, "np.ndarray | None", np.ndarray]

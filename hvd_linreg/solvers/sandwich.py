@@ -20,7 +20,7 @@ from hvd_linreg.data.passes import block_rows
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
 from hvd_linreg.families.maths import predictor
-from hvd_linreg.ranks import Job
+from hvd_linreg.runtime.ranks import Job
 
 
 def covariance(

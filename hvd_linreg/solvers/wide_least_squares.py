@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from hvd_linreg.coefficients import matrix
 from hvd_linreg.errors import UsageError
-from hvd_linreg.ranks import Job
+from hvd_linreg.families.coefficients import matrix
+from hvd_linreg.runtime.ranks import Job
 from hvd_linreg.solvers.blocks import BLOCK_ROWS, Plan, names_of, summed_gram
 from hvd_linreg.solvers.penalty import Penalty
 

@@ -22,7 +22,7 @@ from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
 from hvd_linreg.matrix import DenseMatrix
 from hvd_linreg.matrix.split import as_split
-from hvd_linreg.ranks import Job
+from hvd_linreg.runtime.ranks import Job
 from hvd_linreg.solvers import path_passes
 from hvd_linreg.solvers.blocks import BLOCK_ROWS, Plan, add_block_sums, sums_size
 from hvd_linreg.solvers.coordinate_descent import minimise

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hvd_linreg.coefficients import vec
+from hvd_linreg.families.coefficients import vec
 from hvd_linreg.solvers.least_squares import Optimum, design_rank
 from hvd_linreg.statistics.table import (
     INTERCEPT,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hvd_linreg.coefficients import vec
+from hvd_linreg.families.coefficients import vec
 from hvd_linreg.solvers.irls import Fit
 from hvd_linreg.statistics.table import (
     INTERCEPT,

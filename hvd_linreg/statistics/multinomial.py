@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hvd_linreg.coefficients import unvec
 from hvd_linreg.data.frames import plain
 from hvd_linreg.data.passes import summed
+from hvd_linreg.families.coefficients import unvec
 from hvd_linreg.solvers.multinomial import MultinomialFit, log_probabilities
 from hvd_linreg.statistics.table import SHOWN_COEFFICIENTS, coefficient_lines, robust_errors
 

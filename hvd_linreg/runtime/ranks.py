@@ -17,14 +17,14 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from hvd_linreg.collectives import Collectives, HorovodCollectives, MpiCollectives, bounded
-from hvd_linreg.daemons import end_stalled_rank
 from hvd_linreg.errors import UsageError
-from hvd_linreg.hosts import check_distinct_hosts, machine_id
-from hvd_linreg.launcher import gloo_launch, job_size, launch_rank, local_size, speaks_for
-from hvd_linreg.progress import Progress
-from hvd_linreg.resources import thread_budget
-from hvd_linreg.startup import import_tensorflow
+from hvd_linreg.runtime.collectives import Collectives, HorovodCollectives, MpiCollectives, bounded
+from hvd_linreg.runtime.daemons import end_stalled_rank
+from hvd_linreg.runtime.hosts import check_distinct_hosts, machine_id
+from hvd_linreg.runtime.launcher import gloo_launch, job_size, launch_rank, local_size, speaks_for
+from hvd_linreg.runtime.progress import Progress
+from hvd_linreg.runtime.resources import thread_budget
+from hvd_linreg.runtime.startup import import_tensorflow
 
 if TYPE_CHECKING:
     import numpy as np
@@ -343,7 +343,7 @@ def _horovod_init(verbose: bool, elastic: bool, own_process: bool) -> Job:
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
-    from hvd_linreg.startup import horovod_functions_without_autograph
+    from hvd_linreg.runtime.startup import horovod_functions_without_autograph
 
     horovod_functions_without_autograph()
     tf.get_logger().setLevel("ERROR")

@@ -22,7 +22,7 @@ import numbers
 import numpy as np
 from sklearn.base import RegressorMixin
 
-from hvd_linreg.estimator_base import (
+from hvd_linreg.estimators.base import (
     _check_iterations,
     _Exact,
     _non_negative,

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from hvd_linreg.sgd import tf_maths  # noqa: F401 (registers TensorFlow's functions with the families)
+
 
 class Model(tf.Module):
     """w and b live in ONE variable, so each step allreduces one gradient tensor, not two:

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hvd_linreg.buffers import aligned_empty
-from hvd_linreg.daemons import end_stalled_rank
-from hvd_linreg.launcher import launch_rank
+from hvd_linreg.runtime.buffers import aligned_empty
+from hvd_linreg.runtime.daemons import end_stalled_rank
+from hvd_linreg.runtime.launcher import launch_rank
 
 if TYPE_CHECKING:
     import tensorflow as tf

@@ -13,15 +13,16 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from hvd_linreg import checkpoint, scoring
-from hvd_linreg.collectives import as_tensor
+from hvd_linreg import scoring
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard
 from hvd_linreg.errors import UsageError
-from hvd_linreg.families.model import Model
-from hvd_linreg.monitor import Monitor
-from hvd_linreg.ranks import Job, Watchdog
 from hvd_linreg.report import TrainingResult
+from hvd_linreg.runtime.collectives import as_tensor
+from hvd_linreg.runtime.ranks import Job, Watchdog
+from hvd_linreg.sgd import checkpoint
+from hvd_linreg.sgd.model import Model
+from hvd_linreg.sgd.monitor import Monitor
 
 # A window of a shard read from its file as training uses it (see Trainer._rows).
 _WINDOW_BYTES = 64 << 20
@@ -271,7 +272,7 @@ class Trainer:
 
 def make_trainer(cfg: Config, family, job: Job, shard: Shard) -> Trainer:
     """The trainer, handed the family's model and the Horovod-wrapped optimizer."""
-    from hvd_linreg.optimizer import make_optimizer
+    from hvd_linreg.sgd.optimizer import make_optimizer
 
     start = family.initial_params(cfg.seed, job.rank, shard.num_features)
     if cfg.no_intercept:

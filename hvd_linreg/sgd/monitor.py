@@ -11,7 +11,7 @@ import tensorflow as tf
 from tensorflow.core.framework.summary_pb2 import DATA_CLASS_SCALAR, SummaryMetadata
 
 from hvd_linreg.config import Config
-from hvd_linreg.ranks import Job
+from hvd_linreg.runtime.ranks import Job
 
 _MAX_SCALAR_WEIGHTS = 8  # TensorBoard gets w_j for at most this many features
 # What TensorBoard's scalar dashboard looks for. tf.summary.scalar needs the tensorboard package,

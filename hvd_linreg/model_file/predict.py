@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hvd_linreg import families, ranks, scoring
+from hvd_linreg import families, scoring
 from hvd_linreg.data import (
     CsvHeader,
     DataSpec,
@@ -29,10 +29,11 @@ from hvd_linreg.data.row_names import row_name
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
 from hvd_linreg.data.shard import DENSE_MAX_COLUMNS
 from hvd_linreg.errors import UsageError
-from hvd_linreg.export import ExportedModel, load
 from hvd_linreg.matrix import DesignMatrix
-from hvd_linreg.predictions import OUTPUT_FORMATS, write_predictions
-from hvd_linreg.ranks import Job
+from hvd_linreg.model_file.export import ExportedModel, load
+from hvd_linreg.model_file.predictions import OUTPUT_FORMATS, write_predictions
+from hvd_linreg.runtime import ranks
+from hvd_linreg.runtime.ranks import Job
 
 
 def predict(

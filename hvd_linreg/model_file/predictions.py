@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hvd_linreg.atomic import atomic_write
+from hvd_linreg.runtime.atomic import atomic_write
 
 OUTPUT_FORMATS = (".npy", ".csv")
 

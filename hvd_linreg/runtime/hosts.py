@@ -9,7 +9,7 @@ import socket
 from pathlib import Path
 
 from hvd_linreg.errors import HostError, UsageError
-from hvd_linreg.launcher import job_size, spans_hosts
+from hvd_linreg.runtime.launcher import job_size, spans_hosts
 
 
 def check_host_name() -> None:
@@ -121,7 +121,7 @@ def keepalive_warning(hosts: tuple[str, ...], controller: str, stall_limit_s: fl
     horovodrun), runs without keep-alive settings: a lost node would leave mpirun waiting.
 
     Not under Open MPI 4 with the watchdog on: there the watchdog's rank ends mpirun and the
-    lost host's daemon itself (hvd_linreg/daemons.py). Open MPI 5's prterun is untested."""
+    lost host's daemon itself (hvd_linreg/runtime/daemons.py). Open MPI 5's prterun is untested."""
     orte = "OMPI_MCA_orte_hnp_uri" in os.environ  # Open MPI 4's daemons
     daemons = orte or "PRTE_LAUNCHED" in os.environ
     if (

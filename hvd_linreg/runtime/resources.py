@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from hvd_linreg.launcher import local_size
+from hvd_linreg.runtime.launcher import local_size
 
 
 def memory_per_rank() -> int:

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from hvd_linreg.atomic import atomic_write
-from hvd_linreg.coefficients import matrix
 from hvd_linreg.data.frames import plain
 from hvd_linreg.errors import UsageError
+from hvd_linreg.families.coefficients import matrix
+from hvd_linreg.runtime.atomic import atomic_write
 
 _NAME = re.compile(r"^ckpt-(\d{10})\.npz$")
 FORMAT = 1

@@ -16,18 +16,19 @@ from pathlib import Path
 
 import numpy as np
 
-from hvd_linreg.coefficients import stored
 from hvd_linreg.data.categorical import UnseenAsReference
 from hvd_linreg.data.frames import plain
 from hvd_linreg.data.row_names import row_name
 from hvd_linreg.data.rows import Rows
 from hvd_linreg.errors import UsageError, agreed
+from hvd_linreg.families.coefficients import stored
 
 
 def save(cfg, result) -> None:
     """Rank 0 writes the model to --export, whole or not at all."""
-    from hvd_linreg import __version__, export
-    from hvd_linreg.atomic import atomic_directory
+    from hvd_linreg import __version__
+    from hvd_linreg.model_file import export
+    from hvd_linreg.runtime.atomic import atomic_directory
 
     export.check_target(cfg.export)
     shard, B = result.shard, result.params
@@ -54,10 +55,10 @@ def save(cfg, result) -> None:
     }
 
     def build(directory: Path) -> None:
-        from hvd_linreg.startup import import_tensorflow
+        from hvd_linreg.runtime.startup import import_tensorflow
 
         import_tensorflow()  # quietly, before model.py imports it
-        from hvd_linreg.families.model import save_class_serving
+        from hvd_linreg.sgd.model import save_class_serving
 
         save_class_serving(directory, B, shard.dtype)
         (directory / export.METADATA).parent.mkdir(exist_ok=True)
@@ -71,9 +72,9 @@ def predict(
 ) -> int:
     """Each row's probability of each class (a column per class, named by it) and its most
     probable class (`class`), in the file's order; --keep_columns beside them."""
-    from hvd_linreg import ranks
-    from hvd_linreg.export import load
-    from hvd_linreg.predict import kept_columns, open_data, read_kept
+    from hvd_linreg.model_file.export import load
+    from hvd_linreg.model_file.predict import kept_columns, open_data, read_kept
+    from hvd_linreg.runtime import ranks
     from hvd_linreg.solvers.multinomial import log_probabilities
 
     model = unseen_levels(load(model_path), unseen)
@@ -105,10 +106,10 @@ def evaluate(
 ) -> int:
     """The model's log-loss, accuracy and confusion matrix on the file's rows (with its
     target), printed by rank 0 and written to --metrics_json."""
-    from hvd_linreg import ranks
-    from hvd_linreg.export import load
-    from hvd_linreg.predict import open_data
+    from hvd_linreg.model_file.export import load
+    from hvd_linreg.model_file.predict import open_data
     from hvd_linreg.report import write_json
+    from hvd_linreg.runtime import ranks
     from hvd_linreg.statistics.multinomial import score_lines, scores
 
     model = unseen_levels(load(model_path), unseen)
@@ -222,7 +223,7 @@ def _write(path: Path, probabilities: np.ndarray, classes: list, kept, columns) 
     import csv
     import io
 
-    from hvd_linreg.atomic import atomic_write
+    from hvd_linreg.runtime.atomic import atomic_write
 
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")

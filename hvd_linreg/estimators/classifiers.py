@@ -25,9 +25,9 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from hvd_linreg.data import frames
-from hvd_linreg.estimator_base import _check_iterations, _Exact, _positive
+from hvd_linreg.estimators.base import _check_iterations, _Exact, _positive
+from hvd_linreg.estimators.penalized import _check_ratio, _folds
 from hvd_linreg.library import fit
-from hvd_linreg.penalized_estimators import _check_ratio, _folds
 
 SCORINGS = (None, "accuracy", "neg_log_loss")
 
@@ -144,7 +144,7 @@ class LogisticRegression(ClassifierMixin, _Exact):
     def _fit_rows(self, job, X, y, sample_weight, weight_sum, rows, start=None):
         if len(self.classes_) == 2:
             return super()._fit_rows(job, X, y, sample_weight, weight_sum, rows, start)
-        from hvd_linreg.estimator_base import fit_warning_of_sklearn
+        from hvd_linreg.estimators.base import fit_warning_of_sklearn
 
         l2 = 0.0 if self._penalty() is None else 1.0 / (2.0 * self.C * weight_sum)
         result = fit_warning_of_sklearn(

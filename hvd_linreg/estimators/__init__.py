@@ -2,7 +2,7 @@
 GammaRegressor and TweedieRegressor, with scikit-learn's parameter names and defaults, solved
 exactly (least squares by the distributed QR, the others by IRLS); the classifiers
 (classifiers.py): LogisticRegression and LogisticRegressionCV; and the elastic net's
-(penalized_estimators.py): ElasticNet, Lasso, ElasticNetCV, LassoCV, and glum's
+(penalized.py): ElasticNet, Lasso, ElasticNetCV, LassoCV, and glum's
 GeneralizedLinearRegressor and GeneralizedLinearRegressorCV.
 
 In one process they are drop-in replacements for scikit-learn's estimators of the same names.
@@ -26,9 +26,9 @@ from __future__ import annotations
 from sklearn.base import RegressorMixin
 
 from hvd_linreg import families
-from hvd_linreg.classifiers import LogisticRegression, LogisticRegressionCV
-from hvd_linreg.estimator_base import _check_iterations, _Exact, _non_negative
-from hvd_linreg.penalized_estimators import (
+from hvd_linreg.estimators.base import _check_iterations, _Exact, _non_negative
+from hvd_linreg.estimators.classifiers import LogisticRegression, LogisticRegressionCV
+from hvd_linreg.estimators.penalized import (
     ElasticNet,
     ElasticNetCV,
     GeneralizedLinearRegressor,

@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 
 from hvd_linreg import __version__
-from hvd_linreg.atomic import atomic_directory
-from hvd_linreg.coefficients import from_stored, stored
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard
 from hvd_linreg.data.rows import NOTHING_CARRIED, Carried
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families import FAMILIES
+from hvd_linreg.families.coefficients import from_stored, stored
+from hvd_linreg.runtime.atomic import atomic_directory
 
 # TensorFlow Serving's place for files of the model that are not TensorFlow's own.
 METADATA = Path("assets.extra") / "hvd_linreg.json"
@@ -135,10 +135,10 @@ def save(
 def _save_model(family, directory: Path, theta: np.ndarray, dtype: str) -> None:
     """A SavedModel whose serving signature maps features to the family's serving output
     (TensorFlow started quietly here, where an exact run had none)."""
-    from hvd_linreg.startup import import_tensorflow
+    from hvd_linreg.runtime.startup import import_tensorflow
 
     import_tensorflow()
-    from hvd_linreg.families.model import Model, save_serving
+    from hvd_linreg.sgd.model import Model, save_serving
 
     save_serving(
         directory,

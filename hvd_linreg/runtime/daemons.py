@@ -34,7 +34,7 @@ def end_parent_if_it_hangs(grace_s: float = GRACE_S) -> None:
     name = _name(parent)
     if name in LAUNCHERS or name in HOST_DAEMONS:
         subprocess.Popen(
-            [sys.executable, "-m", "hvd_linreg.daemons", str(parent), name, str(grace_s)],
+            [sys.executable, "-m", "hvd_linreg.runtime.daemons", str(parent), name, str(grace_s)],
             start_new_session=True,  # outlives this rank, and what ends the rank's group
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,  # holds none of the launcher's pipes open

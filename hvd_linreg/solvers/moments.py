@@ -38,6 +38,37 @@ class Moments:
         A *= np.sqrt(v)[:, None]
         return cls(s, mean, A.T @ A)
 
+    @classmethod
+    def of_columns(cls, X: np.ndarray, shift: np.ndarray, Q: np.ndarray, v: np.ndarray) -> Moments:
+        """The moments of the rows [X + shift, Qᵀ] with weights v, without forming them: X
+        (rows x F) held about shift (near its mean, so that Σ v x xᵀ - s m mᵀ keeps its
+        digits) and left as it is, Q (m x rows) centred here. The X columns' Gram is BLAS's
+        syrk, and their cross products with v and Q are one product."""
+        s = float(v.sum())
+        if not s > 0:
+            return cls.empty(X.shape[1] + len(Q))
+        q_mean = (Q @ v) / s
+        F, m = X.shape[1], len(Q)
+        weighted = np.empty((len(v), 1 + m))  # [v, v q_c]: one product gives Σ v x, Σ v x q_c
+        weighted[:, 0] = v
+        np.multiply((Q - q_mean[:, None]).T, v[:, None], out=weighted[:, 1:])
+        sums = X.T @ weighted  # (F, 1 + m)
+        x_mean = sums[:, 0] / s
+        vq = weighted[:, 1:]
+        scatter = np.empty((F + m, F + m))
+        P = X * np.sqrt(v)[:, None]
+        scatter[:F, :F] = P.T @ P - s * np.outer(x_mean, x_mean)  # BLAS's syrk
+        scatter[:F, F:] = sums[:, 1:] - np.outer(x_mean, vq.sum(axis=0))
+        scatter[F:, :F] = scatter[:F, F:].T
+        scatter[F:, F:] = vq.T @ (Q.T - q_mean)
+        return cls(s, np.r_[x_mean + shift, q_mean], scatter)
+
+    def shifted(self, by: np.ndarray) -> Moments:
+        """These moments with the first len(by) columns' mean moved by by."""
+        mean = self.mean.copy()
+        mean[: len(by)] += by
+        return Moments(self.weight, mean, self.scatter)
+
     def diagonal(self) -> np.ndarray:
         """Σ v (a - mean)² of each column: the weighted variances times Σ v."""
         return np.diag(self.scatter)

@@ -85,7 +85,7 @@ class _Path:
         self.gaussian = isinstance(family, Gaussian) and family.link.name == "identity"
         self.K = settings.folds.count if settings.folds else 0
         self.passes = 0
-        self.cache = {}  # each block's folds and rows by fold, across the passes (path_passes)
+        self.cache = {}  # the rows sorted by fold, across the passes (path_passes.fold_blocks)
 
     def run(self) -> PathFit:
         F, s = self.F, self.s

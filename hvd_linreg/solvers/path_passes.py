@@ -4,6 +4,8 @@ one pass over this rank's rows and one allgather (moments.gather)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from hvd_linreg.data.folds import Folds
@@ -11,30 +13,29 @@ from hvd_linreg.data.passes import PATH_BLOCK_BYTES, block_rows
 from hvd_linreg.families.family import Family
 from hvd_linreg.matrix import DesignMatrix
 from hvd_linreg.runtime.ranks import Job
+from hvd_linreg.runtime.resources import memory_per_rank
 from hvd_linreg.solvers.moments import Moments, gather
 
 # glm_pass's sums beside each model's moments, by column
 TRAIN_DEVIANCE, OUTSIDE, HELD_DEVIANCE, HELD_WEIGHT, MISMATCH = range(5)
 
 
-def blocks(shard, folds: Folds | None, rows: int | None = None, cache: dict | None = None):
+def blocks(shard, folds: Folds | None, rows: int | None = None):
     """This rank's rows of weight > 0 in float64 blocks of about rows (PATH_BLOCK_BYTES's by
     default): (X, y, offset or None, weight, fold or None); a wide design's X a design
-    matrix. cache (a dict kept across passes) keeps each block's folds."""
+    matrix."""
     carried, F = shard.carried_columns, shard.num_features
     at = 0
     size = rows or block_rows(F + 2, budget=PATH_BLOCK_BYTES)
-    for b, (X, y, C) in enumerate(shard.raw_blocks(size)):
+    for X, y, C in shard.raw_blocks(size):
         rows = carried.rows(X, y, C)
         weight = rows.weights()
         keep = weight > 0
-        fold = None if cache is None else cache.get(b)
-        if folds is not None and fold is None:
+        fold = None
+        if folds is not None:
             ids = shard.layout.global_rows(np.arange(at, at + len(y)))
             fold = folds.of(ids, None if folds.column is None else C[:, carried.fold_index])
             fold = fold if keep.all() else fold[keep]
-            if cache is not None:
-                cache[b] = fold
         at += len(y)
         offset = rows.offset
         if not keep.all():
@@ -43,6 +44,48 @@ def blocks(shard, folds: Folds | None, rows: int | None = None, cache: dict | No
             offset = rows.offset
         X = rows.X if isinstance(rows.X, DesignMatrix) else np.asarray(rows.X, np.float64)
         yield X, rows.y.astype(np.float64), offset, weight, fold
+
+
+class _Block(NamedTuple):
+    """A block of rows as glm_pass takes them: sorted by fold (ends: where each fold's rows
+    start, and the last's end), X less shift (its columns' means: the Gram's sums then keep
+    their digits)."""
+
+    X: np.ndarray
+    shift: np.ndarray
+    y: np.ndarray
+    offset: np.ndarray | None
+    weight: np.ndarray
+    fold: np.ndarray | None
+    ends: np.ndarray
+
+
+# The share of a rank's memory that glm_pass's copy of the rows (sorted, centred, float64) may
+# take, kept across the passes; past it, each pass makes them again
+KEPT_ROWS_SHARE = 0.25
+
+
+def fold_blocks(shard, folds: Folds | None, cache: dict):
+    """blocks()'s rows as _Blocks, kept in cache where they fit KEPT_ROWS_SHARE of the memory."""
+    if "blocks" in cache:
+        yield from cache["blocks"]
+        return
+    K = folds.count if folds is not None else 1
+    keep = len(shard.y) * (shard.num_features + 4) * 8 <= KEPT_ROWS_SHARE * memory_per_rank()
+    kept = []
+    for X, y, offset, weight, fold in blocks(shard, folds):
+        order = None if fold is None else np.argsort(fold, kind="stable")
+        if order is not None:
+            X, y, weight, fold = X.take(order, axis=0), y[order], weight[order], fold[order]
+            offset = None if offset is None else offset[order]
+        ends = np.array([0, len(y)]) if fold is None else np.searchsorted(fold, np.arange(K + 1))
+        shift = X.mean(axis=0)
+        block = _Block(X - shift, shift, y, offset, weight, fold, ends)
+        if keep:
+            kept.append(block)
+        yield block
+    if keep:
+        cache["blocks"] = kept
 
 
 def prior_pass(job: Job, shard, folds: Folds | None, gaussian: bool) -> tuple[list[Moments], int]:
@@ -74,7 +117,7 @@ def glm_pass(job: Job, shard, family: Family, folds: Folds | None, models: list,
     column replaced by q = W r / V, so that its cross products Σ V (x - x̄)(q - q̄) are its exact
     gradient; MISMATCH is then Σ (W - V)² / V on its training rows. The others take each their
     own Gram, as exact as Newton's step, and MISMATCH 0. cache: a dict kept across the passes
-    (each block's folds and its rows' order by fold)."""
+    (the rows as fold_blocks sorts them)."""
     F, m = shard.num_features, len(models)
     shared = np.flatnonzero(~np.asarray(exact, bool))
     shared = shared if len(shared) > 1 else shared[:0]
@@ -84,17 +127,15 @@ def glm_pass(job: Job, shard, family: Family, folds: Folds | None, models: list,
     sums = np.zeros((m, 5))
     theta = np.array([model.theta for model in models])  # (models, F + 1)
     held_out = np.array([-1 if model.fold is None else model.fold for model in models])
-    for b, (X, y, offset, weight, fold) in enumerate(blocks(shard, folds, cache=cache)):
-        W, r, train = _rows(family, X, y, offset, weight, fold, theta, held_out, sums)
+    for block in fold_blocks(shard, folds, cache):
+        W, r = _rows(family, block, theta, held_out, sums)
         for k, i in enumerate(own):
-            t = train[i]
-            moments[k] = moments[k].merge(Moments.of(np.c_[X[t], r[i, t]], W[i, t]))
+            t = _training(block, held_out[i])
+            mine = Moments.of(np.c_[block.X[t], r[i, t]], W[i, t]).shifted(block.shift)
+            moments[k] = moments[k].merge(mine)
         if len(shared):
-            if fold is not None and ("order", b) not in cache:  # the rows fold by fold
-                order = np.argsort(fold, kind="stable")
-                cache["order", b] = order, np.searchsorted(fold[order], np.arange(K + 1))
-            W, scores, order = W[shared], W[shared] * r[shared], cache.get(("order", b))
-            mismatch, moments[len(own) :] = _shared(X, order, W, scores, moments[len(own) :])
+            W, scores = W[shared], W[shared] * r[shared]
+            mismatch, moments[len(own) :] = _shared(block, W, scores, moments[len(own) :])
             sums[shared, MISMATCH] += mismatch
     moments, sums = gather(job, moments, sums, "path_pass")
     result = [None] * m
@@ -105,46 +146,70 @@ def glm_pass(job: Job, shard, family: Family, folds: Folds | None, models: list,
     return result, sums
 
 
-def _rows(family: Family, X, y, offset, weight, fold, theta, held_out, sums: np.ndarray):
+def _rows(family: Family, block: _Block, theta, held_out, sums: np.ndarray):
     """Every model's W and r on this block's rows (a row per model; 0 off its training rows
-    and the family's domain) and its training rows, its sums added to sums."""
-    eta = theta[:, :-1] @ X.T + theta[:, -1:]  # (models, rows)
-    if offset is not None:
-        eta += offset
+    and the family's domain), its sums added to sums. A model's held-out rows are its fold's
+    slice of the block (held_out[i]; -1: none)."""
+    y, weight = block.y, block.weight
+    intercept = theta[:, -1:] + theta[:, :-1] @ block.shift[:, None]  # at the shifted X
+    eta = theta[:, :-1] @ block.X.T + intercept  # (models, rows)
+    if block.offset is not None:
+        eta += block.offset
     mu = family.link.inverse(eta)
     valid = family.valid_mean(mu)
-    deviance = weight * np.where(valid, family.unit_deviance(y, mu), 0.0)
-    train = held_out[:, None] != (-2 if fold is None else fold)
-    train = np.broadcast_to(train, eta.shape)
-    sums[:, HELD_DEVIANCE] += np.where(train, 0.0, deviance).sum(axis=1)
-    sums[:, HELD_WEIGHT] += np.where(train, 0.0, weight).sum(axis=1)
-    # its own sum, not the total less the held-out one: inf - inf where a held-out row is inf
-    sums[:, TRAIN_DEVIANCE] += np.where(train, deviance, 0.0).sum(axis=1)
-    sums[:, OUTSIDE] += np.count_nonzero(train & ~valid, axis=1)
+    everywhere = bool(valid.all())
+    deviance = (
+        family.unit_deviance(y, mu)
+        if everywhere
+        else np.where(valid, family.unit_deviance(y, mu), 0.0)
+    )
+    deviance *= weight
     W, r = family.newton_weights(y, mu, weight)
-    keep = train & valid
-    return np.where(keep, W, 0.0), np.where(keep, r, 0.0), train
+    # their own arrays a row per model, zeroed off its training rows below
+    W, r = np.broadcast_to(W, eta.shape).copy(), np.broadcast_to(r, eta.shape).copy()
+    if not everywhere:
+        W[~valid], r[~valid] = 0.0, 0.0
+    for i, k in enumerate(held_out):
+        held = slice(0, 0) if k < 0 else slice(block.ends[k], block.ends[k + 1])
+        # the training rows' deviance summed on its own, not the total less the held-out
+        # part: inf - inf where a held-out row's is inf
+        sums[i, TRAIN_DEVIANCE] += deviance[i, : held.start].sum() + deviance[i, held.stop :].sum()
+        sums[i, HELD_DEVIANCE] += deviance[i, held].sum()
+        sums[i, HELD_WEIGHT] += weight[held].sum()
+        if not everywhere:
+            sums[i, OUTSIDE] += (
+                len(y)
+                - (held.stop - held.start)
+                - np.count_nonzero(np.r_[valid[i, : held.start], valid[i, held.stop :]])
+            )
+        W[i, held], r[i, held] = 0.0, 0.0
+    return W, r
 
 
-def _shared(X, order, W: np.ndarray, scores: np.ndarray, parts: list):
+def _training(block: _Block, fold: int) -> np.ndarray:
+    """Whether each row of the block trains the model that holds out fold (-1: none)."""
+    train = np.ones(len(block.y), bool)
+    if fold >= 0:
+        train[block.ends[fold] : block.ends[fold + 1]] = False
+    return train
+
+
+def _shared(block: _Block, W: np.ndarray, scores: np.ndarray, parts: list):
     """Each model's MISMATCH on one block's rows, and each fold of rows' moments (parts) with
-    theirs of [X q_1 ... q_m] by V, the mean W of the models that train on each row; order:
-    the rows fold by fold and where each fold starts (None: no folds)."""
+    theirs of [X q_1 ... q_m] by V, the mean W of the models that train on each row (the
+    block's rows are sorted by fold: each fold's are a slice)."""
     parts = list(parts)
     training = W > 0
     count = training.sum(axis=0)
-    V = np.divide(W.sum(axis=0), count, out=np.zeros(X.shape[0]), where=count > 0)
+    V = np.divide(W.sum(axis=0), count, out=np.zeros(len(block.y)), where=count > 0)
     on = V > 0
     Q = np.divide(scores, V, out=np.zeros_like(scores), where=on)
     mismatch = np.divide((W - V) ** 2, V, out=np.zeros_like(W), where=on & training).sum(axis=1)
-    if order is None:
-        parts[0] = parts[0].merge(Moments.of(np.c_[X, Q.T], V))
-        return mismatch, parts
-    rows, ends = order
-    A, V = np.c_[X, Q.T].take(rows, axis=0), V.take(rows)
+    ends = block.ends
     for j, part in enumerate(parts):
         within = slice(ends[j], ends[j + 1])
-        parts[j] = part.merge(Moments.of(A[within], V[within]))
+        mine = Moments.of_columns(block.X[within], block.shift, Q[:, within], V[within])
+        parts[j] = part.merge(mine)
     return mismatch, parts
 
 

@@ -12,6 +12,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "hvd_linreg"
 MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 60
+# The modules directly in hvd_linreg/ (__init__ and __main__ included): the command line, the
+# settings, the recipes, the library and the report; everything else is in a package
+MAX_TOP_LEVEL_MODULES = 12
 # The one import that runs back up: `hvd_linreg.fit` is the package's lazy export of the library.
 LAZY_EXPORTS = {("hvd_linreg", "hvd_linreg.library")}
 
@@ -116,3 +119,25 @@ def test_no_function_is_over_60_lines():
         and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
     ]
     assert long == []
+
+
+def test_the_package_shows_its_rooms():
+    """At most MAX_TOP_LEVEL_MODULES modules directly in hvd_linreg/: the runtime, the data,
+    the model maths, SGD, the model file and the estimators are packages (docs/design.md)."""
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, top
+
+
+def test_the_families_import_no_tensorflow():
+    """A family is a distribution and a link: SGD's TensorFlow model and functions live in
+    sgd/, which registers TensorFlow's functions with the families' maths."""
+    found = []
+    for name, path in MODULES.items():
+        if not name.startswith("hvd_linreg.families"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            named = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                named = [node.module]
+            found += [f"{name}: {m}" for m in named if m.partition(".")[0] == "tensorflow"]
+    assert found == []

@@ -1,8 +1,9 @@
 """Model families: what a run fits, and how the fit is judged.
 
 A family is a subclass of family.Family: its link and its variance, and what follows from them
-(family.py says what each member is, and which are optional). links.py has the links; model.py
-SGD's TensorFlow model, the same for every family. The exact solvers (solvers/) are handed a
+(family.py says what each member is, and which are optional). links.py has the links,
+coefficients.py the coefficients' layout; no module here imports TensorFlow (SGD's model, in
+sgd/, hands a family its tensors). The exact solvers (solvers/) are handed a
 family and know it only through Family; the recipe (pipeline.py) pairs the two by the family's
 SOLVER.
 

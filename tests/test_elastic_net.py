@@ -632,3 +632,22 @@ def test_the_path_is_the_same_under_horovodrun(data, tmp_path, launcher):
     np.testing.assert_allclose(two["path"]["w"], one["path"]["w"], rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(two["cv"]["mean"], one["cv"]["mean"], rtol=1e-10)
     assert two["path"]["chosen"] == one["path"]["chosen"]
+
+
+def test_the_path_is_the_same_where_its_sorted_rows_are_not_kept(monkeypatch):
+    """The path keeps each rank's rows sorted by fold across its passes where the copy fits its
+    share of memory; where it does not, each pass sorts them again: the same fit, bit for bit."""
+    import hvd_linreg
+    from hvd_linreg.solvers import path_passes
+
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((4000, 5)) + [0.0, 3.0, -2.0, 10.0, 0.0]
+    y = rng.poisson(np.exp(0.3 * X[:, 0] - 0.1 * X[:, 1] + 0.02 * X[:, 3]))
+    settings = {"model": "poisson", "solver": "exact", "l1_ratio": 0.5, "cv": 4, "n_alphas": 15}
+    kept = hvd_linreg.fit(X, y, **settings).path
+    monkeypatch.setattr(path_passes, "KEPT_ROWS_SHARE", 0.0)
+    again = hvd_linreg.fit(X, y, **settings).path
+    np.testing.assert_array_equal(again.coefficients, kept.coefficients)
+    np.testing.assert_array_equal(again.fold_coefficients, kept.fold_coefficients)
+    np.testing.assert_array_equal(again.cv.raw, kept.cv.raw)
+    assert again.passes == kept.passes

@@ -39,10 +39,10 @@ class Moments:
         return cls(s, mean, A.T @ A)
 
     @classmethod
-    def of_columns(cls, X: np.ndarray, shift: np.ndarray, Q: np.ndarray, v: np.ndarray) -> Moments:
-        """The moments of the rows [X + shift, Qᵀ] with weights v, without forming them: X
-        (rows x F) held about shift (near its mean, so that Σ v x xᵀ - s m mᵀ keeps its
-        digits) and left as it is, Q (m x rows) centred here. The X columns' Gram is BLAS's
+    def of_columns(cls, X: np.ndarray, Q: np.ndarray, v: np.ndarray) -> Moments:
+        """The moments of the rows [X, Qᵀ] with weights v, without forming them: X (rows x F)
+        near its own mean (so that Σ v x xᵀ - s m mᵀ keeps its digits; shifted() moves the
+        mean back) and left as it is, Q (m x rows) centred here. The X columns' Gram is BLAS's
         syrk, and their cross products with v and Q are one product."""
         s = float(v.sum())
         if not s > 0:
@@ -61,7 +61,7 @@ class Moments:
         scatter[:F, F:] = sums[:, 1:] - np.outer(x_mean, vq.sum(axis=0))
         scatter[F:, :F] = scatter[:F, F:].T
         scatter[F:, F:] = vq.T @ (Q.T - q_mean)
-        return cls(s, np.r_[x_mean + shift, q_mean], scatter)
+        return cls(s, np.r_[x_mean, q_mean], scatter)
 
     def shifted(self, by: np.ndarray) -> Moments:
         """These moments with the first len(by) columns' mean moved by by."""

@@ -56,7 +56,6 @@ class _Block(NamedTuple):
     y: np.ndarray
     offset: np.ndarray | None
     weight: np.ndarray
-    fold: np.ndarray | None
     ends: np.ndarray
 
 
@@ -80,7 +79,7 @@ def fold_blocks(shard, folds: Folds | None, cache: dict):
             offset = None if offset is None else offset[order]
         ends = np.array([0, len(y)]) if fold is None else np.searchsorted(fold, np.arange(K + 1))
         shift = X.mean(axis=0)
-        block = _Block(X - shift, shift, y, offset, weight, fold, ends)
+        block = _Block(X - shift, shift, y, offset, weight, ends)
         if keep:
             kept.append(block)
         yield block
@@ -176,12 +175,8 @@ def _rows(family: Family, block: _Block, theta, held_out, sums: np.ndarray):
         sums[i, TRAIN_DEVIANCE] += deviance[i, : held.start].sum() + deviance[i, held.stop :].sum()
         sums[i, HELD_DEVIANCE] += deviance[i, held].sum()
         sums[i, HELD_WEIGHT] += weight[held].sum()
-        if not everywhere:
-            sums[i, OUTSIDE] += (
-                len(y)
-                - (held.stop - held.start)
-                - np.count_nonzero(np.r_[valid[i, : held.start], valid[i, held.stop :]])
-            )
+        if not everywhere:  # the training rows off the domain
+            sums[i, OUTSIDE] += np.count_nonzero(~valid[i]) - np.count_nonzero(~valid[i, held])
         W[i, held], r[i, held] = 0.0, 0.0
     return W, r
 
@@ -208,7 +203,7 @@ def _shared(block: _Block, W: np.ndarray, scores: np.ndarray, parts: list):
     ends = block.ends
     for j, part in enumerate(parts):
         within = slice(ends[j], ends[j + 1])
-        mine = Moments.of_columns(block.X[within], block.shift, Q[:, within], V[within])
+        mine = Moments.of_columns(block.X[within], Q[:, within], V[within]).shifted(block.shift)
         parts[j] = part.merge(mine)
     return mismatch, parts
 

@@ -41,6 +41,9 @@ MAX_ERRORS = 20_000
 # The cross block is taken as sparse where at most this share of it is not 0: a categorical
 # block against others holds each pair of levels that some row has, few of them
 SPARSE_CROSS = 0.25
+# A sparse block is added to a dense sum densely where at least this share of it is not 0 (a
+# sparse working set's Gram: every pair of its columns that some row holds, half of them)
+DENSE_BLOCK = 0.05
 # A column whose scaled pivot falls below this is collinear with the columns before it
 _SINGULAR = 1e-11
 
@@ -85,11 +88,24 @@ def _parts(X: DesignMatrix, plan: Plan) -> tuple[DesignMatrix | None, list, list
 def _add(target: np.ndarray, rows: np.ndarray, columns: np.ndarray, block) -> None:
     """target[rows x columns] += block, a dense array or a SciPy sparse one (its entries
     alone: a contingency table of levels is mostly 0)."""
-    if sparse.issparse(block):
+    if sparse.issparse(block) and block.nnz < DENSE_BLOCK * math.prod(block.shape):
         coo = block.tocoo()
         np.add.at(target, (rows[coo.row], columns[coo.col]), coo.data)
+        return
+    block = block.toarray() if sparse.issparse(block) else block
+    if _run(rows) and _run(columns):  # a working set's own Gram: a view, no index arrays
+        target[rows[0] : rows[-1] + 1, columns[0] : columns[-1] + 1] += block
     else:
         target[np.ix_(rows, columns)] += block
+
+
+def _run(index: np.ndarray) -> bool:
+    """Whether index is consecutive and increasing."""
+    return (
+        len(index) > 0
+        and index[-1] - index[0] == len(index) - 1
+        and bool(np.all(np.diff(index) == 1))
+    )
 
 
 def add_block_sums(X: DesignMatrix, d: np.ndarray, plan: Plan, out: np.ndarray) -> None:

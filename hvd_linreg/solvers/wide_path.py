@@ -185,10 +185,8 @@ class _WidePath(_Path):
         w, key = order.width, id(model)
         sums = values[4 : 4 + order.moments]
         if order.plan is not None:
-            M = _moments(sums, order.plan)
-            H, c = M.scatter[:w, :w], M.scatter[:w, w]
-            local = _Local(M.weight, M.mean, H, c, M.scatter[w, w], reused=False)
-            self.hessian[key] = (self.working[key], H, model.theta.copy())
+            local = _centred(sums, w)
+            self.hessian[key] = (self.working[key], local.H, model.theta.copy())
         else:
             xr, x1, (rr, r1, weight) = sums[:w], sums[w : 2 * w], sums[2 * w :]
             _, H, at = self.hessian[key]
@@ -411,13 +409,23 @@ def _plan(width: int) -> Plan:
     return Plan(width + 2, None, np.zeros(0, np.intp), S)
 
 
-def _moments(values: np.ndarray, plan: Plan) -> Moments:
-    """The centred moments of [X_W r] from the Gram of [X_W r 1] by its weights."""
-    S = len(plan.S)
-    G = values[-S * S :].reshape(S, S)
+def _centred(values: np.ndarray, w: int) -> _Local:
+    """The centred moments of [X_W r] from the Gram of [X_W r 1] by its weights (the last
+    (w + 2)² values): H in an array of its own, whose rows coordinate descent reads, made by
+    rows (no temporary as large as itself)."""
+    G = values[-((w + 2) ** 2) :].reshape(w + 2, w + 2)
     weight = float(G[-1, -1])
     if not weight > 0:
-        return Moments.empty(S - 1)
+        return _Local(0.0, np.zeros(w + 1), np.zeros((w, w)), np.zeros(w), 0.0, reused=False)
     mean = G[-1, :-1] / weight
-    scatter = G[:-1, :-1] - weight * np.outer(mean, mean)
-    return Moments(weight, mean, scatter)
+    H = np.empty((w, w))
+    for start in range(0, w, _CENTRED_ROWS):
+        rows = slice(start, min(start + _CENTRED_ROWS, w))
+        product = np.outer(mean[rows], mean[:w])
+        product *= weight
+        np.subtract(G[rows, :w], product, out=H[rows])
+    c = G[:w, w] - weight * (mean[:w] * mean[w])
+    return _Local(weight, mean, H, c, float(G[w, w] - weight * mean[w] ** 2), reused=False)
+
+
+_CENTRED_ROWS = 256

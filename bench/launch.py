@@ -168,17 +168,19 @@ def importable(module: str) -> bool:
 
 
 def peer_fit(
-    name: str, peer: str, data: str, env: dict[str, str] | None = None, timeout_s=LAUNCH_TIMEOUT_S
+    name: str,
+    peer: str,
+    data: str,
+    env: dict[str, str] | None = None,
+    timeout_s=LAUNCH_TIMEOUT_S,
+    extra: tuple[str, ...] = (),
 ) -> dict:
-    """`python bench/NAME --peer PEER --data DATA --out PATH` in a process of its own; its
-    JSON."""
+    """`python bench/NAME --peer PEER --data DATA [EXTRA] --out PATH` in a process of its own;
+    its JSON."""
     with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
         out = Path(tmp) / "result.json"
-        _run(
-            [sys.executable, str(BENCH / name), "--peer", peer, "--data", data, "--out", str(out)],
-            env,
-            timeout_s,
-        )
+        command = [sys.executable, str(BENCH / name), "--peer", peer, "--data", data, *extra]
+        _run([*command, "--out", str(out)], env, timeout_s)
         return json.loads(out.read_text())
 
 

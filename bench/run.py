@@ -59,6 +59,10 @@
    `hvd-linreg --solver exact --categorical ...` at 1 and 2 ranks next to glum (tabmat's
    categorical matrices) on the same rows and penalty (bench/wide_peers.py), taking turns: the
    fit's seconds and the whole process's, peak RSS, and each one's gap to the tool's.
+16. A sparse logistic lasso path: 200,000 x 50,000 indicator columns, 0.2% of them 1, on
+   glmnet's strengths for the rows, by `hvd_linreg.fit` on the CSR matrix at 1 and 2 ranks
+   (each rank its own rows) next to R's glmnet on the same rows as a dgCMatrix, on the
+   strengths the tool reaches (bench/sparse_peers.py), once each: seconds and each one's gap.
 `--sections 1,6` runs only those sections (2 and 4 come from the same runs).
 
 The machine is shared and noisy: every figure is a median of repeated runs, and the targets
@@ -85,6 +89,7 @@ import launch
 import multinomial_peers
 import numpy as np
 import paths
+import sparse_peers
 import stacks
 import table
 import wide_peers
@@ -623,6 +628,7 @@ SECTIONS = {
     "13": lambda rounds, progress: {"paths": paths.section(progress)},
     "14": lambda rounds, progress: {"multinomial": multinomial_peers.section(rounds, progress)},
     "15": lambda rounds, progress: {"wide": wide_peers.section(rounds, progress)},
+    "16": lambda rounds, progress: {"sparse": sparse_peers.section(rounds, progress)},
 }
 
 

@@ -63,6 +63,10 @@
    glmnet's strengths for the rows, by `hvd_linreg.fit` on the CSR matrix at 1 and 2 ranks
    (each rank its own rows) next to R's glmnet on the same rows as a dgCMatrix, on the
    strengths the tool reaches (bench/sparse_peers.py), once each: seconds and each one's gap.
+17. A long and wide generated design: 10,000,000 rows, categorical columns of 100,000, 10,000
+   and 1,000 levels and 20 dense ones, Poisson with a small ridge, by `hvd-linreg --solver exact
+   --categorical ...` at 1 and 2 ranks (bench/generated_wide.py), once each: the fit's and the
+   whole process's seconds and each rank's peak RSS (glum's dense sandwich would not fit).
 `--sections 1,6` runs only those sections (2 and 4 come from the same runs).
 
 The machine is shared and noisy: every figure is a median of repeated runs, and the targets
@@ -84,6 +88,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import generated_wide
 import glm_peers
 import launch
 import multinomial_peers
@@ -629,6 +634,7 @@ SECTIONS = {
     "14": lambda rounds, progress: {"multinomial": multinomial_peers.section(rounds, progress)},
     "15": lambda rounds, progress: {"wide": wide_peers.section(rounds, progress)},
     "16": lambda rounds, progress: {"sparse": sparse_peers.section(rounds, progress)},
+    "17": lambda rounds, progress: {"generated_wide": generated_wide.section(rounds, progress)},
 }
 
 

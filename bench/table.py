@@ -458,7 +458,10 @@ def _targets_multinomial(m: dict) -> list[tuple]:
     ]  # fmt: skip
 
 
-WIDE_NAMES = {"glum": "glum 3.4 (tabmat's categorical matrices)"}
+WIDE_NAMES = {
+    "glum": "glum 3.4 (tabmat's categorical matrices)",
+    "h2o": "H2O 3.46 GLM (IRLSM; its train() alone)",
+}
 
 
 def _wide(w: dict) -> list[str]:
@@ -518,6 +521,24 @@ def _sparse(s: dict) -> list[str]:
     out += _grid(["fit", "seconds", "/ glmnet", "strengths", "gap to the tool's"], rows)
     if s["missing"]:
         out.append(f"   not installed, so not run: {', '.join(s['missing'])}")
+    return out
+
+
+def _generated_wide(g: dict) -> list[str]:
+    levels = ", ".join(f"{n:,}" for n in g["levels"].values())
+    out = [
+        f"17. A long and wide generated design: {g['rows']:,} rows, categoricals of {levels} "
+        f"levels and {g['dense']} dense columns, Poisson, --l2 {g['l2']:g}: the fit's seconds "
+        "(from the loaded rows to the coefficients), the whole process's, peak RSS per rank"
+    ]
+    rows = []
+    for k, r in g["fits"].items():
+        name = f"hvd-linreg --solver exact, {k[5:]} rank{'s' * (k != 'tool_1')}"
+        rss = " / ".join(f"{m:.0f}" for m in r["peak_rss_mib"])
+        rows.append([name, f"{r['coefficients']:,}", f"{r['fit_s']:.1f}", f"{r['whole_s']:.1f}",
+                     rss, f"{r['max_gap']:.0e}"])  # fmt: skip
+    out += _grid(["fit", "coefficients", "seconds", "whole run (s)", "peak RSS (MiB)",
+                  "gap to 1 rank"], rows)  # fmt: skip
     return out
 
 
@@ -664,6 +685,8 @@ def render(results: dict) -> list[str]:
         out += _wide(results["wide"]) + [""]
     if "sparse" in results:
         out += _sparse(results["sparse"]) + [""]
+    if "generated_wide" in results:
+        out += _generated_wide(results["generated_wide"]) + [""]
     if "stacks" in results:
         out += _stacks(results["stacks"])
     if not results["targets"]:  # sections 8 and 9 alone have none

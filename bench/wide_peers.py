@@ -2,7 +2,8 @@
 1,128 lecturers, 14 departments and three small codes; 4,120 coefficients) with a small ridge,
 gaussian (the rating) and binomial (a rating of 4 or 5), fitted by `hvd-linreg --solver exact
 --categorical ...` at 1 and 2 ranks next to glum's GeneralizedLinearRegressor (tabmat's
-categorical matrices) on the same rows and penalty, each in a process of its own, taking turns
+categorical matrices) and H2O's GLM (where h2o and Java are installed: its train() alone is
+timed) on the same rows and penalty, each in a process of its own, taking turns
 (section() below, which bench/run.py runs); and the rows (--write) and one peer's fit of them
 (--peer).
 
@@ -15,6 +16,7 @@ also times every process whole, start to exit."""
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import tempfile
 import time
@@ -43,7 +45,40 @@ def glum_fit(frame, family: str) -> np.ndarray:
     return np.append(model.coef_, model.intercept_)
 
 
+def h2o_fit(frame, family: str) -> tuple[np.ndarray, float]:
+    """H2O's GLM (IRLSM, the levels as factors, the first level the reference as the tool's),
+    in a local server this process starts and shuts down; the seconds of its train() alone
+    (the server's start and the rows' upload are H2O's own set-up)."""
+    import h2o
+    from h2o.estimators import H2OGeneralizedLinearEstimator
+
+    h2o.init(nthreads=-1, verbose=False)
+    try:
+        h2o.no_progress()
+        target = CASES[family][1]
+        data = h2o.H2OFrame(frame[[*CATEGORIES, target]].astype({c: str for c in CATEGORIES}))
+        for c in CATEGORIES:
+            data[c] = data[c].asfactor()
+        if family == "binomial":
+            data[target] = data[target].asfactor()
+        model = H2OGeneralizedLinearEstimator(
+            family={"normal": "gaussian"}.get(family, family), lambda_=ALPHA, alpha=0.0,
+            standardize=False, solver="IRLSM",
+            compute_p_values=False, objective_epsilon=1e-14, beta_epsilon=1e-12,
+            gradient_epsilon=1e-12, max_iterations=200,
+        )  # fmt: skip
+        started = time.perf_counter()
+        model.train(x=CATEGORIES, y=target, training_frame=data)
+        seconds = time.perf_counter() - started
+        coef = model.coef()
+    finally:
+        h2o.cluster().shutdown()
+    names = [f"{c}.{level}" for c in CATEGORIES for level in frame[c].cat.categories[1:]]
+    return np.array([*(coef.get(n, 0.0) for n in names), coef["Intercept"]]), seconds
+
+
 PEERS = {f"glum-{family}": (lambda X, y, f=family: glum_fit(X, f)) for family in CASES}
+PEERS.update({f"h2o-{family}": (lambda X, y, f=family: h2o_fit(X, f)) for family in CASES})
 
 
 def write(path: str, rows: int = 0, features: int = 0) -> None:
@@ -102,7 +137,8 @@ def section(rounds: int, progress) -> dict:
     with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
         data = str(Path(tmp) / "insteval.csv")
         write(data)
-        peers = ["glum"] if launch.importable("glum") else []
+        peers = [p for p in ("glum", "h2o") if launch.importable(p)]
+        peers = [p for p in peers if p != "h2o" or shutil.which("java")]  # H2O's server
         for family in CASES:
             runs: dict[str, list[dict]] = {f"tool_{n}": [] for n in RANKS}
             runs.update({p: [] for p in peers})
@@ -122,7 +158,7 @@ def section(rounds: int, progress) -> dict:
         "coefficients": len(runs["tool_1"][0]["params"]),
         "alpha": ALPHA,
         "cases": cases,
-        "missing": [] if peers else ["glum"],
+        "missing": [p for p in ("glum", "h2o") if p not in peers],
     }
 
 

@@ -107,6 +107,10 @@ class DidNotStart(Exception):
 # load (CI's clean roots compute beside this suite) one rank may still be importing TensorFlow
 # when the others' limit is up. That start is not the fault under test: it is started once more.
 HOROVOD_DID_NOT_START = "Horovod did not start within"
+# A run's starts before it fails: in CI, horovodrun --gloo's lost-rank runs came after a run
+# whose rank was SIGKILLed, and twice in a row their start outlasted the 5 s under the other
+# lane's load (each start is named in the session's summary)
+START_ATTEMPTS = 4
 
 
 def one_launch(launcher, args, tmp_path, wrap=()) -> tuple[int, str]:
@@ -201,12 +205,15 @@ def test_the_line_always_gets_out(launcher, case, srun_or_skip, tmp_path, start_
     for i in range(n):
         where = tmp_path / f"run{i}"
         where.mkdir()
-        try:
-            miss = check_run(launcher, case, where, start_job)
-        except DidNotStart as e:
-            rescue_run(f"run {i + 1}: {e}")
-            (where := where / "again").mkdir()
-            miss = check_run(launcher, case, where, start_job)
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                miss = check_run(launcher, case, where, start_job)
+                break
+            except DidNotStart as e:
+                if attempt == START_ATTEMPTS:
+                    raise
+                rescue_run(f"run {i + 1}, start {attempt}: {e}")
+                (where := where / "again").mkdir()
         if miss:
             misses.append(f"run {i + 1}: {miss}")
     print(f"{launcher}, {case}: the line seen in {n - len(misses)} of {n} runs")

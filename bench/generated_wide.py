@@ -7,8 +7,9 @@ peak RSS (section() below, which bench/run.py runs). glum would form the dense s
 
     python bench/generated_wide.py --write rows.parquet [--rows 10000000]
 
-The 100,000 levels are eliminated (their Gram is diagonal) and the other 11,020 columns are
-past the direct solver's 8,192: conjugate gradients on the Hessian's products."""
+The 100,000 levels are eliminated (their Gram is diagonal) and the other 11,019 columns (the
+intercept among them) are past the direct solver's 8,192: conjugate gradients on the Hessian's
+products."""
 
 from __future__ import annotations
 

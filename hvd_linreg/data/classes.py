@@ -65,7 +65,7 @@ def file_shard(cfg, job):
     wanted = None if formula is None else {*formulas.names_in(formula), *carried.names}
     frame, first = rank_frame(files, job, wanted, "--model multinomial")
     target = target or str(frame.columns[-1])
-    frame = _columns(cfg, frame, target, carried)
+    frame = _categories(job, _columns(cfg, frame, target, carried), cfg.categorical_columns)
     frame, dropped, _ = complete_rows(job, frame, first, carried, cfg.missing, files)
     design = None
     if formula is None:
@@ -103,9 +103,25 @@ def _columns(cfg, frame, target: str, carried):
     missing = [c for c in [*features, target, *carried.names] if c not in frame.columns]
     if missing:
         raise UsageError(f"--data {cfg.data} has no column {', '.join(missing)}")
-    frame = frame[[*features, target, *carried.names]]
-    for name in cfg.categorical_columns:
-        frame[name] = frame[name].astype("category")
+    return frame[[*features, target, *carried.names]]
+
+
+def _categories(job, frame, names):
+    """The frame with the columns named in --categorical as pandas categoricals of the levels
+    that every rank's rows hold (one allgather): a rank's own values alone would give each
+    rank other categories."""
+    import pandas as pd
+
+    from hvd_linreg.data.categorical import sorted_levels
+
+    if not names:
+        return frame
+    mine = [sorted_levels(frame[name].dropna().unique().tolist()) for name in names]
+    every = job.allgather(mine, name="multinomial_levels") if job.size > 1 else [mine]
+    frame = frame.copy()
+    for i, name in enumerate(names):
+        levels = sorted_levels(set().union(*(theirs[i] for theirs in every)))
+        frame[name] = frame[name].astype(pd.CategoricalDtype(levels))
     return frame
 
 

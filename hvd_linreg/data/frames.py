@@ -161,7 +161,8 @@ def dummies(frame, levels: dict[str, list]):
 def _codes(cells, levels: list) -> np.ndarray:
     """A column's cells as their indices among its levels (float64)."""
     name = str(cells.name)
-    texts = cells.map(plain if kind(cells) == "category" else text_of)
+    numbers = kind(cells) is None and not all(isinstance(v, str) for v in levels)
+    texts = cells.map(plain if kind(cells) == "category" or numbers else text_of)
     at = {level: i for i, level in enumerate(levels)}
     codes = texts.map(at).to_numpy(dtype=np.float64, na_value=-1.0)
     if isinstance(levels, UnseenAsReference):  # a value none of them: the reference's

@@ -20,6 +20,7 @@ import numpy as np
 
 from hvd_linreg import scoring
 from hvd_linreg.data.frames import plain
+from hvd_linreg.data.shard import DENSE_MAX_COLUMNS
 from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
 from hvd_linreg.families.coefficients import stored
 from hvd_linreg.statistics.table import INTERCEPT
@@ -65,10 +66,28 @@ def run(cfg, job, family, load, start=None) -> MultinomialResult:
 
     ckpt_dir = agreed(job, outputs)
     shard, classes = load()
+    check_design(cfg, shard)
     family = family.with_classes(classes)
     announce(cfg, job, family, shard)
     sgd = train(cfg, job, family, shard, ckpt_dir) if cfg.solver == "sgd" else None
     return finish(cfg, job, family, shard, sgd, began, start)
+
+
+def check_design(cfg, shard) -> None:
+    """A wide design (categorical or sparse columns, matrix/) is fitted by Newton's method on
+    its blocks; what would form its dense rows is refused, on every rank alike (every rank
+    has the same columns)."""
+    if not shard.structured:
+        return
+    from hvd_linreg.solvers import check_wide
+
+    check_wide(cfg, shard)
+    if cfg.penalized:
+        raise UsageError(
+            f"the multinomial elastic net takes a design of at most {DENSE_MAX_COLUMNS} "
+            f"columns; this is a design of {shard.num_features} columns (categorical or "
+            "sparse): fit it with --l2's ridge alone, or fewer columns"
+        )
 
 
 def announce(cfg, job, family, shard) -> None:

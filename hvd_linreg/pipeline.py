@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from hvd_linreg import families, scoring, solvers
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard, load_shard, targets
-from hvd_linreg.data.shard import DENSE_MAX_COLUMNS
 from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
 from hvd_linreg.model_file import export
 from hvd_linreg.plot import save_plot
@@ -112,29 +111,13 @@ def prepare(cfg: Config, family, job: Job, load=None) -> tuple[Shard, Path | Non
         error = e
     job.agree(error)
     if shard.structured:  # every rank has the same columns: every rank decides the same
-        check_wide(cfg, shard)
+        solvers.check_wide(cfg, shard)
     # The target against the family's domain: refused on every rank where it is out, or the
     # shard with the target as the family reads it (a binary family's two values as 0 and 1).
     shard = targets.checked(job, shard, family)
     for warning in shard.warnings(cfg):
         job.warn(warning)
     return shard, ckpt_dir
-
-
-def check_wide(cfg: Config, shard: Shard) -> None:
-    """A wide design (categorical columns of many levels, or sparse ones: matrix/) is fitted by
-    the exact solvers, which never form its dense rows; what would is refused first."""
-    wide = f"a design of {shard.num_features} columns"
-    if cfg.solver == "sgd":
-        raise UsageError(
-            f"{wide} (categorical or sparse columns, more than {DENSE_MAX_COLUMNS} in all) is "
-            "fitted by --solver exact: SGD's batches would be its dense rows"
-        )
-    if cfg.cov_type != "nonrobust":
-        raise UsageError(
-            f"--cov_type {cfg.cov_type} takes a design of at most {DENSE_MAX_COLUMNS} "
-            f"columns; this is {wide}: use the default nonrobust errors"
-        )
 
 
 def _loader(cfg: Config, family, job: Job):

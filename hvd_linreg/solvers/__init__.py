@@ -59,3 +59,22 @@ def wants_optimum(cfg, shard) -> bool:
         return False
     cost = shard.num_samples * (shard.num_features + 1)
     return cost <= 2 * cfg.num_steps * shard.layout.global_batch
+
+
+def check_wide(cfg, shard) -> None:
+    """A wide design (categorical columns of many levels, or sparse ones: matrix/) is fitted by
+    the exact solvers, which never form its dense rows; what would is refused first."""
+    from hvd_linreg.data.shard import DENSE_MAX_COLUMNS
+    from hvd_linreg.errors import UsageError
+
+    wide = f"a design of {shard.num_features} columns"
+    if cfg.solver == "sgd":
+        raise UsageError(
+            f"{wide} (categorical or sparse columns, more than {DENSE_MAX_COLUMNS} in all) is "
+            "fitted by --solver exact: SGD's batches would be its dense rows"
+        )
+    if cfg.cov_type != "nonrobust":
+        raise UsageError(
+            f"--cov_type {cfg.cov_type} takes a design of at most {DENSE_MAX_COLUMNS} "
+            f"columns; this is {wide}: use the default nonrobust errors"
+        )

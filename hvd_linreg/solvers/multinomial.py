@@ -24,6 +24,9 @@ import numpy as np
 from hvd_linreg.data.passes import block_rows, summed
 from hvd_linreg.errors import UsageError
 from hvd_linreg.families.coefficients import unvec, vec
+from hvd_linreg.matrix import DesignMatrix
+from hvd_linreg.solvers import class_blocks
+from hvd_linreg.solvers.blocks import BLOCK_ROWS
 from hvd_linreg.solvers.start import given_start
 
 MAX_ITERATIONS = 100
@@ -38,7 +41,8 @@ class MultinomialFit:
     are j(F+1) .. (j+1)(F+1) - 1), and the likelihood's figures."""
 
     params: np.ndarray  # (F + 1) x (K - 1)
-    information: np.ndarray  # (K - 1)(F + 1) square
+    # (K - 1)(F + 1) square; a wide design's by blocks (class_blocks.ClassGram)
+    information: np.ndarray | class_blocks.ClassGram
     log_likelihood: float
     null_log_likelihood: float
     weight: float  # Σ w: the rows, each as many times as its weight
@@ -49,10 +53,14 @@ class MultinomialFit:
     converged: bool = True  # False: --max_iter ran out first (the last accepted iterate)
 
 
-def log_probabilities(X: np.ndarray, B: np.ndarray, offset=None) -> np.ndarray:
+def log_probabilities(X, B: np.ndarray, offset=None) -> np.ndarray:
     """log P(y = k | x) for every row and class (rows x K), the first class the reference;
-    offset (None: 0): each row's, added to every other class's log-odds against it."""
-    eta = X @ B[:-1] + B[-1]
+    offset (None: 0): each row's, added to every other class's log-odds against it. X: an
+    array or a design matrix (matrix/)."""
+    if isinstance(X, DesignMatrix):
+        eta = X.matvec(B[:-1]) + B[-1]
+    else:
+        eta = np.asarray(X, np.float64) @ B[:-1] + B[-1]
     if offset is not None:
         eta = eta + offset[:, None]
     top = np.maximum(eta.max(axis=1), 0.0)
@@ -146,6 +154,8 @@ def _penalized(loglik, gradient, information, B: np.ndarray, ridge: float):
     value = loglik - ridge / 2 * float(np.sum((W @ M) * W))
     gradient = gradient.copy()
     gradient[:F] -= ridge * (W @ M)
+    if isinstance(information, class_blocks.ClassGram):
+        return value, gradient, information.with_ridge(ridge)
     features = np.diag(np.append(np.ones(F), 0.0))
     return value, gradient, information + ridge * np.kron(M, features)
 
@@ -158,7 +168,10 @@ def _fit(best, null, weight, rows, class_weights, converged=True) -> Multinomial
 
 
 def _newton_step(information: np.ndarray, gradient: np.ndarray, K: int) -> np.ndarray:
-    """I⁻¹ g as B's shape, by Cholesky on the information scaled to unit diagonal."""
+    """I⁻¹ g as B's shape, by Cholesky on the information scaled to unit diagonal (a wide
+    design's through its blocks)."""
+    if isinstance(information, class_blocks.ClassGram):
+        return information.solve(gradient)
     g = vec(gradient)  # class-major, as the information is
     d = np.sqrt(np.diag(information))
     if not (d > 0).all():
@@ -193,6 +206,8 @@ def _pass(job, shard, B: np.ndarray, K: int) -> tuple[float, np.ndarray, np.ndar
     """The log-likelihood at B, its gradient (B's shape) and the information matrix, summed
     over every rank's rows: one allreduce. B of one row: the intercept-only model's."""
     p, k1 = B.shape
+    if p > 1 and shard.structured:
+        return _wide_pass(job, shard, B)
     pairs = [(j, m) for j in range(k1) for m in range(j, k1)]
     value, gradient, blocks = 0.0, np.zeros((k1, p)), np.zeros((len(pairs), p, p))
     # The intercept-only model (Newton's start) without offsets gives every row the same
@@ -204,7 +219,8 @@ def _pass(job, shard, B: np.ndarray, K: int) -> tuple[float, np.ndarray, np.ndar
     for block in shard.blocks(most):
         rows = block.counted()
         X, Z = design[: len(rows.y)], scaled[: len(rows.y)]
-        X[:, :-1] = rows.X[:, : p - 1]
+        if p > 1:
+            X[:, :-1] = rows.X[:, : p - 1]
         X[:, -1] = 1.0
         w = rows.weights()
         loglik, P, residual = _terms(X, rows.y, B, rows.offset)
@@ -224,6 +240,33 @@ def _pass(job, shard, B: np.ndarray, K: int) -> tuple[float, np.ndarray, np.ndar
         for i, (j, m) in enumerate(pairs):
             blocks[i] = gram * (same[j] * ((j == m) - same[m]))
     return _summed(job, value, gradient.T, blocks, pairs)
+
+
+def _wide_pass(job, shard, B: np.ndarray):
+    """_pass's figures for a wide design (categorical or sparse parts, matrix/): the
+    information by blocks (class_blocks.py), never the design's dense rows."""
+    F, K1 = B.shape[0] - 1, B.shape[1]
+    plan = class_blocks.plan_for(shard.design_template(), K1)
+    size = len(class_blocks.pairs_of(K1)) * class_blocks.sums_size(plan)
+    value, gradient, sums = 0.0, np.zeros((F + 1, K1)), np.zeros(size)
+    for block in shard.blocks(BLOCK_ROWS):
+        rows = block.counted()
+        eta = (rows.X.matvec(B[:-1]) + B[-1]).T
+        if rows.offset is not None:
+            eta += rows.offset
+        log_den, P = _softmax(eta)
+        hit = rows.y.astype(np.int64) == np.arange(1, K1 + 1)[:, None]
+        w = rows.weights()
+        value += float(w @ ((eta * hit).sum(axis=0) - log_den))
+        residual = (hit - P) * w
+        gradient[:F] += rows.X.transpose_matvec(residual.T)
+        gradient[F] += residual.sum(axis=1)
+        C = -P[:, None] * P[None, :] * w  # c_jm = w p_j (δ_jm - p_m)
+        C[np.arange(K1), np.arange(K1)] += P * w
+        class_blocks.add_pair_sums(rows.X, C, plan, sums)
+    total = job.allreduce_sum(np.concatenate([[value], gradient.ravel(), sums]), "multinomial_pass")
+    value, gradient = float(total[0]), total[1 : 1 + gradient.size].reshape(F + 1, K1)
+    return value, gradient, class_blocks.ClassGram(plan, K1, total[1 + gradient.size :])
 
 
 def _add_gram(out: np.ndarray, X: np.ndarray, c: np.ndarray, Z: np.ndarray, subtract=False):
@@ -280,7 +323,7 @@ def mean_log_loss(job, shard, B: np.ndarray) -> float:
 
     def sums(rows):
         w, y = rows.weights(), rows.y.astype(np.int64)
-        logp = log_probabilities(rows.X.astype(np.float64, copy=False), B)
+        logp = log_probabilities(rows.X, B)
         return -(w @ logp[np.arange(len(y)), y]), w.sum()
 
     total, weight = summed(job, shard.blocks(), sums, 2, "multinomial_loss")

@@ -108,8 +108,13 @@ def describe(
     robust: (the sandwich's covariance, the clusters or None) for --cov_type HC0, HC1 or
     cluster, else the inverse information's."""
     F1, K1 = fit.params.shape
-    covariance = np.linalg.inv(fit.information) if robust is None else robust[0]
-    std_errors = unvec(np.sqrt(np.diag(covariance)), K1)
+    if robust is not None:
+        std_errors = unvec(np.sqrt(np.diag(robust[0])), K1)
+    elif isinstance(fit.information, np.ndarray):
+        std_errors = unvec(np.sqrt(np.diag(np.linalg.inv(fit.information))), K1)
+    else:  # a wide design's, by blocks: None past the coefficients whose errors are formed
+        diagonal = fit.information.inverse_diagonal()
+        std_errors = np.full((F1, K1), np.nan) if diagonal is None else np.sqrt(diagonal)
     k = F1 * K1
     aic = -2.0 * fit.log_likelihood + 2.0 * k
     bic = -2.0 * fit.log_likelihood + k * np.log(fit.weight)
@@ -137,7 +142,7 @@ def scores(job, blocks, B: np.ndarray, classes: list, name: str) -> dict:
 
     def block_sums(rows):
         w, y = rows.weights(), rows.y.astype(np.int64)
-        logp = log_probabilities(rows.X.astype(np.float64, copy=False), B, rows.offset)
+        logp = log_probabilities(rows.X, B, rows.offset)
         confusion = np.bincount(y * K + logp.argmax(axis=1), weights=w, minlength=K * K)
         return np.r_[w.sum(), -(w @ logp[np.arange(len(y)), y]), confusion]
 

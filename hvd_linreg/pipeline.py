@@ -13,10 +13,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from hvd_linreg import families, scoring, solvers
 from hvd_linreg.config import Config
 from hvd_linreg.data import Shard, load_shard, targets
 from hvd_linreg.errors import ConvergenceWarning, UsageError, agreed
+from hvd_linreg.matrix import DenseMatrix
 from hvd_linreg.model_file import export
 from hvd_linreg.plot import save_plot
 from hvd_linreg.report import Report, TrainingResult, check_writable, header_line, write_json
@@ -110,6 +113,7 @@ def prepare(cfg: Config, family, job: Job, load=None) -> tuple[Shard, Path | Non
     except UsageError as e:
         error = e
     job.agree(error)
+    shard = _dense_wide(cfg, family, shard)
     if shard.structured:  # every rank has the same columns: every rank decides the same
         solvers.check_wide(cfg, shard)
     # The target against the family's domain: refused on every rank where it is out, or the
@@ -118,6 +122,28 @@ def prepare(cfg: Config, family, job: Job, load=None) -> tuple[Shard, Path | Non
     for warning in shard.warnings(cfg):
         job.warn(warning)
     return shard, ckpt_dir
+
+
+def _dense_wide(cfg: Config, family, shard: Shard) -> Shard:
+    """A dense shard of more columns than the family's dense exact solver takes, as a design
+    matrix (matrix/): the exact solvers' wide route fits it (working sets for a path, blocks
+    or conjugate gradients without a penalty), as a sparse design's. Every rank has the same
+    columns: every rank decides the same."""
+    wide = shard.num_features > family.MAX_EXACT_FEATURES
+    if cfg.solver != "exact" or not wide or not isinstance(shard.X, np.ndarray):
+        return shard
+    if shard.table is not None:  # rows read as they are used: the dense solver's refusal
+        return shard
+    if not cfg.penalized and not cfg.l2 and shard.num_samples <= shard.num_features:
+        raise UsageError(
+            f"{shard.num_samples} rows and {shard.num_features} features: without a penalty "
+            "the fit has no unique solution; fit with --l2 > 0, or the elastic net's path "
+            "(--alpha, --l1_ratio, --cv)"
+        )
+    validation = shard.validation
+    if validation is not None:
+        validation = validation._replace(X=DenseMatrix(validation.X))
+    return replace(shard, X=DenseMatrix(shard.X), validation=validation)
 
 
 def _loader(cfg: Config, family, job: Job):

@@ -214,11 +214,14 @@ def test_an_export_to_a_symbolic_link_is_refused(tmp_path, capsys):
     )
 
 
-def test_the_exact_solver_refuses_more_features_than_it_handles(tmp_path, capsys):
+def test_more_features_than_rows_without_a_penalty_are_refused_first(tmp_path, capsys):
+    """Past the dense solver's 4,096 columns the wide route fits dense rows too; without a
+    penalty, fewer rows than coefficients have no unique fit, said before any pass."""
     data = tmp_path / "wide.npy"
     np.save(data, np.random.default_rng(0).standard_normal((3, 4098)).astype(np.float32))
     assert refused(capsys, ["--data", str(data), "--solver", "exact", "--quiet"]) == (
-        "--solver exact handles up to 4096 features"
+        "3 rows and 4097 features: without a penalty the fit has no unique solution; fit "
+        "with --l2 > 0, or the elastic net's path (--alpha, --l1_ratio, --cv)"
     )
 
 

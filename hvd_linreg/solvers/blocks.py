@@ -349,6 +349,9 @@ def summed_gram(
     return gram, total[size + 1 :]
 
 
-def names_of(columns: Sequence[int], names: Sequence[str] | None, F: int) -> str:
-    """Columns of [w..., b] by name (w[j] without names, b for the intercept)."""
-    return ", ".join("b" if j == F else names[j] if names else f"w[{j}]" for j in columns)
+def names_of(columns: Sequence[int], names: Sequence[str] | None, F: int, shown: int = 10) -> str:
+    """Columns of [w..., b] by name (w[j] without names, b for the intercept): the first
+    `shown` of them, and how many more."""
+    named = ", ".join("b" if j == F else names[j] if names else f"w[{j}]" for j in columns[:shown])
+    more = len(columns) - shown
+    return f"{named} and {more} more" if more > 0 else named

@@ -519,6 +519,34 @@ def test_a_wide_designs_relaxed_lasso_is_the_dense_paths():
     np.testing.assert_allclose(np.asarray(wide.params), np.asarray(narrow.params), atol=1e-10)
 
 
+def test_a_wide_least_squares_path_with_folds_is_the_dense_paths(monkeypatch):
+    """The covariance updates of a wide least-squares path (solvers/working_sets.py), with
+    folds, an unpenalized feature, an upper limit and an excluded one: the dense dummies' path
+    (coefficients of every model, the CV means) to 1e-9; so too where the cache outgrows its
+    bytes mid-path and the passes take over."""
+    import hvd_linreg
+    from hvd_linreg.solvers import working_sets
+
+    X, dense, signal, rng = _wide_rows()
+    y = signal + rng.normal(size=len(signal))
+    settings = dict(
+        model="linear", solver="exact", l1_ratio=0.5, n_alphas=15, alpha_min_ratio=0.02,
+        penalty_factor={"z": 0}, upper_limits={"z": 0.5}, exclude=["u"],
+        fold=np.arange(len(y)) % 4,
+    )  # fmt: skip
+    narrow = hvd_linreg.fit(dense, y, **settings).path
+    whole = hvd_linreg.fit(X, y, **settings).path
+    # room for the first working sets' columns of every fold of rows, not for the last's
+    monkeypatch.setattr(working_sets, "MAX_CACHE_BYTES", 4 * 601 * 560 * 8)
+    outgrown = hvd_linreg.fit(X, y, **settings).path
+    assert outgrown.passes > whole.passes  # the passes took over
+    for wide in (whole, outgrown):
+        np.testing.assert_allclose(wide.coefficients, narrow.coefficients, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(wide.fold_coefficients, narrow.fold_coefficients, atol=1e-9)
+        np.testing.assert_allclose(wide.cv.mean, narrow.cv.mean, rtol=1e-9)
+        assert (wide.coefficients[:, 1] == 0).all() and wide.nonzero[-1] > 300
+
+
 def test_a_relaxed_fit_that_does_not_converge_says_where_and_the_remedy_works():
     """Many levels of a few rows each, a two-level target: the unpenalized refit of the
     lasso's hundreds of levels runs away at the path's small strengths; the message names the

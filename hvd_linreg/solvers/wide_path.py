@@ -10,9 +10,11 @@ set's columns too), and one allreduce adds the ranks'. After a small Newton step
 is a check (AHEAD): the working response's products and the gradient over every column (Xᵀ W r
 and Xᵀ W), on the Gram before. A model has settled at a strength when its IRLS step is small and
 that full gradient meets the KKT conditions; the features where it fails join the working set
-and IRLS goes on. No pass forms the F x F Gram. A least-squares (gaussian identity) fit is IRLS
-with its prior weights, the same at every theta: its Gram is summed once for each change of its
-working set, and every pass checks."""
+and IRLS goes on. No pass forms the F x F Gram. A least-squares (gaussian identity) path takes
+glmnet's covariance updates (working_sets.Covariance): the cross products of every feature with
+each feature a working set has held, summed once, give its working sets' Gram and its KKT
+checks without a pass; past their memory it is IRLS with its prior weights, whose Gram is summed
+once for each change of its working set, every pass a check."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from hvd_linreg.solvers.path import _FIGURES, _Model, _Path, _Step
 from hvd_linreg.solvers.path_fit import PathFit
 from hvd_linreg.solvers.path_passes import HELD_DEVIANCE, HELD_WEIGHT, OUTSIDE, TRAIN_DEVIANCE
 from hvd_linreg.solvers.path_settings import PathSettings
+from hvd_linreg.solvers.working_sets import MAX_WORKING, Covariance, Full, joining, strongest
 
 
 def fit(job: Job, shard, family: Family, settings: PathSettings) -> PathFit:
@@ -79,6 +82,8 @@ class _WidePath(_Path):
         self.refresh: dict[int, bool] = {}  # its next pass sums its set's own Gram
         self.ahead: dict[int, bool] = {}  # its next pass checks: the full gradient, no Gram
         self.plain: set[int] = set()  # a check failed at this fit: a Gram at every pass
+        # least squares' covariance updates (working_sets.py); False: its passes instead
+        self.covariance: Covariance | bool | None = None
 
     def _prior_pass(self) -> tuple[list[Moments], int]:
         """Each fold's (or the one set's) weights, means and variances of [X y]: the features'
@@ -282,9 +287,9 @@ class _WidePath(_Path):
             outside = np.setdiff1d(np.arange(self.F), W)
             bad = np.intersect1d(penalty.violations(model.theta[:-1], gradient, 1e-12), outside)
             if len(bad):  # the KKT conditions fail outside the set: the worst join it
-                bad = _strongest(bad, gradient, penalty, _joining(W))
+                bad = strongest(bad, gradient, penalty, joining(W))
                 if len(W) + len(bad) > MAX_WORKING:
-                    raise _Full(len(W) + len(bad))
+                    raise Full(len(W) + len(bad))
                 self.working[key] = np.union1d(W, bad)
                 st.best = None
                 return True
@@ -293,6 +298,46 @@ class _WidePath(_Path):
             self._record(model, index, *row[_FIGURES])
         self.plain.discard(key)
         return False
+
+    def _least_squares_path(self, alpha: float, index: int) -> bool:
+        """Every least-squares model at α by coordinate descent on its working set's moments
+        from the covariance cache, the KKT conditions checked on every feature's gradient from
+        it; a pass only for the features that join a working set for the first time. False
+        where the cache would pass its bytes."""
+        cache, pending = self.covariance, list(self.models)
+        while pending:
+            sets = [self.working[id(m)] for m in pending]
+            if max(len(W) for W in sets) > MAX_WORKING:
+                raise Full(max(len(W) for W in sets))
+            passes = cache.ensure(np.unique(np.concatenate(sets)))
+            if passes is None:
+                return False
+            self.passes += passes
+            still = []
+            for model, W in zip(pending, sets):
+                penalty = self._penalty(model, alpha)
+                S, c, zz, x_mean, z_mean, weight = cache.moments(model.fold, W)
+                part, tolerance = penalty.restricted(W), self.s.descent_tolerance
+                beta = minimise(S[W], c[W], np.zeros(len(W)), model.theta[W], part, None, zz,
+                                tolerance)[0]  # fmt: skip
+                gradient = S @ beta - c
+                theta = np.zeros(self.F + 1)
+                theta[W], theta[-1] = beta, z_mean - x_mean[W] @ beta
+                model.theta, model.gradient = theta, gradient
+                outside = np.setdiff1d(np.arange(self.F), W)
+                bad = np.intersect1d(penalty.violations(theta[:-1], gradient, 1e-12), outside)
+                if len(bad):  # the KKT conditions fail outside the set: the worst join it
+                    self.working[id(model)] = np.union1d(W, strongest(bad, gradient, penalty,
+                                                                      joining(W)))  # fmt: skip
+                    still.append(model)
+                    continue
+                deviance = float(beta @ S[W] @ beta - 2 * c[W] @ beta + zz)
+                held, held_weight = math.nan, 0.0
+                if model.fold is not None:
+                    held, held_weight = cache.held_out(model.fold, W, beta, theta[-1])
+                self._record(model, index, deviance, held, held_weight)
+            pending = still
+        return True
 
     def _halve(self, model: _Model, st: _Step) -> bool:
         """A step that made things worse (or left the domain), halved from the best theta."""
@@ -317,12 +362,17 @@ class _WidePath(_Path):
             if strong is None:  # no previous solution: the features the gradient at α keeps
                 strong = np.flatnonzero(np.abs(model.gradient) >= penalty.l1)
             W = np.union1d(self.working[id(model)], np.flatnonzero(model.theta[:-1]))
-            room = min(_joining(W), MAX_WORKING - len(W))
-            strong = _strongest(np.setdiff1d(strong, W), model.gradient, penalty, max(room, 0))
+            room = min(joining(W), MAX_WORKING - len(W))
+            strong = strongest(np.setdiff1d(strong, W), model.gradient, penalty, max(room, 0))
             self.working[id(model)] = np.union1d(W, strong)
+        if self.fixed and self.covariance is None:
+            self.covariance = Covariance.of(self.job, self.shard, self.s.folds, self.F) or False
+            self.passes += bool(self.covariance)
         try:
-            self._irls(alpha, previous, index)
-        except _Full as full:
+            if not (self.covariance and self._least_squares_path(alpha, index)):
+                self.covariance = False  # past the cache's bytes: the passes from here on
+                self._irls(alpha, previous, index)
+        except Full as full:
             return (
                 f"at alpha {alpha:.6g} a model's working set would hold {full.size} features, "
                 f"more than the {MAX_WORKING} whose Gram a pass sums; the strengths before it "
@@ -369,37 +419,6 @@ class _Local:
     c: np.ndarray
     rr: float
     reused: bool = True
-
-
-# The most features a model's working set holds: its Gram, (4,096 + 2)² numbers, is summed by
-# every pass (one per model); a path whose sets would pass it ends at the strength before
-MAX_WORKING = 4096
-
-
-class _Full(Exception):
-    """A working set would pass MAX_WORKING: the path ends before this strength."""
-
-    def __init__(self, size: int):
-        super().__init__(size)
-        self.size = size
-
-
-# Features that join a working set at once: at most this many, or as many as it holds (the
-# strong rule at a large step between strengths keeps most features; the KKT check then adds
-# any it left out, so the set stays near the active one and its Gram small)
-JOINING = 512
-
-
-def _joining(working: np.ndarray) -> int:
-    return max(JOINING, len(working))
-
-
-def _strongest(candidates: np.ndarray, gradient: np.ndarray, penalty, count: int) -> np.ndarray:
-    """The count candidates whose |gradient| is furthest above their L1 threshold."""
-    if len(candidates) <= count:
-        return candidates
-    ratio = np.abs(gradient[candidates]) / np.maximum(penalty.l1[candidates], 1e-300)
-    return np.sort(candidates[np.argsort(-ratio, kind="stable")[:count]])
 
 
 def _plan(width: int) -> Plan:

@@ -67,6 +67,10 @@
    and 1,000 levels and 20 dense ones, Poisson with a small ridge, by `hvd-linreg --solver exact
    --categorical ...` at 1 and 2 ranks (bench/generated_wide.py), once each: the fit's and the
    whole process's seconds and each rank's peak RSS (glum's dense sandwich would not fit).
+18. A wide dense lasso path: n = p = 10,000 normal features, gaussian, on glmnet's strengths for
+   the rows, by `hvd_linreg.fit` on the array at 1 and 2 ranks (each rank its own rows) next to
+   R's glmnet on the same matrix, on the strengths the tool reaches (bench/dense_peers.py), once
+   each: seconds and each one's gap.
 `--sections 1,6` runs only those sections (2 and 4 come from the same runs).
 
 The machine is shared and noisy: every figure is a median of repeated runs, and the targets
@@ -88,6 +92,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import dense_peers
 import generated_wide
 import glm_peers
 import launch
@@ -635,6 +640,7 @@ SECTIONS = {
     "15": lambda rounds, progress: {"wide": wide_peers.section(rounds, progress)},
     "16": lambda rounds, progress: {"sparse": sparse_peers.section(rounds, progress)},
     "17": lambda rounds, progress: {"generated_wide": generated_wide.section(rounds, progress)},
+    "18": lambda rounds, progress: {"dense": dense_peers.section(rounds, progress)},
 }
 
 

@@ -102,7 +102,7 @@ def tool(data: str, out: str) -> None:
     peak = comm.gather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     if comm.rank == 0:
         done = {"fit_s": seconds, "strengths": len(fit.path.alphas), "peak_rss_mib": max(peak)}
-        _write(out, done, fit.path.coefficients)
+        write_path(out, done, fit.path.coefficients)
 
 
 def glmnet(data: str, count: int, out: str) -> None:
@@ -122,12 +122,21 @@ def glmnet(data: str, count: int, out: str) -> None:
         seconds, fitted = done.stdout.split()
         coef = np.fromfile(d / "coef.bin").reshape(-1, COLUMNS + 1)  # [b, w...] by strength
     done = {"fit_s": float(seconds), "strengths": int(fitted), "peak_rss_mib": None}
-    _write(out, done, np.column_stack([coef[:, 1:], coef[:, 0]]))
+    write_path(out, done, np.column_stack([coef[:, 1:], coef[:, 0]]))
 
 
-def _write(out: str, done: dict, coefficients: np.ndarray) -> None:
+def write_path(out: str, done: dict, coefficients: np.ndarray) -> None:
     """The result's JSON, with the coefficients of every strength ([w..., b] each)."""
     Path(out).write_text(json.dumps({**done, "coefficients": coefficients.tolist()}) + "\n")
+
+
+def compared(fits: dict, reached: int) -> None:
+    """Each fit's largest gap to the tool's 1-rank coefficients on the strengths it reached,
+    relative to their largest (max_gap), in place of its coefficients."""
+    reference = np.asarray(fits["tool_1"].pop("coefficients"))
+    for fit in fits.values():
+        theta = np.asarray(fit.pop("coefficients", reference))[:reached]
+        fit["max_gap"] = float(np.abs(theta - reference).max() / np.abs(reference).max())
 
 
 def section(rounds: int, progress) -> dict:
@@ -149,10 +158,7 @@ def section(rounds: int, progress) -> dict:
             fits["glmnet"] = launch.peer_fit("sparse_peers.py", "glmnet", data,
                                              extra=("--strengths", str(reached)))  # fmt: skip
             progress(f"sparse lasso: glmnet, {fits['glmnet']['fit_s']:.1f} s")
-        reference = np.asarray(fits["tool_1"].pop("coefficients"))
-        for fit in fits.values():
-            theta = np.asarray(fit.pop("coefficients", reference))[:reached]
-            fit["max_gap"] = float(np.abs(theta - reference).max() / np.abs(reference).max())
+        compared(fits, reached)
     return {
         "rows": ROWS, "columns": COLUMNS, "density": DENSITY, "strengths": reached,
         "fits": fits, "missing": [] if "glmnet" in fits else ["glmnet (Rscript)"],

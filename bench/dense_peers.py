@@ -1,0 +1,151 @@
+"""Section 18: a wide dense lasso path. n = p = 10,000 normal features (100 with an effect), a
+gaussian target, unstandardized, on glmnet's strengths for these rows (100 from λ_max down to
+1e-4 of it): `hvd_linreg.fit` on the array at 1 and 2 ranks (under mpirun, each rank its own
+rows) next to R's glmnet on the same matrix, at its default threshold, on the strengths the
+tool reaches (a working set holds at most 4,096 features), each in a process of its own
+(section() below, which bench/run.py runs).
+
+    python bench/dense_peers.py --write rows.npy
+    mpirun -np 2 python bench/dense_peers.py --tool --data rows.npy --out result.json
+    python bench/dense_peers.py --peer glmnet --data rows.npy --strengths 40 --out result.json
+
+Each writes the fit's wall time from the loaded rows to the coefficients (the tool's between
+two barriers), the strengths fitted, its peak RSS, and the coefficients of every strength."""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from sparse_peers import compared, write_path
+
+ROWS = COLUMNS = 10_000
+EFFECTS = 100
+STRENGTHS, MIN_RATIO = 100, 1e-4  # glmnet's nlambda and lambda.min.ratio (n >= p)
+RANKS = (1, 2)
+GLMNET = """
+suppressMessages(library(glmnet))
+args <- commandArgs(trailingOnly = TRUE); d <- args[1]; k <- as.integer(args[2])
+n <- as.integer(args[3]); p <- as.integer(args[4])
+A <- matrix(readBin(file.path(d, "rows.bin"), "double", n * (p + 1)), n, p + 1, byrow = TRUE)
+lam <- readBin(file.path(d, "lambda.bin"), "double", k)
+X <- A[, 1:p]; y <- A[, p + 1]; rm(A)
+t <- system.time(fit <- glmnet(X, y, alpha = 1, standardize = FALSE, lambda = lam))[["elapsed"]]
+writeBin(as.vector(as.matrix(coef(fit))), file.path(d, "coef.bin"))
+cat(t, length(fit$lambda), "\\n")
+"""
+
+
+def write(path: str, seed: int = 0) -> None:
+    """The rows [X y]: X ~ N(0, 1), y = X w + N(0, 1), w ~ N(0, 0.5²) on EFFECTS columns."""
+    rng = np.random.default_rng(seed)
+    rows = np.empty((ROWS, COLUMNS + 1))
+    rows[:, :COLUMNS] = rng.standard_normal((ROWS, COLUMNS))
+    w = np.zeros(COLUMNS)
+    w[rng.choice(COLUMNS, EFFECTS, replace=False)] = rng.normal(scale=0.5, size=EFFECTS)
+    rows[:, COLUMNS] = rows[:, :COLUMNS] @ w + rng.standard_normal(ROWS)
+    np.save(path, rows)
+
+
+def load(path: str, part: tuple[int, int] = (0, 1)):
+    """Rows part[0] of part[1] equal runs: X and y."""
+    rows = np.load(path, mmap_mode="r")
+    start, stop = (ROWS * part[0]) // part[1], (ROWS * (part[0] + 1)) // part[1]
+    mine = np.array(rows[start:stop])
+    return mine[:, :COLUMNS], mine[:, COLUMNS]
+
+
+def strengths(path: str) -> np.ndarray:
+    """glmnet's sequence for these rows: λ_max = max |Xᵀ(y - ȳ)| / n, down to MIN_RATIO of it."""
+    X, y = load(path)
+    top = np.abs(X.T @ (y - y.mean())).max() / len(y)
+    return top * MIN_RATIO ** (np.arange(STRENGTHS) / (STRENGTHS - 1))
+
+
+def tool(data: str, out: str) -> None:
+    """Under mpirun: each rank fits its own rows; rank 0 writes the result."""
+    from mpi4py import MPI
+
+    import hvd_linreg
+
+    comm = MPI.COMM_WORLD
+    X, y = load(data, (comm.rank, comm.size))
+    alphas = list(strengths(data))
+    comm.Barrier()
+    start = time.perf_counter()
+    fit = hvd_linreg.fit(X, y, solver="exact", l1_ratio=1.0, standardize=False, alpha=alphas)
+    comm.Barrier()
+    seconds = time.perf_counter() - start
+    peak = comm.gather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    if comm.rank == 0:
+        done = {"fit_s": seconds, "strengths": len(fit.path.alphas), "peak_rss_mib": max(peak)}
+        write_path(out, done, fit.path.coefficients)
+
+
+def glmnet(data: str, count: int, out: str) -> None:
+    """R's glmnet on the first count strengths, the rows as a dense matrix."""
+    with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
+        d = Path(tmp)
+        np.load(data, mmap_mode="r").tofile(d / "rows.bin")
+        strengths(data)[:count].tofile(d / "lambda.bin")
+        (d / "fit.R").write_text(GLMNET)
+        argv = ["Rscript", str(d / "fit.R"), tmp, str(count), str(ROWS), str(COLUMNS)]
+        done = subprocess.run(argv, capture_output=True, text=True, check=True)
+        seconds, fitted = done.stdout.split()
+        coef = np.fromfile(d / "coef.bin").reshape(-1, COLUMNS + 1)  # [b, w...] by strength
+    done = {"fit_s": float(seconds), "strengths": int(fitted), "peak_rss_mib": None}
+    write_path(out, done, np.column_stack([coef[:, 1:], coef[:, 0]]))
+
+
+def section(rounds: int, progress) -> dict:
+    """The tool at 1 and 2 ranks, then glmnet on the strengths it reached: seconds, and each
+    one's largest gap to the tool's 1-rank coefficients, relative to their largest."""
+    import launch  # bench/ is on the path of bench/run.py, which runs this section
+
+    fits = {}
+    with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
+        data = str(Path(tmp) / "rows.npy")
+        write(data)
+        env = {"OMPI_MCA_mpi_yield_when_idle": "1"}
+        for n in RANKS:
+            fits[f"tool_{n}"] = launch.script(n, "dense_peers.py", ["--tool", "--data", data],
+                                              env=env)  # fmt: skip
+            progress(f"dense lasso: the tool at {n} rank(s), {fits[f'tool_{n}']['fit_s']:.1f} s")
+        reached = fits["tool_1"]["strengths"]
+        if shutil.which("Rscript"):
+            fits["glmnet"] = launch.peer_fit("dense_peers.py", "glmnet", data,
+                                             extra=("--strengths", str(reached)))  # fmt: skip
+            progress(f"dense lasso: glmnet, {fits['glmnet']['fit_s']:.1f} s")
+        compared(fits, reached)
+    return {
+        "rows": ROWS, "columns": COLUMNS, "strengths": reached, "fits": fits,
+        "missing": [] if "glmnet" in fits else ["glmnet (Rscript)"],
+    }  # fmt: skip
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--write", help="write the rows to this .npy and exit")
+    p.add_argument("--tool", action="store_true", help="the tool's fit (under mpirun)")
+    p.add_argument("--peer", choices=("glmnet",))
+    p.add_argument("--data")
+    p.add_argument("--strengths", type=int, default=STRENGTHS)
+    p.add_argument("--out")
+    args = p.parse_args()
+    if args.write:
+        write(args.write)
+    elif args.tool:
+        tool(args.data, args.out)
+    else:
+        glmnet(args.data, args.strengths, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

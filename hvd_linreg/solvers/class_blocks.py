@@ -47,11 +47,20 @@ def plan_for(X, K1: int) -> Plan:
     to factor (the multinomial has no conjugate-gradient route yet)."""
     plan = Plan.of(X)
     E, S = len(plan.E), len(plan.S)
-    if K1 * S > MAX_KEPT or len(pairs_of(K1)) * E * S > MAX_CROSS:
+    what = (
+        f"a multinomial model of {K1 + 1} classes on {plan.width - 1} columns, {S - 1} of them "
+        "beside the largest categorical column,"
+    )
+    if K1 * S > MAX_KEPT:
         raise UsageError(
-            f"a multinomial model of {K1 + 1} classes on {plan.width - 1} columns, {S - 1} of "
-            f"them beside the largest categorical column, is a system of {K1 * S} unknowns per "
-            f"step, more than the {MAX_KEPT} this solver factors: fit fewer columns or classes"
+            f"{what} is a system of {K1 * S} unknowns per step, more than the {MAX_KEPT} this "
+            "solver factors: fit fewer columns or classes"
+        )
+    pairs = len(pairs_of(K1))
+    if pairs * E * S > MAX_CROSS:
+        raise UsageError(
+            f"{what} sums {pairs} cross blocks of {E} x {S} numbers per pass, more than the "
+            f"{MAX_CROSS:,} a pass holds: fit fewer columns or classes"
         )
     return plan
 

@@ -14,21 +14,20 @@ two barriers), the strengths fitted, its peak RSS, and the coefficients of every
 
 from __future__ import annotations
 
-import argparse
 import resource
-import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from sparse_peers import compared, write_path
+from sparse_peers import main, peers_section, write_path
 
 ROWS = COLUMNS = 10_000
 EFFECTS = 100
 STRENGTHS, MIN_RATIO = 100, 1e-4  # glmnet's nlambda and lambda.min.ratio (n >= p)
-RANKS = (1, 2)
+ROWS_FILE = "rows.npy"
 GLMNET = """
 suppressMessages(library(glmnet))
 args <- commandArgs(trailingOnly = TRUE); d <- args[1]; k <- as.integer(args[2])
@@ -104,48 +103,9 @@ def glmnet(data: str, count: int, out: str) -> None:
 
 
 def section(rounds: int, progress) -> dict:
-    """The tool at 1 and 2 ranks, then glmnet on the strengths it reached: seconds, and each
-    one's largest gap to the tool's 1-rank coefficients, relative to their largest."""
-    import launch  # bench/ is on the path of bench/run.py, which runs this section
-
-    fits = {}
-    with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
-        data = str(Path(tmp) / "rows.npy")
-        write(data)
-        env = {"OMPI_MCA_mpi_yield_when_idle": "1"}
-        for n in RANKS:
-            fits[f"tool_{n}"] = launch.script(n, "dense_peers.py", ["--tool", "--data", data],
-                                              env=env)  # fmt: skip
-            progress(f"dense lasso: the tool at {n} rank(s), {fits[f'tool_{n}']['fit_s']:.1f} s")
-        reached = fits["tool_1"]["strengths"]
-        if shutil.which("Rscript"):
-            fits["glmnet"] = launch.peer_fit("dense_peers.py", "glmnet", data,
-                                             extra=("--strengths", str(reached)))  # fmt: skip
-            progress(f"dense lasso: glmnet, {fits['glmnet']['fit_s']:.1f} s")
-        compared(fits, reached)
-    return {
-        "rows": ROWS, "columns": COLUMNS, "strengths": reached, "fits": fits,
-        "missing": [] if "glmnet" in fits else ["glmnet (Rscript)"],
-    }  # fmt: skip
-
-
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--write", help="write the rows to this .npy and exit")
-    p.add_argument("--tool", action="store_true", help="the tool's fit (under mpirun)")
-    p.add_argument("--peer", choices=("glmnet",))
-    p.add_argument("--data")
-    p.add_argument("--strengths", type=int, default=STRENGTHS)
-    p.add_argument("--out")
-    args = p.parse_args()
-    if args.write:
-        write(args.write)
-    elif args.tool:
-        tool(args.data, args.out)
-    else:
-        glmnet(args.data, args.strengths, args.out)
-    return 0
+    """The tool at 1 and 2 ranks, then glmnet on the strengths it reached."""
+    return peers_section(sys.modules[__name__], "dense lasso", {}, progress)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.modules[__name__]))

@@ -19,6 +19,7 @@ import json
 import resource
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ import numpy as np
 ROWS, COLUMNS, DENSITY, EFFECTS = 200_000, 50_000, 0.002, 100
 STRENGTHS, MIN_RATIO = 100, 1e-4  # glmnet's nlambda and lambda.min.ratio (more rows than columns)
 RANKS = (1, 2)
+ROWS_FILE = "rows.npz"
 GLMNET = """
 suppressMessages({library(glmnet); library(Matrix)})
 args <- commandArgs(trailingOnly = TRUE); d <- args[1]; k <- as.integer(args[2])
@@ -140,46 +142,53 @@ def compared(fits: dict, reached: int) -> None:
 
 
 def section(rounds: int, progress) -> dict:
-    """The tool at 1 and 2 ranks, then glmnet on the strengths it reached: seconds, and each
-    one's largest gap to the tool's 1-rank coefficients, relative to their largest."""
-    import launch  # bench/ is on the path of bench/run.py, which runs this section
+    """The tool at 1 and 2 ranks, then glmnet on the strengths it reached."""
+    return peers_section(sys.modules[__name__], "sparse lasso", {"density": DENSITY}, progress)
 
-    fits = {}
+
+def peers_section(design, what: str, figures: dict, progress) -> dict:
+    """A path benchmark of design (this module, or one with the same functions and constants:
+    dense_peers.py): the tool at 1 and 2 ranks, then glmnet on the strengths it reached;
+    seconds, and each one's largest gap to the tool's 1-rank coefficients."""
+    import launch  # bench/ is on the path of bench/run.py, which runs these sections
+
+    name, fits = Path(design.__file__).name, {}
     with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
-        data = str(Path(tmp) / "rows.npz")
-        write(data)
+        data = str(Path(tmp) / design.ROWS_FILE)
+        design.write(data)
         env = {"OMPI_MCA_mpi_yield_when_idle": "1"}
         for n in RANKS:
-            fits[f"tool_{n}"] = launch.script(n, "sparse_peers.py", ["--tool", "--data", data],
-                                              env=env)  # fmt: skip
-            progress(f"sparse lasso: the tool at {n} rank(s), {fits[f'tool_{n}']['fit_s']:.1f} s")
+            fits[f"tool_{n}"] = launch.script(n, name, ["--tool", "--data", data], env=env)
+            progress(f"{what}: the tool at {n} rank(s), {fits[f'tool_{n}']['fit_s']:.1f} s")
         reached = fits["tool_1"]["strengths"]
         if shutil.which("Rscript"):
-            fits["glmnet"] = launch.peer_fit("sparse_peers.py", "glmnet", data,
+            fits["glmnet"] = launch.peer_fit(name, "glmnet", data,
                                              extra=("--strengths", str(reached)))  # fmt: skip
-            progress(f"sparse lasso: glmnet, {fits['glmnet']['fit_s']:.1f} s")
+            progress(f"{what}: glmnet, {fits['glmnet']['fit_s']:.1f} s")
         compared(fits, reached)
     return {
-        "rows": ROWS, "columns": COLUMNS, "density": DENSITY, "strengths": reached,
+        "rows": design.ROWS, "columns": design.COLUMNS, **figures, "strengths": reached,
         "fits": fits, "missing": [] if "glmnet" in fits else ["glmnet (Rscript)"],
     }  # fmt: skip
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--write", help="write the rows to this .npz and exit")
+def main(design=None) -> int:
+    """The command line of design (this module by default): --write, --tool or --peer."""
+    design = design or sys.modules[__name__]
+    p = argparse.ArgumentParser(description=design.__doc__)
+    p.add_argument("--write", help=f"write the rows to this {design.ROWS_FILE[4:]} and exit")
     p.add_argument("--tool", action="store_true", help="the tool's fit (under mpirun)")
     p.add_argument("--peer", choices=("glmnet",))
     p.add_argument("--data")
-    p.add_argument("--strengths", type=int, default=STRENGTHS)
+    p.add_argument("--strengths", type=int, default=design.STRENGTHS)
     p.add_argument("--out")
     args = p.parse_args()
     if args.write:
-        write(args.write)
+        design.write(args.write)
     elif args.tool:
-        tool(args.data, args.out)
+        design.tool(args.data, args.out)
     else:
-        glmnet(args.data, args.strengths, args.out)
+        design.glmnet(args.data, args.strengths, args.out)
     return 0
 
 

@@ -276,7 +276,9 @@ def test_an_elastic_run_that_loses_a_slot_equals_its_segments(start_elastic, tmp
     slot; the job re-forms at the last commit on 1 rank, agrees the classes again, and the
     run equals the simulation of its two stretches."""
     X, y, _ = multinomial_sgd.animals(tmp_path / "a.csv", K=3, n=240)
-    args = ["--data", str(tmp_path / "a.csv"), *multinomial_sgd.SGD_ARGS, "--num_steps", "4000"]
+    # Long enough after step 400 that the launcher's discovery (a poll a second) sees the new
+    # hosts file before the run ends, however loaded the machine: 4,000 steps once ended first.
+    args = ["--data", str(tmp_path / "a.csv"), *multinomial_sgd.SGD_ARGS, "--num_steps", "12000"]
     args += ["--batch_size", "8", "--learning_rate", "0.02", "--log_every", "200"]
     args += ["--commit_every", "100"]
     job = start_elastic(LocalElasticJob, "localhost:2\n", 2, 1, args, ONE_HOST)

@@ -26,9 +26,8 @@ import tensorflow as tf
 from horovod.common.elastic import State, run_fn
 from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 
-from hvd_linreg import families, multinomial, pipeline
+from hvd_linreg import families, pipeline
 from hvd_linreg.config import Config
-from hvd_linreg.data import classes
 from hvd_linreg.runtime import ranks
 from hvd_linreg.sgd.trainer import Trainer, make_trainer
 
@@ -154,38 +153,22 @@ def run(cfg: Config) -> int:
     else inside it."""
     ranks.init(verbose=cfg.verbose, elastic=True)
     family = families.for_config(cfg)
-    if family.SOLVER == "multinomial":
-        multinomial.check_settings(cfg)
+    steps = pipeline.steps_for(family)
+    steps.check(cfg)
     state = TrainingState()
     began = time.perf_counter()
-    job, family, shard, result, optimum = run_elastic(_train)(state, cfg, family)
+    job, family, shard, result, optimum = run_elastic(_train)(state, cfg, family, steps)
     result = replace(result, wall_s=time.perf_counter() - began)
-    if family.SOLVER == "multinomial":  # its own report, from the classes' SGD result
-        multinomial.finish(cfg, job, family, shard, result, began)
-    else:
-        pipeline.finish(cfg, family, job, shard, result, optimum)
+    steps.finish(cfg, family, job, shard, result, optimum, began)
     return 0
 
 
-def _prepare(cfg: Config, family, job):
-    """pipeline.prepare's (shard, checkpoint directory), and the family: a multinomial
-    model's made for the classes that the ranks of this stretch agree its rows hold."""
-    if family.SOLVER != "multinomial":
-        return (family, *pipeline.prepare(cfg, family, job))
-    read = {}
-
-    def load():
-        shard, read["classes"] = classes.file_shard(cfg, job)
-        return shard
-
-    shard, ckpt_dir = pipeline.prepare(cfg, family, job, load)
-    return family.with_classes(read["classes"]), shard, ckpt_dir
-
-
-def _train(state: TrainingState, cfg: Config, family):
-    """One segment: from the last commit (or the start) with the ranks there are now."""
+def _train(state: TrainingState, cfg: Config, family, steps: type[pipeline.Steps]):
+    """One segment: from the last commit (or the start) with the ranks there are now. The
+    family is made again for each segment's rows (a target's classes are those its ranks
+    agree on)."""
     job = ranks.current_job(cfg.verbose)
-    family, shard, ckpt_dir = _prepare(cfg, family, job)
+    family, shard, ckpt_dir = steps.prepare(cfg, family, job)
     if state.trainer is None:
         state.trainer = make_trainer(cfg, family, job, shard)
         state.trainer.use(job, shard, ckpt_dir)
@@ -194,10 +177,7 @@ def _train(state: TrainingState, cfg: Config, family):
         state.trainer.use(job, shard, ckpt_dir)
     trainer = state.trainer
     if state.committed is None:  # the run's start (or a reset before its first commit)
-        if family.SOLVER == "multinomial":
-            multinomial.announce(cfg, job, family, shard)
-        else:
-            pipeline.announce(cfg, family, job, shard)
+        steps.announce(cfg, family, job, shard)
         trainer.start()
         state.begin(job.size)
     else:
@@ -206,10 +186,7 @@ def _train(state: TrainingState, cfg: Config, family):
         job.log(f"hvd-linreg: elastic reset: {s.size} -> {job.size} ranks, from step {s.step}")
         state.committed = replace(s, size=job.size, resets=(*s.resets, event))
     trainer.first_step = state.committed.step
-    if family.SOLVER == "multinomial":  # its exact optimum is multinomial.finish's
-        result, optimum = trainer.fit(state.commit_at), None
-    else:
-        result, optimum = pipeline.train(cfg, family, job, shard, trainer, state.commit_at)
+    result, optimum = steps.train(cfg, family, job, shard, trainer, state.commit_at)
     result = replace(
         result,
         initial_params=state.committed.initial,

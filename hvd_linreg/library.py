@@ -99,7 +99,7 @@ def fit(
     design, cfg, X, y, groups = _design(job, cfg, X, y, data, groups)
 
     family = pipeline.family_for(cfg)
-    if family.SOLVER == "multinomial":  # K classes: its own recipe and result
+    if family.CLASSES:  # K classes: multinomial.py's recipe and result
         from hvd_linreg import multinomial
         from hvd_linreg.data import classes
 
@@ -217,7 +217,7 @@ def _formula(job, cfg: Config, formula: str, y, data):
     from hvd_linreg import families
     from hvd_linreg.data import formulas
 
-    if families.for_config(cfg).SOLVER == "multinomial":  # its left side: the classes
+    if families.for_config(cfg).CLASSES:  # its left side: the classes
         from hvd_linreg.data.classes import formula_design
 
         design = formula_design(job, formula, data, cfg.max_levels)

@@ -3,7 +3,8 @@
 
 The command line's plain runs follow run() below, and hvd_linreg.fit (library.py) the same
 steps on the rows its caller passes; elastic runs (elastic.py) take them inside Horovod's
-elastic loop: prepare, train and finish are the ones defined here.
+elastic loop, as steps_for(family) gives them: prepare, train and finish are the ones defined
+here, or, for a target of classes, multinomial.py's.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def run(cfg: Config) -> int:
     cfg = with_formula(cfg)
     family = family_for(cfg)
     model = start_model(cfg, family, job)
-    if family.SOLVER == "multinomial":  # K classes: its own recipe
+    if family.CLASSES:  # K classes: multinomial.py's recipe
         from hvd_linreg import multinomial
         from hvd_linreg.data import classes
 
@@ -61,6 +62,80 @@ def run(cfg: Config) -> int:
     result, optimum = fit(cfg, family, job, shard, ckpt_dir, start)
     finish(cfg, family, job, shard, result, optimum)
     return 0
+
+
+class Steps:
+    """The recipe's steps, for a caller that runs them itself (elastic.py, inside Horovod's
+    elastic loop): a family of one mean's here, ClassSteps for a target of classes."""
+
+    @staticmethod
+    def check(cfg: Config) -> None:
+        """Refuse, before any row is read, what the recipe does not take."""
+
+    @staticmethod
+    def prepare(cfg: Config, family, job: Job):
+        """(the family for this run's rows, this rank's shard, the checkpoint directory)."""
+        return (family, *prepare(cfg, family, job))
+
+    @staticmethod
+    def announce(cfg: Config, family, job: Job, shard: Shard) -> None:
+        announce(cfg, family, job, shard)
+
+    @staticmethod
+    def train(cfg: Config, family, job: Job, shard: Shard, trainer: Trainer, commit=None):
+        """SGD's TrainingResult, and the exact optimum it is measured against (or None)."""
+        return train(cfg, family, job, shard, trainer, commit)
+
+    @staticmethod
+    def finish(cfg: Config, family, job: Job, shard: Shard, result, optimum, began: float):
+        """Score, report and write what was asked for (began: the run's start)."""
+        finish(cfg, family, job, shard, result, optimum)
+
+
+class ClassSteps(Steps):
+    """A target of classes (multinomial.py): the family is made for the classes that the ranks
+    agree the rows hold; training gives SGD's result alone, and finish fits the exact optimum
+    its gap is measured against, with the statistics and the report."""
+
+    @staticmethod
+    def check(cfg: Config) -> None:
+        from hvd_linreg import multinomial
+
+        multinomial.check_settings(cfg)
+
+    @staticmethod
+    def prepare(cfg: Config, family, job: Job):
+        from hvd_linreg.data import classes
+
+        read = {}
+
+        def load():
+            shard, read["classes"] = classes.file_shard(cfg, job)
+            return shard
+
+        shard, ckpt_dir = prepare(cfg, family, job, load)
+        return family.with_classes(read["classes"]), shard, ckpt_dir
+
+    @staticmethod
+    def announce(cfg: Config, family, job: Job, shard: Shard) -> None:
+        from hvd_linreg import multinomial
+
+        multinomial.announce(cfg, job, family, shard)
+
+    @staticmethod
+    def train(cfg: Config, family, job: Job, shard: Shard, trainer: Trainer, commit=None):
+        return trainer.fit(commit), None
+
+    @staticmethod
+    def finish(cfg: Config, family, job: Job, shard: Shard, result, optimum, began: float):
+        from hvd_linreg import multinomial
+
+        multinomial.finish(cfg, job, family, shard, result, began)
+
+
+def steps_for(family) -> type[Steps]:
+    """The recipe's steps for this family: a target of classes has its own."""
+    return ClassSteps if family.CLASSES else Steps
 
 
 def with_formula(cfg: Config) -> Config:

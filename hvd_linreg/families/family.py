@@ -53,6 +53,9 @@ class Family:
     BINARY = False
     # Which scores judge it (scoring/): "deviance", "regression", "classification", "classes"
     SCORES = "deviance"
+    # A target of K classes (the multinomial): its rows are read with the classes every rank
+    # agrees they hold, and its coefficients are a matrix, (F + 1) x (K - 1)
+    CLASSES = False
 
     def __init__(self, link: str | None = None):
         name = link or self.LINKS[0]

@@ -22,6 +22,7 @@ class Multinomial(Family):
     CANONICAL_LINK = "logit"
     SOLVER = "multinomial"
     SCORES = "classes"
+    CLASSES = True
 
     def with_classes(self, classes: list) -> Multinomial:
         """This family for a target of these classes."""

@@ -201,7 +201,7 @@ def read_start(path: str, family) -> ExportedModel:
     from hvd_linreg.families import get
 
     model = load(path, "--start")
-    if (model.classes is not None) != (family.SOLVER == "multinomial"):
+    if (model.classes is not None) != family.CLASSES:
         theirs = "a model of classes" if model.classes is not None else "a model of one mean"
         raise UsageError(
             f"--start {path} is {theirs} (--model {model.family}), this run's --model "

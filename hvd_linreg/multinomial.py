@@ -67,6 +67,10 @@ def run(cfg, job, family, load, start=None) -> MultinomialResult:
     ckpt_dir = agreed(job, outputs)
     shard, classes = load()
     check_design(cfg, shard)
+    if shard.structured and cfg.solver == "exact":  # by blocks: the blocks a rank holds
+        from hvd_linreg.solvers import class_blocks
+
+        agreed(job, lambda: class_blocks.check_memory(shard.design_template(), len(classes) - 1))
     family = family.with_classes(classes)
     announce(cfg, job, family, shard)
     sgd = train(cfg, job, family, shard, ckpt_dir) if cfg.solver == "sgd" else None

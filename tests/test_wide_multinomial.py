@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import statsmodels.api as sm
 
-from conftest import refused, run_command, run_metrics
+from conftest import launch, refused, run_command, run_metrics
 
 SIZES = [1, pytest.param(2, marks=pytest.mark.multiprocess)]
 CLASSES = np.array(["high", "low", "mid"])
@@ -146,3 +146,29 @@ def test_what_would_need_a_wide_multinomials_dense_rows_is_refused(shops, capsys
     _, path, _ = shops
     args = ["--data", str(path), "--target", "grade", "--model", "multinomial"]
     assert says in refused(capsys, [*args, "--categorical", "shop", *extra])
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_cross_blocks_past_a_ranks_memory_are_refused_before_the_fit(
+    shops, tmp_path, monkeypatch, capsys, size
+):
+    """The shop code against the brand's 300 levels and x: 3 class pairs' cross blocks of
+    599 x 301 numbers a pass, about 21 MB a rank with the factor's arrays. With a rank's
+    memory set to 10 MB (the levels themselves need 0.4 MB), every rank says so before the
+    fit, in one line, exit 2."""
+    _, path, _ = shops
+    args = ["--data", str(path), "--target", "grade", "--model", "multinomial",
+            "--categorical", "shop,brand", "--solver", "exact"]  # fmt: skip
+    says = (
+        "sums 3 cross blocks of 599 x 301 numbers per pass: with the factor's arrays about "
+        "20.6 MiB a rank, more than the 9.5 MiB a rank may use here"
+    )
+    memory = {"HVD_LINREG_RANK_MEMORY": "10000000"}
+    if size == 1:
+        monkeypatch.setenv(*memory.popitem())
+        assert says in refused(capsys, args)
+        return
+    run = launch("mpirun", size, args, tmp_path, metrics=False, env=memory)
+    assert run.returncode == 2, run.output
+    assert run.stderr.count("hvd-linreg: error: ") == 1 and says in run.stderr, run.output
+    assert "Traceback" not in run.output and "progress:" not in run.output

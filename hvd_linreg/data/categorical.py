@@ -22,7 +22,7 @@ from hvd_linreg.data.columns import column_list
 from hvd_linreg.errors import UsageError
 from hvd_linreg.matrix import CategoricalMatrix, DenseMatrix, SplitMatrix
 from hvd_linreg.runtime.buffers import aligned_empty
-from hvd_linreg.runtime.resources import memory_per_rank
+from hvd_linreg.runtime.resources import bytes_text, memory_per_rank
 
 Level = str | float
 # Levels: a categorical column's index among the data's columns -> its levels, sorted
@@ -244,15 +244,10 @@ def check_memory(counts: dict[str, int]) -> None:
         largest = max(counts, key=counts.get)
         raise UsageError(
             f"the categorical columns have {total} levels in all ({largest!r} {counts[largest]}):"
-            f" every rank holds them and a few sums of each, about {_size(need)}, more than the "
-            f"{_size(have)} a rank may use here; code fewer levels, or run fewer ranks on each "
-            "host"
+            f" every rank holds them and a few sums of each, about {bytes_text(need)}, more than"
+            f" the {bytes_text(have)} a rank may use here; code fewer levels, or run fewer ranks "
+            "on each host"
         )
-
-
-def _size(count: int) -> str:
-    """Bytes in MiB, or GiB from one."""
-    return f"{count / 2**30:.1f} GiB" if count >= 2**30 else f"{count / 2**20:.1f} MiB"
 
 
 def not_a_category(name: str, count: int, rows: int, at_least: bool = False) -> UsageError:

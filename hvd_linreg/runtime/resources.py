@@ -20,6 +20,11 @@ def memory_per_rank() -> int:
     return limit // local_size()
 
 
+def bytes_text(count: int) -> str:
+    """Bytes as a message gives them: in MiB, or GiB from one."""
+    return f"{count / 2**30:.1f} GiB" if count >= 2**30 else f"{count / 2**20:.1f} MiB"
+
+
 def _cgroup_limits() -> list[int]:
     """The memory limits of this process's cgroup (v2 memory.max, v1 memory.limit_in_bytes)."""
     limits = []

@@ -23,8 +23,8 @@ import numpy as np
 from scipy import linalg, sparse
 
 from hvd_linreg.errors import UsageError
+from hvd_linreg.runtime.resources import bytes_text, memory_per_rank
 from hvd_linreg.solvers.blocks import (
-    MAX_CROSS,
     MAX_ERRORS,
     MAX_KEPT,
     SPARSE_CROSS,
@@ -35,6 +35,12 @@ from hvd_linreg.solvers.blocks import (
 )
 
 _SINGULAR = 1e-11  # blocks.py's: a scaled pivot below this is a dependence
+# What a rank holds for each number of a pass's cross blocks, in bytes: the pass's sums, every
+# class pair's blocks laid out by level for the factor, their sparse form and the step's
+# products (InstEval as five classes: 34 M numbers, a peak of 1.5 GB at 1 rank)
+CROSS_BYTES = 40
+# The most numbers a pass's allreduce carries (an MPI count is a C int; 2 GiB of float64)
+MAX_SUMS = 1 << 28
 
 
 def pairs_of(K1: int) -> list[tuple[int, int]]:
@@ -43,26 +49,53 @@ def pairs_of(K1: int) -> list[tuple[int, int]]:
 
 
 def plan_for(X, K1: int) -> Plan:
-    """blocks.py's plan of a design like X; UsageError where its system would be too large
-    to factor (the multinomial has no conjugate-gradient route yet)."""
-    plan = Plan.of(X)
-    E, S = len(plan.E), len(plan.S)
-    what = (
-        f"a multinomial model of {K1 + 1} classes on {plan.width - 1} columns, {S - 1} of them "
-        "beside the largest categorical column,"
-    )
+    """blocks.py's plan of a design like X, by blocks; UsageError where its system would be
+    too large to factor or its pass's sums too large to allreduce (the multinomial has no
+    conjugate-gradient route yet). The same on every rank: every rank has the same columns."""
+    plan, what = Plan.of(X), _described(X, K1)
+    S = len(plan.S)
     if K1 * S > MAX_KEPT:
         raise UsageError(
             f"{what} is a system of {K1 * S} unknowns per step, more than the {MAX_KEPT} this "
             "solver factors: fit fewer columns or classes"
         )
-    pairs = len(pairs_of(K1))
-    if pairs * E * S > MAX_CROSS:
+    if _cross_numbers(plan, K1) > MAX_SUMS:
         raise UsageError(
-            f"{what} sums {pairs} cross blocks of {E} x {S} numbers per pass, more than the "
-            f"{MAX_CROSS:,} a pass holds: fit fewer columns or classes"
+            f"{what} {_crosses(plan, K1)}, more than the {MAX_SUMS:,} numbers a pass's "
+            "allreduce carries: fit fewer columns or classes"
         )
-    return plan
+    return replace(plan, direct=True)  # by blocks, whatever one family's pass would hold
+
+
+def check_memory(X, K1: int) -> None:
+    """UsageError where a pass's cross blocks, with the factor's arrays, need more memory
+    than this rank may use (resources.memory_per_rank): asked once, before the fit, and
+    agreed by the ranks (a host's memory is its own)."""
+    plan = plan_for(X, K1)
+    need, have = CROSS_BYTES * _cross_numbers(plan, K1), memory_per_rank()
+    if need > have:
+        raise UsageError(
+            f"{_described(X, K1)} {_crosses(plan, K1)}: with the factor's arrays about "
+            f"{bytes_text(need)} a rank, more than the {bytes_text(have)} a rank may use "
+            "here; fit fewer columns or classes, or run fewer ranks on each host"
+        )
+
+
+def _described(X, K1: int) -> str:
+    plan = Plan.of(X)
+    return (
+        f"a multinomial model of {K1 + 1} classes on {plan.width - 1} columns, "
+        f"{len(plan.S) - 1} of them beside the largest categorical column,"
+    )
+
+
+def _cross_numbers(plan: Plan, K1: int) -> int:
+    return len(pairs_of(K1)) * len(plan.E) * len(plan.S)
+
+
+def _crosses(plan: Plan, K1: int) -> str:
+    blocks = f"{len(plan.E)} x {len(plan.S)}"
+    return f"sums {len(pairs_of(K1))} cross blocks of {blocks} numbers per pass"
 
 
 def add_pair_sums(X, C: np.ndarray, plan: Plan, out: np.ndarray) -> None:

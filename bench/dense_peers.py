@@ -14,20 +14,18 @@ two barriers), the strengths fitted, its peak RSS, and the coefficients of every
 
 from __future__ import annotations
 
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-from sparse_peers import main, peers_section, write_path
+from sparse_peers import main, peers_section, run_glmnet, strengths
 
 ROWS = COLUMNS = 10_000
 EFFECTS = 100
 STRENGTHS, MIN_RATIO = 100, 1e-4  # glmnet's nlambda and lambda.min.ratio (n >= p)
 ROWS_FILE = "rows.npy"
+SETTINGS = {}  # hvd_linreg.fit's settings beside the lasso's: its default, least squares
 GLMNET = """
 suppressMessages(library(glmnet))
 args <- commandArgs(trailingOnly = TRUE); d <- args[1]; k <- as.integer(args[2])
@@ -60,46 +58,13 @@ def load(path: str, part: tuple[int, int] = (0, 1)):
     return mine[:, :COLUMNS], mine[:, COLUMNS]
 
 
-def strengths(path: str) -> np.ndarray:
-    """glmnet's sequence for these rows: λ_max = max |Xᵀ(y - ȳ)| / n, down to MIN_RATIO of it."""
-    X, y = load(path)
-    top = np.abs(X.T @ (y - y.mean())).max() / len(y)
-    return top * MIN_RATIO ** (np.arange(STRENGTHS) / (STRENGTHS - 1))
-
-
-def tool(data: str, out: str) -> None:
-    """Under mpirun: each rank fits its own rows; rank 0 writes the result."""
-    from mpi4py import MPI
-
-    import hvd_linreg
-
-    comm = MPI.COMM_WORLD
-    X, y = load(data, (comm.rank, comm.size))
-    alphas = list(strengths(data))
-    comm.Barrier()
-    start = time.perf_counter()
-    fit = hvd_linreg.fit(X, y, solver="exact", l1_ratio=1.0, standardize=False, alpha=alphas)
-    comm.Barrier()
-    seconds = time.perf_counter() - start
-    peak = comm.gather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    if comm.rank == 0:
-        done = {"fit_s": seconds, "strengths": len(fit.path.alphas), "peak_rss_mib": max(peak)}
-        write_path(out, done, fit.path.coefficients)
-
-
 def glmnet(data: str, count: int, out: str) -> None:
     """R's glmnet on the first count strengths, the rows as a dense matrix."""
     with tempfile.TemporaryDirectory(prefix="hvd-bench-") as tmp:
         d = Path(tmp)
         np.load(data, mmap_mode="r").tofile(d / "rows.bin")
-        strengths(data)[:count].tofile(d / "lambda.bin")
-        (d / "fit.R").write_text(GLMNET)
-        argv = ["Rscript", str(d / "fit.R"), tmp, str(count), str(ROWS), str(COLUMNS)]
-        done = subprocess.run(argv, capture_output=True, text=True, check=True)
-        seconds, fitted = done.stdout.split()
-        coef = np.fromfile(d / "coef.bin").reshape(-1, COLUMNS + 1)  # [b, w...] by strength
-    done = {"fit_s": float(seconds), "strengths": int(fitted), "peak_rss_mib": None}
-    write_path(out, done, np.column_stack([coef[:, 1:], coef[:, 0]]))
+        strengths(data, sys.modules[__name__])[:count].tofile(d / "lambda.bin")
+        run_glmnet(d, GLMNET, [str(count), str(ROWS), str(COLUMNS)], COLUMNS, out)
 
 
 def section(rounds: int, progress) -> dict:

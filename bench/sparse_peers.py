@@ -30,6 +30,7 @@ ROWS, COLUMNS, DENSITY, EFFECTS = 200_000, 50_000, 0.002, 100
 STRENGTHS, MIN_RATIO = 100, 1e-4  # glmnet's nlambda and lambda.min.ratio (more rows than columns)
 RANKS = (1, 2)
 ROWS_FILE = "rows.npz"
+SETTINGS = {"model": "logistic"}  # hvd_linreg.fit's settings beside the lasso's
 GLMNET = """
 suppressMessages({library(glmnet); library(Matrix)})
 args <- commandArgs(trailingOnly = TRUE); d <- args[1]; k <- as.integer(args[2])
@@ -79,26 +80,30 @@ def load(path: str, part: tuple[int, int] = (0, 1)):
     return X, y[start:stop]
 
 
-def strengths(path: str) -> np.ndarray:
-    """glmnet's sequence for these rows: λ_max = max |Xᵀ(y - ȳ)| / n, down to MIN_RATIO of it."""
-    X, y = load(path)
+def strengths(path: str, design=None) -> np.ndarray:
+    """glmnet's sequence for design's rows (this module's by default): λ_max = max |Xᵀ(y - ȳ)|
+    / n, down to MIN_RATIO of it."""
+    design = design or sys.modules[__name__]
+    X, y = design.load(path)
     top = np.abs(X.T @ (y - y.mean())).max() / len(y)
-    return top * MIN_RATIO ** (np.arange(STRENGTHS) / (STRENGTHS - 1))
+    return top * design.MIN_RATIO ** (np.arange(design.STRENGTHS) / (design.STRENGTHS - 1))
 
 
-def tool(data: str, out: str) -> None:
-    """Under mpirun: each rank fits its own rows; rank 0 writes the result."""
+def tool(data: str, out: str, design=None) -> None:
+    """Under mpirun: each rank fits its own rows of design (this module by default), the
+    lasso unstandardized with design's SETTINGS; rank 0 writes the result."""
     from mpi4py import MPI
 
     import hvd_linreg
 
+    design = design or sys.modules[__name__]
     comm = MPI.COMM_WORLD
-    X, y = load(data, (comm.rank, comm.size))
-    alphas = list(strengths(data))
+    X, y = design.load(data, (comm.rank, comm.size))
+    alphas = list(strengths(data, design))
     comm.Barrier()
     start = time.perf_counter()
-    fit = hvd_linreg.fit(X, y, model="logistic", solver="exact", l1_ratio=1.0,
-                         standardize=False, alpha=alphas)  # fmt: skip
+    fit = hvd_linreg.fit(X, y, solver="exact", l1_ratio=1.0, standardize=False, alpha=alphas,
+                         **design.SETTINGS)  # fmt: skip
     comm.Barrier()
     seconds = time.perf_counter() - start
     peak = comm.gather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
@@ -118,11 +123,18 @@ def glmnet(data: str, count: int, out: str) -> None:
         coo.data.astype(np.float64).tofile(d / "x.bin")
         y.tofile(d / "y.bin")
         strengths(data)[:count].tofile(d / "lambda.bin")
-        (d / "fit.R").write_text(GLMNET)
-        argv = ["Rscript", str(d / "fit.R"), tmp, str(count), str(len(y)), str(COLUMNS)]
-        done = subprocess.run(argv, capture_output=True, text=True, check=True)
-        seconds, fitted = done.stdout.split()
-        coef = np.fromfile(d / "coef.bin").reshape(-1, COLUMNS + 1)  # [b, w...] by strength
+        run_glmnet(d, GLMNET, [str(count), str(len(y)), str(COLUMNS)], COLUMNS, out)
+
+
+def run_glmnet(d: Path, script: str, args: list[str], columns: int, out: str) -> None:
+    """R's script in the directory d (its first argument, then args), which prints its
+    seconds and the strengths it fitted and writes d/coef.bin ([b, w...] by strength): the
+    result's JSON at out."""
+    (d / "fit.R").write_text(script)
+    argv = ["Rscript", str(d / "fit.R"), str(d), *args]
+    done = subprocess.run(argv, capture_output=True, text=True, check=True)
+    seconds, fitted = done.stdout.split()
+    coef = np.fromfile(d / "coef.bin").reshape(-1, columns + 1)
     done = {"fit_s": float(seconds), "strengths": int(fitted), "peak_rss_mib": None}
     write_path(out, done, np.column_stack([coef[:, 1:], coef[:, 0]]))
 
@@ -186,7 +198,7 @@ def main(design=None) -> int:
     if args.write:
         design.write(args.write)
     elif args.tool:
-        design.tool(args.data, args.out)
+        tool(args.data, args.out, design)
     else:
         design.glmnet(args.data, args.strengths, args.out)
     return 0

@@ -52,8 +52,8 @@ def plan_for(X, K1: int) -> Plan:
     """blocks.py's plan of a design like X, by blocks; UsageError where its system would be
     too large to factor or its pass's sums too large to allreduce (the multinomial has no
     conjugate-gradient route yet). The same on every rank: every rank has the same columns."""
-    plan, what = Plan.of(X), _described(X, K1)
-    S = len(plan.S)
+    plan = Plan.of(X)
+    what, S = _described(plan, K1), len(plan.S)
     if K1 * S > MAX_KEPT:
         raise UsageError(
             f"{what} is a system of {K1 * S} unknowns per step, more than the {MAX_KEPT} this "
@@ -75,14 +75,13 @@ def check_memory(X, K1: int) -> None:
     need, have = CROSS_BYTES * _cross_numbers(plan, K1), memory_per_rank()
     if need > have:
         raise UsageError(
-            f"{_described(X, K1)} {_crosses(plan, K1)}: with the factor's arrays about "
+            f"{_described(plan, K1)} {_crosses(plan, K1)}: with the factor's arrays about "
             f"{bytes_text(need)} a rank, more than the {bytes_text(have)} a rank may use "
             "here; fit fewer columns or classes, or run fewer ranks on each host"
         )
 
 
-def _described(X, K1: int) -> str:
-    plan = Plan.of(X)
+def _described(plan: Plan, K1: int) -> str:
     return (
         f"a multinomial model of {K1 + 1} classes on {plan.width - 1} columns, "
         f"{len(plan.S) - 1} of them beside the largest categorical column,"

@@ -111,6 +111,16 @@ class Family:
         """d(y, μ) per row at the linear predictor eta."""
         return self.unit_deviance(y, self.link.inverse(eta))
 
+    def deviance_in_mean(self, y: np.ndarray, eta: np.ndarray, mu: np.ndarray) -> np.ndarray:
+        """d(y, μ) less deviance_in_target(y), per row: the part a path's pass sums for every
+        model (mu is g⁻¹(eta), which the pass has already)."""
+        return self.unit_deviance(y, mu)
+
+    def deviance_in_target(self, y: np.ndarray) -> np.ndarray | float:
+        """The part of d(y, μ) in y alone, summed once a block for all the models of a pass
+        (0 unless the family says: the binomial's and Poisson's logarithms of y)."""
+        return 0.0
+
     def loss_terms(self, y: np.ndarray, eta: np.ndarray) -> np.ndarray:
         """Each row's loss at the linear predictor eta: LOSS_SCALE x d(y, μ) / 2. The solvers'
         and scores' in float64 NumPy, and SGD's on TensorFlow tensors: unit_deviance and the

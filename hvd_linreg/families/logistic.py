@@ -51,6 +51,14 @@ class Logistic(Family):
     def unit_deviance(self, y, mu):
         return 2.0 * (xlogy(y, y / mu) + xlogy(1.0 - y, (1.0 - y) / (1.0 - mu)))
 
+    def deviance_in_mean(self, y, eta, mu):
+        # 2 x the log-loss from the logits: finite where μ rounds to 0 or 1, and one
+        # logarithm a row instead of two
+        return 2.0 * log_loss_terms(eta, y) if self.logit else self.unit_deviance(y, mu)
+
+    def deviance_in_target(self, y):
+        return 2.0 * (xlogy(y, y) + xlogy(1.0 - y, 1.0 - y)) if self.logit else 0.0
+
     def loss_terms(self, y, eta):
         """The log-loss; from the logits never the log of a probability rounded to 0, and
         through another link at the probability clipped as the weights' is."""

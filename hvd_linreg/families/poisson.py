@@ -32,6 +32,13 @@ class Poisson(Family):
     def unit_deviance(self, y, mu):
         return 2.0 * (namespace(mu).xlogy(y, y / mu) - (y - mu))
 
+    def deviance_in_mean(self, y, eta, mu):
+        # 2 (y log y - y η - y + μ) under the log link, less its terms in y: no logarithm
+        return 2.0 * (mu - y * eta) if self.link.name == "log" else self.unit_deviance(y, mu)
+
+    def deviance_in_target(self, y):
+        return 2.0 * (xlogy(y, y) - y) if self.link.name == "log" else 0.0
+
     def loss_terms_in_mean(self, y, eta, mu):
         # the half deviance y log y - y η - y + μ under the log link, less its terms in y
         return mu - y * eta if self.link.name == "log" else self.loss_terms(y, eta)

@@ -157,11 +157,10 @@ def _rows(family: Family, block: _Block, theta, held_out, sums: np.ndarray):
     mu = family.link.inverse(eta)
     valid = family.valid_mean(mu)
     everywhere = bool(valid.all())
-    deviance = (
-        family.unit_deviance(y, mu)
-        if everywhere
-        else np.where(valid, family.unit_deviance(y, mu), 0.0)
-    )
+    deviance = family.deviance_in_mean(y, eta, mu)
+    deviance += family.deviance_in_target(y)  # in y alone: once for every model
+    if not everywhere:
+        deviance = np.where(valid, deviance, 0.0)
     deviance *= weight
     W, r = family.newton_weights(y, mu, weight)
     # their own arrays a row per model, zeroed off its training rows below

@@ -39,28 +39,32 @@ class Moments:
         return cls(s, mean, A.T @ A)
 
     @classmethod
-    def of_columns(cls, X: np.ndarray, Q: np.ndarray, v: np.ndarray) -> Moments:
+    def of_columns(cls, X: np.ndarray, Q: np.ndarray, v: np.ndarray, single=False) -> Moments:
         """The moments of the rows [X, Qᵀ] with weights v, without forming them: X (rows x F)
         near its own mean (so that Σ v x xᵀ - s m mᵀ keeps its digits; shifted() moves the
         mean back) and left as it is, Q (m x rows) centred here. The X columns' Gram is BLAS's
-        syrk, and their cross products with v and Q are one product."""
+        syrk (single: in float32, half the time, for a Hessian that needs no more digits than
+        a quasi-Newton step's), and their cross products with v and Q are one product."""
         s = float(v.sum())
         if not s > 0:
             return cls.empty(X.shape[1] + len(Q))
         q_mean = (Q @ v) / s
         F, m = X.shape[1], len(Q)
-        weighted = np.empty((len(v), 1 + m))  # [v, v q_c]: one product gives Σ v x, Σ v x q_c
-        weighted[:, 0] = v
-        np.multiply((Q - q_mean[:, None]).T, v[:, None], out=weighted[:, 1:])
-        sums = X.T @ weighted  # (F, 1 + m)
+        centred = Q - q_mean[:, None]
+        weighted = np.empty((1 + m, len(v)))  # [v, v q_c]: one product gives Σ v x, Σ v x q_c
+        weighted[0] = v
+        np.multiply(centred, v, out=weighted[1:])
+        sums = X.T @ weighted.T  # (F, 1 + m)
         x_mean = sums[:, 0] / s
-        vq = weighted[:, 1:]
+        vq = weighted[1:]
         scatter = np.empty((F + m, F + m))
-        P = X * np.sqrt(v)[:, None]
-        scatter[:F, :F] = P.T @ P - s * np.outer(x_mean, x_mean)  # BLAS's syrk
-        scatter[:F, F:] = sums[:, 1:] - np.outer(x_mean, vq.sum(axis=0))
+        root = np.sqrt(v)[:, None]
+        P = X.astype(np.float32) * root.astype(np.float32) if single else X * root
+        scatter[:F, :F] = P.T @ P  # BLAS's syrk
+        scatter[:F, :F] -= s * np.outer(x_mean, x_mean)
+        scatter[:F, F:] = sums[:, 1:] - np.outer(x_mean, vq.sum(axis=1))
         scatter[F:, :F] = scatter[:F, F:].T
-        scatter[F:, F:] = vq.T @ (Q.T - q_mean)
+        scatter[F:, F:] = vq @ centred.T
         return cls(s, np.r_[x_mean, q_mean], scatter)
 
     def shifted(self, by: np.ndarray) -> Moments:

@@ -202,7 +202,9 @@ def _shared(block: _Block, W: np.ndarray, scores: np.ndarray, parts: list):
     ends = block.ends
     for j, part in enumerate(parts):
         within = slice(ends[j], ends[j + 1])
-        mine = Moments.of_columns(block.X[within], Q[:, within], V[within]).shifted(block.shift)
+        mine = Moments.of_columns(block.X[within], Q[:, within], V[within], single=True).shifted(
+            block.shift
+        )
         parts[j] = part.merge(mine)
     return mismatch, parts
 

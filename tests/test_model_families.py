@@ -100,9 +100,11 @@ def test_the_exact_solver_is_refused_for_a_family_without_one(data, tmp_path):
 @pytest.mark.parametrize(
     "name, link", [(n, link) for n in families.GLMS for link in families.get(n).LINKS]
 )
-def test_the_loss_that_irls_sums_in_two_parts_is_the_loss(name, link):
-    """IRLS sums loss_terms_in_target once and loss_terms_in_mean on every pass: together
-    they must be loss_terms, or its objective and step halving would follow another loss."""
+def test_the_loss_and_deviance_summed_in_two_parts_are_the_loss_and_deviance(name, link):
+    """IRLS sums loss_terms_in_target once and loss_terms_in_mean on every pass, and a path's
+    pass deviance_in_target once a block and deviance_in_mean for every model: together they
+    must be loss_terms and unit_deviance, or the objective, step halving and CV would follow
+    another loss."""
     family = families.get(name, link)
     rng = np.random.default_rng(2)
     y = rng.uniform(0.1, 0.9, 50) if name in ("logistic", "binomial") else rng.poisson(3.0, 50)
@@ -112,6 +114,8 @@ def test_the_loss_that_irls_sums_in_two_parts_is_the_loss(name, link):
     mu = family.link.inverse(eta)
     split = family.loss_terms_in_mean(y, eta, mu) + family.loss_terms_in_target(y)
     np.testing.assert_allclose(split, family.loss_terms(y, eta), rtol=1e-12, atol=1e-12)
+    split = family.deviance_in_mean(y, eta, mu) + family.deviance_in_target(y)
+    np.testing.assert_allclose(split, family.unit_deviance(y, mu), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize(

@@ -58,6 +58,7 @@ def write(directory: str, seed: int = 0) -> None:
     df["y"] = eta + rng.normal(size=ROWS)
     df["count"] = rng.poisson(np.exp(0.5 * eta)).astype(float)
     df["yes"] = (rng.uniform(size=ROWS) < 1 / (1 + np.exp(-eta))).astype(float)
+    Path(directory).mkdir(parents=True, exist_ok=True)
     df.to_parquet(Path(directory) / "rows.parquet", row_group_size=ROWS // 8)
     df.to_csv(Path(directory) / "rows.csv", index=False)
 

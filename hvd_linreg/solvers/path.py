@@ -2,13 +2,12 @@
 objective): glmnet's algorithm on the tool's distributed passes.
 
 The strengths run from α_max, the smallest at which every coefficient is zero, down to
-α_max x the ratio, log-spaced; each fit starts from the one before (warm start). At each
-strength, each IRLS iteration is one pass over each rank's rows and one allgather of every
-model's weighted, centred Gram matrix of [X r] (moments.py); coordinate descent then runs on it
-on every rank alike (coordinate_descent.py), sweeping first the features the sequential strong
-rule keeps and then any whose KKT condition fails. A gaussian identity fit needs no IRLS: its
-Gram matrix does not depend on the coefficients, and the whole path, folds included, comes from
-the one pass that sums it.
+α_max x the ratio, log-spaced; each fit starts from the one before (warm start): its first step
+is solved on the pass that ended the strength before. Each IRLS iteration is one pass over each
+rank's rows and one allgather of every model's weighted, centred Gram matrix of [X r]
+(moments.py); coordinate descent runs on it on every rank alike (coordinate_descent.py),
+sweeping first the features the sequential strong rule keeps and then any whose KKT condition
+fails. A gaussian identity fit needs no IRLS: the one pass that sums its Gram gives the path.
 
 Cross-validation fits every fold's model in the same passes, each by its exact gradient on its
 training rows (every fold but its own), with the deviance of its held-out rows; their Hessians
@@ -67,7 +66,9 @@ class _Model:
     theta: np.ndarray
     gradient: np.ndarray | None = None  # of the smooth part at the last solution (Σ scale)
     deviance: float = math.nan  # its training rows' Σ w d at theta (the null fit's)
-    unevaluated: int | None = None  # the strength whose figures the next pass gives
+    # the pass (moments, sums, theta) where its last strength ended with a step taken without
+    # one: the next strength's first step is solved on it, not on a pass of its own
+    kept: tuple | None = None
     relaxed: Penalty | None = None  # while relaxing (relaxed.py): its unpenalized refit's
     exact: bool = False  # its own Gram at the next pass, not the shared one (path_passes.py)
 
@@ -103,8 +104,6 @@ class _Path:
             null_deviance, gradient = self._null()
         alphas = self._alphas(gradient, whole.weight, count)
         alphas, thetas, ended = self._walk(alphas, float(null_deviance))
-        if not self.gaussian:
-            self._evaluate()
         every = np.array(thetas).transpose(1, 0, 2)  # (models, strengths, F + 1)
         coefficients, deviance = every[0], self.deviance
         if self.K and s.type_measure not in ("deviance", "mse" if self.gaussian else ""):
@@ -200,11 +199,10 @@ class _Path:
             last = self.s.path_end(explained, rule, glmnets_own(self.family, self.gaussian))
             if last is not None:  # the deviance explained stopped moving at strength last
                 kept = last + 1
-                for model in self.models:  # their next strength's figures are not wanted
-                    if model.unevaluated is not None and model.unevaluated > last:
-                        model.unevaluated = None
                 break
         progress.close()
+        for model in self.models:
+            model.kept = None
         self.deviance, self.held = self.deviance[:kept], self.held[:, :kept]
         return alphas[:kept], thetas[:kept], ended
 
@@ -292,14 +290,6 @@ class _Path:
         else:
             self.held[model.fold, index] = held / weight if weight else math.nan
 
-    def _evaluate(self) -> None:
-        """The last strength's figures: one more pass, at each model's final theta."""
-        waiting = [m for m in self.models if m.unevaluated is not None]
-        if waiting:
-            for model, row in zip(waiting, self._glm_pass(waiting)[1]):
-                self._record(model, model.unevaluated, *row[_FIGURES])
-                model.unevaluated = None
-
     def _penalty(self, model: _Model, alpha: float) -> Penalty:
         if model.relaxed is not None:  # an unpenalized refit (relaxed.py)
             return model.relaxed
@@ -347,31 +337,47 @@ class _Path:
         """Every model's IRLS at α (None: the intercept alone, or with free, the null model
         of the unpenalized features too), from its current theta: the
         models step together, one pass for all of them per iteration. A model whose last step
-        was small enough takes it and is done without a pass of its own: the first pass at the
-        next strength (or _evaluate) gives its figures there (FINISH_NEWTON)."""
-        state = {id(m): _Step() for m in self.models}
+        was small enough takes it and is done without a pass of its own, its figures from the
+        pass before it (FINISH_NEWTON); the next strength's first step is then solved on that
+        pass (model.kept), as Newton's step from the theta it was at."""
+        state = {id(m): _Step(free=free) for m in self.models}
         for model in self.models:  # Newton's own Gram: the null fits (α_max to its last digit)
             model.exact = alpha is None or model.relaxed is not None  # and relaxed refits
-        pending = list(self.models)
+        pending = []
+        for model in self.models:
+            kept, model.kept = model.kept, None
+            if kept is None or index is None:  # not a strength of the path: a pass of its own
+                pending.append(model)
+                continue
+            M, row, model.theta = kept
+            if self._iteration(model, M, row, state[id(model)], alpha, previous, index):
+                pending.append(model)
         for _ in range(self.s.iterations):
-            moments, sums = self._glm_pass(pending)
-            still = []
-            for model, M, row in zip(pending, moments, sums):
-                if model.unevaluated is not None:  # at the previous strength's final theta
-                    self._record(model, model.unevaluated, *row[_FIGURES])
-                    model.unevaluated = None
-                st = state[id(model)]
-                st.free = free
-                if self._iteration(model, M, row, st, alpha, previous, index):
-                    still.append(model)
-            pending = still
-            if not pending:
-                return
+            if pending:
+                moments, sums = self._glm_pass(pending)
+                pending = [
+                    model
+                    for model, M, row in zip(pending, moments, sums)
+                    if self._iteration(model, M, row, state[id(model)], alpha, previous, index)
+                ]
+        if not pending:
+            return
         at = "the intercept-only model" if alpha is None else f"alpha {alpha:.6g}"
         raise UsageError(
             f"the penalized IRLS did not converge in {self.s.iterations} iterations at {at}; "
             "raise --max_iter"
         )
+
+    def _halve(self, model: _Model, st: _Step) -> bool:
+        """A step that made things worse (or left the domain), halved from the best theta."""
+        if st.best is None:
+            raise UsageError(
+                f"IRLS cannot start: --model {self.family.NAME} with the "
+                f"{self.family.link.name} link has no valid mean at the target's mean"
+            )
+        st.scale /= 2
+        model.theta = st.best[0] + st.scale * st.step
+        return True
 
     def _iteration(self, model: _Model, M: Moments, row, st: _Step, alpha, previous, index):
         """One model's IRLS step from the pass at its theta: halve a step that made things
@@ -382,14 +388,7 @@ class _Path:
         value = row[TRAIN_DEVIANCE] / 2 + (penalty.value(model.theta[:-1]) if penalty else 0)
         worse = st.best is not None and not value <= st.best[1] + 1e-13 * abs(st.best[1])
         if row[OUTSIDE] or worse or not math.isfinite(value):
-            if st.best is None:
-                raise UsageError(
-                    f"IRLS cannot start: --model {self.family.NAME} with the "
-                    f"{self.family.link.name} link has no valid mean at the target's mean"
-                )
-            st.scale /= 2
-            model.theta = st.best[0] + st.scale * st.step
-            return True
+            return self._halve(model, st)
         previous_value = None if st.best is None else st.best[1]
         st.best, st.scale = (model.theta.copy(), value), 1.0
         H, c = M.scatter[:F, :F], M.scatter[:F, F]
@@ -427,10 +426,13 @@ class _Path:
             if index is not None:  # not the null fit
                 self._record(model, index, *row[_FIGURES])
             return False
-        model.theta = model.theta + st.step  # a shared Gram's step errs by mismatch x itself:
-        finish = FINISH_NEWTON if self.family.canonical else tolerance
+        theta, model.theta = model.theta, model.theta + st.step  # a shared Gram's step errs by
+        finish = FINISH_NEWTON if self.family.canonical else tolerance  # mismatch x itself:
         if alpha is not None and moved * max(finish**-2, mismatch / tolerance**2) <= scale:
-            model.gradient, model.unevaluated = gradient, index
+            model.gradient = gradient
+            if index is not None:  # not a relaxed refit: the figures at theta + step, and the
+                self._record(model, index, *path_passes.figures_after(row, M, st.step))
+                model.kept = (M, row, theta)  # pass that the next strength starts on
             return False
         return True
 

@@ -16,8 +16,9 @@ from hvd_linreg.runtime.ranks import Job
 from hvd_linreg.runtime.resources import memory_per_rank
 from hvd_linreg.solvers.moments import Moments, gather
 
-# glm_pass's sums beside each model's moments, by column
-TRAIN_DEVIANCE, OUTSIDE, HELD_DEVIANCE, HELD_WEIGHT, MISMATCH = range(5)
+# glm_pass's sums beside each model's moments, by column; from HELD_SCORES on, the F + 1 sums
+# Σ score (x, 1) on its held-out rows, the score w (y - μ) / (V g') (figures_after)
+TRAIN_DEVIANCE, OUTSIDE, HELD_DEVIANCE, HELD_WEIGHT, MISMATCH, HELD_SCORES = range(6)
 
 
 def blocks(shard, folds: Folds | None, rows: int | None = None):
@@ -108,8 +109,8 @@ def prior_pass(job: Job, shard, folds: Folds | None, gaussian: bool) -> tuple[li
 def glm_pass(job: Job, shard, family: Family, folds: Folds | None, models: list, exact, cache):
     """Each model's moments of [X r] by the working weights W at its theta (model.theta,
     model.fold: the fold it holds out, or None) on its training rows, and its sums (a row
-    each): training deviance, rows off the family's domain, held-out deviance and weight, and
-    MISMATCH.
+    each): training deviance, rows off the family's domain, held-out deviance and weight,
+    MISMATCH and HELD_SCORES.
 
     The models not exact (a bool each), when there are two or more, take their Hessians from one
     Gram (_shared): each row weighed by V, the mean of their W there, and each one's [X r]
@@ -123,7 +124,7 @@ def glm_pass(job: Job, shard, family: Family, folds: Folds | None, models: list,
     own = np.setdiff1d(np.arange(m), shared)
     K = folds.count if folds is not None and len(shared) else min(len(shared), 1)
     moments = [Moments.empty(F + 1) for _ in own] + [Moments.empty(F + len(shared))] * K
-    sums = np.zeros((m, 5))
+    sums = np.zeros((m, HELD_SCORES + F + 1))
     theta = np.array([model.theta for model in models])  # (models, F + 1)
     held_out = np.array([-1 if model.fold is None else model.fold for model in models])
     for block in fold_blocks(shard, folds, cache):
@@ -176,6 +177,11 @@ def _rows(family: Family, block: _Block, theta, held_out, sums: np.ndarray):
         sums[i, HELD_WEIGHT] += weight[held].sum()
         if not everywhere:  # the training rows off the domain
             sums[i, OUTSIDE] += np.count_nonzero(~valid[i]) - np.count_nonzero(~valid[i, held])
+        if k >= 0:
+            score = W[i, held] * r[i, held]
+            total = score.sum()
+            sums[i, HELD_SCORES:-1] += block.X[held].T @ score + block.shift * total
+            sums[i, -1] += total
         W[i, held], r[i, held] = 0.0, 0.0
     return W, r
 
@@ -217,3 +223,20 @@ def _model_moments(parts: list[Moments], fold: int | None, F: int, i: int) -> Mo
             whole = whole.merge(part)
     keep = np.r_[np.arange(F), F + i]
     return Moments(whole.weight, whole.mean[keep], whole.scatter[np.ix_(keep, keep)])
+
+
+def figures_after(row: np.ndarray, M: Moments, step: np.ndarray) -> tuple[float, float, float]:
+    """A model's figures (training deviance, held-out deviance and weight) at theta + step, from
+    the pass at theta (its row of sums and its moments M) when the step is small (path.py's
+    FINISH_NEWTON, Σ W Δη² at most 1e-14 of the deviance): the deviances' expansions in Δη,
+    whose gradient is -2 x the score. The training deviance's to second order (Σ W Δη², its
+    error of the step's cube), the held-out deviance's to first (its error of the step's
+    square, about 1e-14 of it)."""
+    F = len(step) - 1
+    beta, b = step[:-1], step[-1]
+    level = M.mean[:F] @ beta + b  # Δη's weighted mean
+    along = M.scatter[:F, F] @ beta + M.weight * M.mean[F] * level  # Σ score Δη
+    curved = beta @ M.scatter[:F, :F] @ beta + M.weight * level * level  # Σ W Δη²
+    train = row[TRAIN_DEVIANCE] - 2.0 * along + curved
+    held = row[HELD_DEVIANCE] - 2.0 * (row[HELD_SCORES:] @ step)
+    return float(train), float(held), float(row[HELD_WEIGHT])

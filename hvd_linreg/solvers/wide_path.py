@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hvd_linreg.errors import UsageError
 from hvd_linreg.families.family import Family
 from hvd_linreg.matrix import DenseMatrix
 from hvd_linreg.matrix.split import as_split
@@ -340,16 +339,9 @@ class _WidePath(_Path):
         return True
 
     def _halve(self, model: _Model, st: _Step) -> bool:
-        """A step that made things worse (or left the domain), halved from the best theta."""
-        if st.best is None:
-            raise UsageError(
-                f"IRLS cannot start: --model {self.family.NAME} with the "
-                f"{self.family.link.name} link has no valid mean at the target's mean"
-            )
-        st.scale /= 2
-        model.theta = st.best[0] + st.scale * st.step
-        self.refresh[id(model)] = True  # the step's own Gram from here on
-        return True
+        """path.py's halving, and the step's own Gram from here on."""
+        self.refresh[id(model)] = True
+        return super()._halve(model, st)
 
     def _solve(self, alpha: float, previous: float | None, index: int) -> str | None:
         """Every model's fit at α: its working set the non-zero coefficients and the features

@@ -167,7 +167,7 @@ def start_model(cfg: Config, family, job: Job):
 def family_for(cfg: Config):
     """The model family the settings ask for, with the solver they ask of it."""
     family = families.for_config(cfg)
-    if cfg.solver == "exact" and family.SOLVER is None:
+    if cfg.solver == "exact" and not family.exact:
         raise UsageError(f"--model {cfg.model} has no exact solver: use --solver sgd")
     return family
 
@@ -282,7 +282,7 @@ def optimum(cfg: Config, family, job: Job, shard: Shard, start=None):
     rank; None above the family's feature limit, or for an SGD run that does not want it
     (Report.exact_skipped says why). IRLS stopped by --max_iter: rank 0 warns."""
     too_wide = not shard.structured and shard.num_features > family.MAX_EXACT_FEATURES
-    if family.SOLVER is None or too_wide or not solvers.wants_optimum(cfg, shard):
+    if not family.exact or too_wide or not solvers.wants_optimum(cfg, shard):
         return None
     if cfg.penalized:  # a wide design's path on working sets
         fitter = wide_path if shard.structured else path

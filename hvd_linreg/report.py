@@ -19,6 +19,7 @@ from hvd_linreg.errors import UsageError
 from hvd_linreg.families.coefficients import stored, vec
 from hvd_linreg.runtime.atomic import atomic_write
 from hvd_linreg.runtime.ranks import Job
+from hvd_linreg.solvers import solver_words
 from hvd_linreg.statistics import describe
 from hvd_linreg.statistics.table import SHOWN_COEFFICIENTS
 from hvd_linreg.statistics.table import SHOWN_WEIGHTS as _SHOWN_WEIGHTS
@@ -43,20 +44,6 @@ def loss_name(family) -> str:
         return "mean log-loss"
     distribution = DISTRIBUTION_NAMES.get(family.NAME, family.NAME.replace("_", " "))
     return f"mean half {distribution} deviance"
-
-
-def solver_words(family, solve: str = "the distributed QR") -> tuple[str, str]:
-    """What the header line calls the family's exact solver, and what the summary says it
-    costs (solve: how its factor solves a system, the factor's METHOD). IRLS under the
-    canonical link is Newton's method; under another, Fisher scoring."""
-    if family.SOLVER == "least_squares":
-        return "exact least squares", solve
-    method = "Newton's method" if family.canonical else "IRLS, Fisher scoring"
-    per = "Newton" if family.canonical else "IRLS"
-    cost = f"a pass and an allreduce per {per} iteration"
-    if solve != "the distributed QR":
-        cost += f", each step by {solve}"
-    return f"exact maximum likelihood ({method})", cost
 
 
 @dataclass
@@ -196,7 +183,7 @@ class Report:
     @property
     def exact_skipped(self) -> str:
         """Why an SGD run has no exact optimum (pipeline.optimum)."""
-        if self.family.SOLVER is None:
+        if not self.family.exact:
             return f"the model family {self.family.NAME} has no exact solver"
         limit = self.family.MAX_EXACT_FEATURES
         if self.shard.num_features > limit:

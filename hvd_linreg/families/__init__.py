@@ -48,10 +48,7 @@ def get(name: str, link: str | None = None, parameter: float | None = None) -> F
     module, cls = FAMILIES[name].split(":")
     family = getattr(importlib.import_module(module), cls)
     family = family(link) if parameter is None else family(link, parameter)
-    if family.SOLVER == "least_squares" and family.link.name != "identity":
-        # Least squares fits the identity link only: the Gaussian GLM, by IRLS, fits the others
-        return get("gaussian", link)
-    return family
+    return family.as_fitted()
 
 
 def for_config(cfg) -> Family:

@@ -81,6 +81,16 @@ class Family:
 
     # The distribution, in float64 NumPy
 
+    @property
+    def exact(self) -> bool:
+        """Whether an exact solver fits it (else SGD only)."""
+        return self.SOLVER is not None
+
+    def as_fitted(self) -> Family:
+        """The family a fit takes for this one: itself, unless the family says (the linear
+        family under another link than identity is the Gaussian GLM's)."""
+        return self
+
     def variance(self, mu: np.ndarray) -> np.ndarray:
         """V(μ): Var(y) = φ V(μ)."""
         raise NotImplementedError

@@ -19,6 +19,10 @@ class Linear(Gaussian):
     SCORES = "regression"
     MAX_EXACT_FEATURES = 4096  # solvers/least_squares.py: MAX_FEATURES
 
+    def as_fitted(self) -> Gaussian:
+        # Least squares fits the identity link only: the Gaussian GLM, by IRLS, fits the others
+        return self if self.link.name == "identity" else Gaussian(self.link.name)
+
     def predict(self, theta, X, offset=None):
         """X w + b (+ offset) in float64, term by term (linear_predictor)."""
         eta = linear_predictor(theta, X)

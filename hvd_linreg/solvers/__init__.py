@@ -49,6 +49,20 @@ def optimum(
     return replace(best, robust=robust, cov_type=cov_type, clusters=clusters)
 
 
+def solver_words(family, solve: str = "the distributed QR") -> tuple[str, str]:
+    """What the header line calls the family's exact solver, and what the summary says it
+    costs (solve: how its factor solves a system, the factor's METHOD). IRLS under the
+    canonical link is Newton's method; under another, Fisher scoring."""
+    if family.SOLVER == "least_squares":
+        return "exact least squares", solve
+    method = "Newton's method" if family.canonical else "IRLS, Fisher scoring"
+    per = "Newton" if family.canonical else "IRLS"
+    cost = f"a pass and an allreduce per {per} iteration"
+    if solve != "the distributed QR":
+        cost += f", each step by {solve}"
+    return f"exact maximum likelihood ({method})", cost
+
+
 def wants_optimum(cfg, shard) -> bool:
     """Whether an SGD run also solves least squares exactly, for its optimality gap: the QR
     costs about N (F+1)^2 multiply-adds, the steps about 2 x steps x G (F+1); by default only

@@ -94,7 +94,7 @@ class PathSettings:
             return None
         for j in range(MIN_STRENGTHS - 1, len(explained)):
             if math.isnan(explained[j]):
-                return None  # its figures come with the next pass
+                return None  # not yet known
             if self.controls.zero_limit and own:  # glmnet's fdev = 0: DEV_MAX alone
                 still = False
             elif family == "gaussian":

@@ -121,6 +121,19 @@ def test_no_function_is_over_60_lines():
     assert long == []
 
 
+def test_only_the_solvers_and_families_read_a_familys_solver():
+    """Which exact solver fits a family (Family.SOLVER) is the solvers' business and the
+    families'; the recipe, the report and the API ask Family.exact and Family.as_fitted."""
+    readers = [
+        f"{name}:{node.lineno}"
+        for name, path in MODULES.items()
+        if not name.startswith(("hvd_linreg.solvers", "hvd_linreg.families"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "SOLVER"
+    ]
+    assert readers == []
+
+
 def test_the_package_shows_its_rooms():
     """At most MAX_TOP_LEVEL_MODULES modules directly in hvd_linreg/: the runtime, the data,
     the model maths, SGD, the model file and the estimators are packages (docs/design.md)."""

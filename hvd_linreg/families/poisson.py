@@ -33,11 +33,13 @@ class Poisson(Family):
         return 2.0 * (namespace(mu).xlogy(y, y / mu) - (y - mu))
 
     def deviance_in_mean(self, y, eta, mu):
-        # 2 (y log y - y η - y + μ) under the log link, less its terms in y: no logarithm
-        return 2.0 * (mu - y * eta) if self.link.name == "log" else self.unit_deviance(y, mu)
+        # twice the loss's parts (the half deviance): no logarithm under the log link
+        if self.link.name == "log":
+            return 2.0 * self.loss_terms_in_mean(y, eta, mu)
+        return self.unit_deviance(y, mu)
 
     def deviance_in_target(self, y):
-        return 2.0 * (xlogy(y, y) - y) if self.link.name == "log" else 0.0
+        return 2.0 * self.loss_terms_in_target(y)
 
     def loss_terms_in_mean(self, y, eta, mu):
         # the half deviance y log y - y η - y + μ under the log link, less its terms in y
